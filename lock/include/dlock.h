@@ -1,0 +1,227 @@
+/* dlock.h - libdlock: Redis distributed locks done right.
+ *
+ * One API for a single Redis master and for Redlock over N independent
+ * masters: give one address and you get the single-instance lock of the
+ * Redis "distlock" page, give N (3 or 5) and you get Redlock (quorum N/2+1,
+ * validity = TTL - elapsed - drift). Every acquisition carries a random
+ * 128-bit token (so only the owner can release or extend) and a fencing
+ * token that is strictly greater than every earlier one for the resource
+ * (so storage can refuse a stale holder).
+ *
+ * Conventions, for every function below:
+ * - Errors: functions that can fail return dlock_err (DLOCK_OK == 0). Out
+ *   parameters are set on every path (NULL / 0 on failure). Detail text
+ *   for the last failure (which node, what reply) is kept in the client
+ *   and read with dlock_client_errstr(); error paths never allocate.
+ * - Time: all durations are milliseconds; all instants are milliseconds on
+ *   CLOCK_MONOTONIC (see dlock_now_ms()), never wall-clock time.
+ * - Ownership: every *_new / acquire has exactly one matching *_free, and
+ *   every *_free accepts NULL.
+ * - Threads: a dlock_client is safe to use from several threads; its calls
+ *   are serialised by an internal mutex (they never hold it while sleeping
+ *   between retries). For parallelism, use one client per thread. A
+ *   dlock_lock belongs to one thread at a time.
+ * - Network: every call is bounded by the connect and command timeouts of
+ *   dlock_options; a paused or dead Redis gives an error, never a hang. A
+ *   broken connection is re-established on the next call.
+ */
+#ifndef DLOCK_H
+#define DLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The one source of truth for the version: CMake reads these lines. */
+#define DLOCK_VERSION_MAJOR 1
+#define DLOCK_VERSION_MINOR 0
+#define DLOCK_VERSION_PATCH 0
+
+#if defined(DLOCK_BUILDING) && defined(__GNUC__)
+#define DLOCK_API __attribute__((visibility("default")))
+#else
+#define DLOCK_API
+#endif
+
+/* Longest resource name (after the key prefix is added), in bytes. */
+#define DLOCK_MAX_KEY_LEN 512
+/* Most Redis masters one client may use (Redlock with N nodes). */
+#define DLOCK_MAX_NODES 16
+/* Length of a token as text: 32 lowercase hex digits + NUL. */
+#define DLOCK_TOKEN_LEN 33
+/* Size of the per-client error detail buffer. */
+#define DLOCK_ERRSTR_LEN 256
+
+/* Error codes. Values are only ever appended, never renumbered. */
+typedef enum dlock_err {
+    DLOCK_OK = 0,              /* success */
+    DLOCK_ERR_ARG = 1,         /* bad argument: NULL, ttl 0, empty or oversized key, bad address */
+    DLOCK_ERR_TAKEN = 2,       /* someone else holds the lock (contention: retrying may help) */
+    DLOCK_ERR_TIMEOUT = 3,     /* single node: Redis did not answer within the command timeout */
+    DLOCK_ERR_UNREACHABLE = 4, /* single node: cannot connect, or the connection broke */
+    DLOCK_ERR_NO_QUORUM = 5,   /* Redlock: fewer than N/2+1 nodes answered (down, paused, erroring) */
+    DLOCK_ERR_LOST = 6,        /* release/extend/renewal: the lock is no longer ours (expired, taken over) */
+    DLOCK_ERR_EXPIRED = 7,     /* acquire: quorum reached but validity used up (elapsed + drift >= TTL) */
+    DLOCK_ERR_NOMEM = 8,       /* out of memory */
+    DLOCK_ERR_PROTOCOL = 9,    /* Redis answered with an error or an unexpected reply */
+    DLOCK_ERR_AUTH = 10        /* AUTH refused (wrong password / ACL user) */
+} dlock_err;
+
+/* Static text for a code; never NULL (unknown codes get a generic text). */
+DLOCK_API const char *dlock_strerror(dlock_err err);
+
+/* Nonzero when the error means "the lock service is unavailable" (TIMEOUT,
+ * UNREACHABLE, NO_QUORUM, AUTH, PROTOCOL) as opposed to contention (TAKEN)
+ * or an expired/lost lock. Apps map this to HTTP 503 "unavailable". */
+DLOCK_API int dlock_err_is_unavailable(dlock_err err);
+
+/* Now on CLOCK_MONOTONIC, in milliseconds. Deadlines are built from it:
+ * deadline = dlock_now_ms() + wait_ms. Thread-safe. */
+DLOCK_API int64_t dlock_now_ms(void);
+
+/* Client configuration. Call dlock_options_init() first: it fills every
+ * field with its default, then set what you need. The client copies
+ * everything it keeps; the strings need only live during dlock_client_new. */
+typedef struct dlock_options {
+    const char *const *addrs;  /* "host:port" or "unix:/path"; 1 = single instance, N = Redlock. No default. */
+    size_t n_addrs;            /* 1..DLOCK_MAX_NODES */
+    const char *username;      /* ACL user for AUTH, or NULL (password-only AUTH) */
+    const char *password;      /* AUTH password, or NULL (no AUTH) */
+    const char *key_prefix;    /* prepended to every resource name; default "" */
+    int connect_timeout_ms;    /* per node; default 200 */
+    int command_timeout_ms;    /* per round trip, all nodes in parallel; default 100 */
+    double drift_factor;       /* clock drift allowance as a fraction of the TTL; default 0.01 */
+    int drift_min_ms;          /* added to the drift; default 2 */
+    int retry_base_ms;         /* first backoff cap; default 2 */
+    int retry_max_ms;          /* backoff cap ceiling; default 50 */
+    int retry_fixed_ms;        /* if > 0: sleep retry_fixed_ms +- retry_jitter_ms instead of backoff; default 0 */
+    int retry_jitter_ms;       /* jitter for the fixed mode; default 0 */
+    int retry_unavailable;     /* nonzero: also retry (until the deadline) when nodes are unreachable,
+                                  time out or lack quorum; default 0 = return such errors at once */
+} dlock_options;
+
+DLOCK_API void dlock_options_init(dlock_options *opts);
+
+typedef struct dlock_client dlock_client; /* connections to the N masters + scripts + watchdog */
+typedef struct dlock_lock dlock_lock;     /* one acquisition: resource, token, fence, validity */
+
+/* Create a client. Connects to every node (bounded by connect_timeout_ms);
+ * an unreachable node is not an error here (Redlock tolerates a minority;
+ * connection is retried on each later call), but bad options are:
+ * DLOCK_ERR_ARG with detail in *errbuf if errbuf != NULL.
+ * On success *out owns the client: free with dlock_client_free(). */
+DLOCK_API dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out,
+                                     char *errbuf, size_t errbuf_len);
+
+/* Stops the watchdog thread (if any), closes every connection and frees the
+ * client. Locks still held are not released (their TTL frees them); lock
+ * handles stay valid to free but must not be used with another client.
+ * Accepts NULL. */
+DLOCK_API void dlock_client_free(dlock_client *c);
+
+/* Detail of the last failure on this client (which node, what reply).
+ * Borrowed; valid until the next call on the client from any thread. */
+DLOCK_API const char *dlock_client_errstr(const dlock_client *c);
+
+/* Number of nodes and the quorum (N/2 + 1) of this client. */
+DLOCK_API size_t dlock_client_nodes(const dlock_client *c);
+DLOCK_API size_t dlock_client_quorum(const dlock_client *c);
+
+/* PING every node in parallel; *up_out (may be NULL) gets how many answered.
+ * DLOCK_OK iff at least a quorum answered; else DLOCK_ERR_NO_QUORUM (N > 1)
+ * or the single node's TIMEOUT / UNREACHABLE. */
+DLOCK_API dlock_err dlock_ping(dlock_client *c, size_t *up_out);
+
+/* Acquire `resource` for ttl_ms, trying until the absolute CLOCK_MONOTONIC
+ * deadline (ms, from dlock_now_ms()); deadline <= now means try once.
+ * Between attempts: exponential backoff with full jitter (or the fixed delay
+ * of the options), never sleeping past the deadline.
+ * On DLOCK_OK, *out is a new lock the caller owns (dlock_lock_free), with a
+ * validity > 0 and a fence. Otherwise *out is NULL and the result is:
+ *   DLOCK_ERR_TAKEN   held by someone else until the deadline
+ *   DLOCK_ERR_EXPIRED quorum reached but no validity left (never handed out)
+ *   unavailable codes (see dlock_err_is_unavailable) when nodes failed
+ *   DLOCK_ERR_ARG     NULL, empty or oversized resource, ttl_ms == 0
+ * Thread-safe (serialised per client). */
+DLOCK_API dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                                  int64_t deadline_ms, dlock_lock **out);
+
+/* Try once: dlock_acquire with a deadline already passed. */
+DLOCK_API dlock_err dlock_try_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                                      dlock_lock **out);
+
+/* Release: deletes the key on every node where it still holds our token
+ * (token-checked script). Stops automatic renewal first.
+ * DLOCK_OK: released on a quorum. DLOCK_ERR_LOST: fewer than a quorum still
+ * held our token: the lock had expired or was taken over, so the critical
+ * section may have run unprotected - the caller must know. Unavailable codes
+ * when too few nodes answered. The handle stays owned by the caller. */
+DLOCK_API dlock_err dlock_release(dlock_client *c, dlock_lock *lock);
+
+/* Extend: reset the TTL to ttl_ms on every node that still holds our token.
+ * DLOCK_OK only with a quorum and a new validity > 0 (the lock's validity is
+ * updated); DLOCK_ERR_LOST if a quorum no longer holds our token. */
+DLOCK_API dlock_err dlock_extend(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms);
+
+/* Frees the handle only (no network). If automatic renewal is on for it, it
+ * is stopped first. Release before freeing if you still hold it. NULL ok. */
+DLOCK_API void dlock_lock_free(dlock_lock *lock);
+
+/* Accessors; all borrowed/plain values, valid until dlock_lock_free. */
+DLOCK_API const char *dlock_lock_resource(const dlock_lock *lock); /* without the key prefix */
+DLOCK_API const char *dlock_lock_token(const dlock_lock *lock);    /* 32 hex digits */
+DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *lock);       /* fencing token, >= 1 */
+/* Remaining validity in ms at this instant (0 once used up or lost). */
+DLOCK_API int64_t dlock_lock_validity_ms(const dlock_lock *lock);
+/* Absolute CLOCK_MONOTONIC ms at which the validity ends. */
+DLOCK_API int64_t dlock_lock_valid_until_ms(const dlock_lock *lock);
+/* Nonzero while the lock is held: not released, not reported lost by the
+ * watchdog, and validity left. Thread-safe (the watchdog updates it). */
+DLOCK_API int dlock_is_held(const dlock_lock *lock);
+
+/* Automatic renewal. One watchdog thread per client (started on first use,
+ * stopped by dlock_client_free) extends every registered lock at about
+ * ttl/3. If an extension fails (lost, no quorum) or the validity runs out
+ * first, the lock is marked lost (dlock_is_held() returns 0) and on_lost is
+ * called once, from the watchdog thread, with the client's mutex held: the
+ * callback must not call dlock functions on the same client (set a flag,
+ * signal a condition variable). Renewal stops the moment the lock is
+ * released or freed; it never re-acquires an expired lock. */
+typedef void (*dlock_lost_fn)(const dlock_lock *lock, dlock_err why, void *user);
+typedef struct dlock_renew_options {
+    uint32_t ttl_ms;          /* TTL to extend to; 0 = the acquire TTL */
+    uint32_t max_renewals;    /* 0 = unlimited; after that many the lease is let run out */
+    uint32_t max_lease_ms;    /* 0 = unlimited; total time since acquisition after which renewal stops */
+    dlock_lost_fn on_lost;    /* may be NULL */
+    void *user;               /* passed to on_lost */
+} dlock_renew_options;
+
+DLOCK_API dlock_err dlock_auto_renew(dlock_client *c, dlock_lock *lock,
+                                     const dlock_renew_options *ropts);
+/* Renewals done so far for this lock. */
+DLOCK_API uint32_t dlock_lock_renewals(const dlock_lock *lock);
+
+/* Counters of a client, for metrics and benchmarks. Thread-safe snapshot. */
+typedef struct dlock_stats {
+    uint64_t round_trips;      /* parallel request rounds sent (1 round = all nodes at once) */
+    uint64_t acquires;         /* successful acquisitions */
+    uint64_t attempts;         /* acquisition attempts (>= acquires) */
+    uint64_t retries;          /* attempts after the first within one dlock_acquire */
+    uint64_t taken;            /* attempts that found the lock held */
+    uint64_t errors;           /* calls that ended with an unavailable code */
+    uint64_t releases;         /* successful releases */
+    uint64_t lost;             /* releases/extends/renewals that found the lock lost */
+    uint64_t extends;          /* successful extends (manual and automatic) */
+    uint64_t script_loads;     /* NOSCRIPT fallbacks (script sent in full) */
+    uint64_t reconnects;       /* connections re-established */
+} dlock_stats;
+
+DLOCK_API void dlock_client_stats(dlock_client *c, dlock_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DLOCK_H */

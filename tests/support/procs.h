@@ -1,0 +1,92 @@
+/* procs.h - test support: real redis-server and coupon-server processes on
+ * free loopback ports, started, paused (SIGSTOP), resumed, killed, restarted
+ * and stopped by PID, plus a small HTTP client for the suites.
+ *
+ * Every function returns 0 on success and -1 on failure after printing one
+ * line saying why to stderr. Every process started here is stopped by its
+ * PID (SIGTERM, bounded waitpid, then SIGKILL); nothing is left running. */
+#ifndef TESTS_PROCS_H
+#define TESTS_PROCS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A free TCP port on 127.0.0.1 (bind to port 0, read it back, close), or -1. */
+int free_loopback_port(void);
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+int64_t test_now_ms(void);
+/* Sleep ms milliseconds (restarts on EINTR). */
+void test_sleep_ms(int64_t ms);
+
+typedef struct redis_proc {
+    pid_t pid;          /* 0 when not running */
+    int port;           /* fixed at first start; restart reuses it */
+    int persistent;     /* nonzero: appendonly yes + appendfsync always (survives kill -9) */
+    int paused;         /* nonzero between redis_pause and redis_resume */
+    char dir[256];      /* own temp dir (mkdtemp), removed by redis_stop */
+    char password[64];  /* requirepass when not empty */
+    char addr[64];      /* "127.0.0.1:<port>" */
+} redis_proc;
+
+/* Start redis-server (from $DLOCK_REDIS_SERVER, else PATH) on a free loopback
+ * port, in its own temp dir, no persistence unless r->persistent, password if
+ * r->password[0]; waits until it answers PING (bounded, 5 s). Initialise the
+ * struct to zero first and set persistent/password before the call. */
+int redis_start(redis_proc *r);
+/* SIGTERM, bounded wait, SIGKILL; removes the temp dir. Safe when not running. */
+int redis_stop(redis_proc *r);
+/* SIGKILL, reaped; keeps the dir and the port for redis_restart. */
+int redis_kill(redis_proc *r);
+/* Start again on the same port and dir (with its persisted data, if any). */
+int redis_restart(redis_proc *r);
+/* SIGSTOP and wait until the process is stopped (waitpid WUNTRACED). */
+int redis_pause(redis_proc *r);
+/* SIGCONT and wait until it runs again (waitpid WCONTINUED). */
+int redis_resume(redis_proc *r);
+/* Run one command on the node (hiredis-free: redis-cli is not assumed; a tiny
+ * RESP client): sends argv, writes the reply as text into out (integer as
+ * decimal, bulk/status as is, nil as "(nil)", error as "ERR ..."). */
+int redis_cmd(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv);
+
+/* Start n nodes / stop them all. */
+int redis_start_n(redis_proc *rs, size_t n);
+void redis_stop_n(redis_proc *rs, size_t n);
+/* "127.0.0.1:p1,127.0.0.1:p2,..." for --redis. */
+void redis_addrs_csv(const redis_proc *rs, size_t n, char *out, size_t outlen);
+
+typedef struct server_proc {
+    pid_t pid;          /* 0 when not running */
+    int port;           /* the real port read from "listening on http://HOST:PORT" */
+    char url[96];       /* "http://127.0.0.1:<port>" */
+} server_proc;
+
+/* Start coupon-server ($COUPON_SERVER_BIN) with --listen 127.0.0.1:0 and the
+ * NULL-terminated extra arguments; waits (bounded, 10 s) for its
+ * "listening on" line on stdout. stderr is inherited. */
+int server_start(server_proc *s, const char *const *extra_args);
+/* Send sig (SIGTERM for a graceful stop), wait bounded (10 s, then SIGKILL);
+ * *exit_status (may be NULL) gets the exit code, or 128+signal. */
+int server_stop(server_proc *s, int sig, int *exit_status);
+
+typedef struct http_reply {
+    long status;        /* HTTP status, 0 on transport error */
+    char *body;         /* NUL-terminated, malloc'd; free with http_reply_free */
+    size_t body_len;
+    char retry_after[32]; /* Retry-After header value, or "" */
+    char content_type[96];
+} http_reply;
+
+/* One HTTP request with libcurl (timeout 10 s). body may be NULL; headers is
+ * a NULL-terminated list of "Name: value" lines or NULL. */
+int http_request(const char *method, const char *url, const char *body,
+                 const char *const *headers, http_reply *out);
+void http_reply_free(http_reply *r);
+
+/* Run a command (argv[0] is a path), capture stdout+stderr into a malloc'd
+ * string (*output, may be NULL), wait at most timeout_ms (then SIGKILL).
+ * Returns the exit status (or 128+signal), -1 on failure to run. */
+int run_command(const char *const *argv, int timeout_ms, char **output);
+
+#endif /* TESTS_PROCS_H */
