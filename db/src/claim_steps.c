@@ -1,0 +1,124 @@
+/* claim_steps.c - the steps the claim transactions share: argument checks,
+ * reading the coupon, the per-user limit, the stock decrement and the record
+ * insert. Each runs inside the caller's transaction and resets its statement. */
+#include <string.h>
+
+#include "db_internal.h"
+
+db_status dbi_check_claim_args(db_store *db, int64_t coupon_id, const char *user_id, db_claim *out)
+{
+    size_t len;
+
+    (void)coupon_id; /* any id is a question the table answers (DB_NOT_FOUND) */
+    if (out != NULL)
+        memset(out, 0, sizeof *out);
+    if (db == NULL)
+        return DB_INVALID;
+    if (out == NULL) {
+        dbi_set_error(db, "claim: NULL out parameter");
+        return DB_INVALID;
+    }
+    if (user_id == NULL || user_id[0] == '\0') {
+        dbi_set_error(db, "user id must not be empty");
+        return DB_INVALID;
+    }
+    /* strnlen: an unterminated or huge id costs at most DB_USER_MAX + 1 reads. */
+    len = strnlen(user_id, DB_USER_MAX + 1);
+    if (len > DB_USER_MAX) {
+        dbi_set_error(db, "user id longer than %d bytes", DB_USER_MAX);
+        return DB_INVALID;
+    }
+    return DB_OK;
+}
+
+/* The coupon's stock, per-user limit and last fence. DB_NOT_FOUND when the
+ * row does not exist. */
+db_status dbi_select_coupon(db_store *db, int64_t coupon_id, int64_t *stock, int64_t *limit,
+                            int64_t *last_fence)
+{
+    sqlite3_stmt *st = dbi_stmt(db, DBI_CLAIM_SELECT);
+    int has_row = 0;
+    db_status res = dbi_bind_int64(db, st, 1, coupon_id);
+
+    *stock = 0;
+    *limit = 0;
+    *last_fence = 0;
+    if (res == DB_OK)
+        res = dbi_step(db, st, &has_row, "select coupon for claim");
+    if (res == DB_OK && !has_row) {
+        dbi_set_error(db, "no coupon with id %lld", (long long)coupon_id);
+        res = DB_NOT_FOUND;
+    }
+    if (res == DB_OK) {
+        *stock = sqlite3_column_int64(st, 0);
+        *limit = sqlite3_column_int64(st, 1);
+        *last_fence = sqlite3_column_int64(st, 2);
+    }
+    dbi_done(st);
+    return res;
+}
+
+/* DB_USER_LIMIT when the user already holds `limit` records (limit 0 = unlimited). */
+db_status dbi_check_user_limit(db_store *db, int64_t coupon_id, const char *user_id, int64_t limit)
+{
+    sqlite3_stmt *st = NULL;
+    int has_row = 0;
+    int64_t held = 0;
+    db_status res = DB_OK;
+
+    if (limit == 0)
+        return DB_OK;
+    st = dbi_stmt(db, DBI_USER_COUNT);
+    res = dbi_bind_int64(db, st, 1, coupon_id);
+    if (res == DB_OK)
+        res = dbi_bind_text(db, st, 2, user_id);
+    if (res == DB_OK)
+        res = dbi_step(db, st, &has_row, "count user records");
+    if (res == DB_OK && has_row)
+        held = sqlite3_column_int64(st, 0);
+    dbi_done(st);
+    if (res == DB_OK && held >= limit) {
+        dbi_set_error(db, "user holds %lld of at most %lld", (long long)held, (long long)limit);
+        res = DB_USER_LIMIT;
+    }
+    return res;
+}
+
+/* Insert the claim's record; *record_id gets its row id. */
+db_status dbi_insert_record(db_store *db, int64_t coupon_id, const char *user_id, int64_t fence,
+                            int64_t *record_id)
+{
+    sqlite3_stmt *st = dbi_stmt(db, DBI_RECORD_INSERT);
+    int has_row = 0;
+    db_status res = dbi_bind_int64(db, st, 1, coupon_id);
+
+    if (res == DB_OK)
+        res = dbi_bind_text(db, st, 2, user_id);
+    if (res == DB_OK)
+        res = dbi_bind_int64(db, st, 3, fence);
+    if (res == DB_OK)
+        res = dbi_step(db, st, &has_row, "insert record");
+    dbi_done(st);
+    /* Valid right after this connection's INSERT (one thread per db_store). */
+    *record_id = res == DB_OK ? sqlite3_last_insert_rowid(db->conn) : 0;
+    return res;
+}
+
+/* Run a decrement UPDATE (?1 = coupon id, ?2 = fence when the statement has
+ * one) and report how many rows it changed. */
+db_status dbi_decrement(db_store *db, dbi_stmt_id id, int64_t coupon_id, int64_t fence, int *changed)
+{
+    sqlite3_stmt *st = dbi_stmt(db, id);
+    int has_row = 0;
+    db_status res = dbi_bind_int64(db, st, 1, coupon_id);
+
+    *changed = 0;
+    if (res == DB_OK && id == DBI_FENCED_DECREMENT)
+        res = dbi_bind_int64(db, st, 2, fence);
+    if (res == DB_OK)
+        res = dbi_step(db, st, &has_row, "decrement stock");
+    if (res == DB_OK)
+        *changed = sqlite3_changes(db->conn);
+    dbi_done(st);
+    return res;
+}

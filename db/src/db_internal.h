@@ -1,0 +1,95 @@
+/* db_internal.h - private declarations of the coupon store: the db_store
+ * handle, the prepared-statement table, and the error/transaction helpers
+ * shared by the files in db/src/. Not installed, not seen by callers. */
+#ifndef COUPON_DB_INTERNAL_H
+#define COUPON_DB_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "coupon_db.h"
+
+/* The schema version this build creates and understands (PRAGMA user_version). */
+#define DBI_SCHEMA_VERSION 1
+
+/* Every statement the store runs, prepared once per db_store (stmt.c). */
+typedef enum dbi_stmt_id {
+    DBI_BEGIN_IMMEDIATE,
+    DBI_BEGIN_DEFERRED,
+    DBI_COMMIT,
+    DBI_ROLLBACK,
+    DBI_PING,
+    DBI_COUPON_INSERT,
+    DBI_COUPON_GET,
+    DBI_COUPON_LIST,
+    DBI_STOCK_PEEK,
+    DBI_CLAIM_SELECT,
+    DBI_USER_COUNT,
+    DBI_FENCED_DECREMENT,
+    DBI_ATOMIC_DECREMENT,
+    DBI_UNSAFE_SET_STOCK,
+    DBI_RECORD_INSERT,
+    DBI_AUDIT_COUPON,
+    DBI_AUDIT_USERS,
+    DBI_STMT_COUNT
+} dbi_stmt_id;
+
+struct db_store {
+    sqlite3 *conn;                         /* the one connection; NULL only while opening */
+    int readonly;                          /* opened with SQLITE_OPEN_READONLY */
+    sqlite3_stmt *stmt[DBI_STMT_COUNT];    /* prepared at open, reused until db_close */
+    char errmsg[256];                      /* last failure's detail, "" when none yet */
+};
+
+/* status.c: record detail in db->errmsg (printf-style, truncated, no allocation). */
+void dbi_set_error(db_store *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* status.c: record "what: <sqlite message> (<code name>)" for SQLite result rc
+ * and map rc to a status: BUSY/LOCKED -> DB_BUSY, anything else -> DB_ERROR. */
+db_status dbi_fail(db_store *db, int rc, const char *what);
+
+/* stmt.c: prepare / finalize the whole table (finalize accepts a partly filled one). */
+db_status dbi_prepare_all(db_store *db);
+void dbi_finalize_all(db_store *db);
+/* stmt.c: the statement, reset and with its bindings cleared, ready to bind. */
+sqlite3_stmt *dbi_stmt(db_store *db, dbi_stmt_id id);
+/* stmt.c: checked binds; on failure the detail is in db->errmsg. */
+db_status dbi_bind_int64(db_store *db, sqlite3_stmt *st, int idx, int64_t v);
+db_status dbi_bind_text(db_store *db, sqlite3_stmt *st, int idx, const char *s);
+/* stmt.c: step once. DB_OK with *has_row set (1 = SQLITE_ROW, 0 = SQLITE_DONE),
+ * or the mapped failure. what names the statement in the error detail. */
+db_status dbi_step(db_store *db, sqlite3_stmt *st, int *has_row, const char *what);
+/* stmt.c: finish with a statement (sqlite3_reset), so that a finished SELECT
+ * does not keep its read transaction, and with it an old WAL snapshot, open. */
+void dbi_done(sqlite3_stmt *st);
+/* stmt.c: run a statement that returns no row the caller needs (BEGIN, COMMIT,
+ * UPDATE, INSERT); the statement is reset afterwards. */
+db_status dbi_exec(db_store *db, dbi_stmt_id id, const char *what);
+
+/* txn.c */
+db_status dbi_begin_immediate(db_store *db);
+db_status dbi_begin_deferred(db_store *db);
+db_status dbi_commit(db_store *db);
+/* Roll back if a transaction is open; keeps the earlier error detail. */
+void dbi_rollback(db_store *db);
+
+/* schema.c: bring the file to DBI_SCHEMA_VERSION (safe against concurrent openers). */
+db_status dbi_migrate(db_store *db);
+/* schema.c: read PRAGMA user_version. */
+db_status dbi_user_version(db_store *db, int *version);
+
+/* claim_steps.c: the steps of the claim transactions (run inside the caller's
+ * transaction; each fills db->errmsg when it refuses or fails). */
+/* Argument check; zeroes *out. */
+db_status dbi_check_claim_args(db_store *db, int64_t coupon_id, const char *user_id, db_claim *out);
+/* The coupon's stock, per_user_limit and last_fence; DB_NOT_FOUND if absent. */
+db_status dbi_select_coupon(db_store *db, int64_t coupon_id, int64_t *stock, int64_t *limit,
+                            int64_t *last_fence);
+/* DB_USER_LIMIT when the user already holds `limit` records (0 = unlimited). */
+db_status dbi_check_user_limit(db_store *db, int64_t coupon_id, const char *user_id, int64_t limit);
+/* Run DBI_FENCED_DECREMENT (binds fence) or DBI_ATOMIC_DECREMENT; *changed
+ * gets the number of rows the UPDATE changed (0 or 1). */
+db_status dbi_decrement(db_store *db, dbi_stmt_id id, int64_t coupon_id, int64_t fence, int *changed);
+/* Insert one coupon_record row; *record_id gets its id. */
+db_status dbi_insert_record(db_store *db, int64_t coupon_id, const char *user_id, int64_t fence,
+                            int64_t *record_id);
+
+#endif /* COUPON_DB_INTERNAL_H */

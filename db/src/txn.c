@@ -1,0 +1,41 @@
+/* txn.c - transaction boundaries: BEGIN IMMEDIATE for every write, BEGIN for
+ * consistent multi-statement reads, COMMIT, and a ROLLBACK that keeps the
+ * error which caused it. */
+#include <string.h>
+
+#include "db_internal.h"
+
+db_status dbi_begin_immediate(db_store *db)
+{
+    /* IMMEDIATE takes the write lock now: a second writer waits here (busy
+     * timeout) instead of failing with SQLITE_BUSY halfway through a
+     * read-check-write, and no two writers' read-check-write can interleave. */
+    return dbi_exec(db, DBI_BEGIN_IMMEDIATE, "begin immediate");
+}
+
+db_status dbi_begin_deferred(db_store *db)
+{
+    return dbi_exec(db, DBI_BEGIN_DEFERRED, "begin");
+}
+
+db_status dbi_commit(db_store *db)
+{
+    return dbi_exec(db, DBI_COMMIT, "commit");
+}
+
+void dbi_rollback(db_store *db)
+{
+    char saved[sizeof db->errmsg];
+    db_status res;
+
+    /* Autocommit means SQLite already ended the transaction (some errors roll
+     * back by themselves); a second ROLLBACK would only add a misleading error. */
+    if (sqlite3_get_autocommit(db->conn))
+        return;
+    memcpy(saved, db->errmsg, sizeof saved);
+    res = dbi_exec(db, DBI_ROLLBACK, "rollback");
+    /* The caller reports the failure that made it roll back, not this one;
+     * a failed ROLLBACK still ends the transaction when the handle is closed. */
+    memcpy(db->errmsg, saved, sizeof saved);
+    (void)res;
+}

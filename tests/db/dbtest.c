@@ -1,0 +1,183 @@
+/* dbtest.c - shared helpers for the coupon store suites (see dbtest.h). */
+#define _XOPEN_SOURCE 700 /* nftw */
+#include "dbtest.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "procs.h"
+
+char dbt_dir[256];
+char dbt_path[320];
+
+void dbt_setup(void)
+{
+    const char *tmp = getenv("TMPDIR");
+
+    snprintf(dbt_dir, sizeof dbt_dir, "%s/dbtest.XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+    cr_assert_not_null(mkdtemp(dbt_dir), "mkdtemp: %s", strerror(errno));
+    snprintf(dbt_path, sizeof dbt_path, "%s/coupon.db", dbt_dir);
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    if (remove(path) != 0)
+        fprintf(stderr, "dbtest: cannot remove %s: %s\n", path, strerror(errno));
+    return 0;
+}
+
+void dbt_teardown(void)
+{
+    /* FTW_DEPTH: files (db, -wal, -shm) before their directory. */
+    if (dbt_dir[0] != '\0')
+        (void)nftw(dbt_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    dbt_dir[0] = '\0';
+}
+
+db_store *dbt_open(void)
+{
+    db_store *db = NULL;
+    char err[256];
+    db_status st = db_open(dbt_path, 5000, &db, err, sizeof err);
+
+    cr_assert_eq(st, DB_OK, "db_open(%s): %s", dbt_path, err);
+    cr_assert_not_null(db);
+    return db;
+}
+
+int64_t dbt_create(db_store *db, const char *name, int64_t stock, int64_t per_user_limit)
+{
+    db_coupon c;
+    db_status st = db_create_coupon(db, name, stock, per_user_limit, &c);
+
+    cr_assert_eq(st, DB_OK, "db_create_coupon: %s", db_errmsg(db));
+    cr_assert_gt(c.id, 0);
+    return c.id;
+}
+
+int64_t dbt_scalar(const char *path, const char *sql)
+{
+    sqlite3 *conn = NULL;
+    sqlite3_stmt *st = NULL;
+    int64_t v;
+    int rc = sqlite3_open_v2(path, &conn, SQLITE_OPEN_READWRITE, NULL);
+
+    cr_assert_eq(rc, SQLITE_OK, "raw open %s: %s", path, sqlite3_errstr(rc));
+    cr_assert_eq(sqlite3_busy_timeout(conn, 5000), SQLITE_OK);
+    rc = sqlite3_prepare_v2(conn, sql, -1, &st, NULL);
+    cr_assert_eq(rc, SQLITE_OK, "raw prepare %s: %s", sql, sqlite3_errmsg(conn));
+    rc = sqlite3_step(st);
+    cr_assert_eq(rc, SQLITE_ROW, "raw step %s: %s", sql, sqlite3_errmsg(conn));
+    v = sqlite3_column_int64(st, 0);
+    cr_assert_eq(sqlite3_finalize(st), SQLITE_OK);
+    cr_assert_eq(sqlite3_close(conn), SQLITE_OK);
+    return v;
+}
+
+void dbt_exec(const char *path, const char *sql)
+{
+    sqlite3 *conn = NULL;
+    char *err = NULL;
+    int rc = sqlite3_open_v2(path, &conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+
+    cr_assert_eq(rc, SQLITE_OK, "raw open %s: %s", path, sqlite3_errstr(rc));
+    cr_assert_eq(sqlite3_busy_timeout(conn, 5000), SQLITE_OK);
+    rc = sqlite3_exec(conn, sql, NULL, NULL, &err);
+    cr_assert_eq(rc, SQLITE_OK, "raw exec %s: %s", sql, err != NULL ? err : sqlite3_errstr(rc));
+    sqlite3_free(err);
+    cr_assert_eq(sqlite3_close(conn), SQLITE_OK);
+}
+
+int dbt_run_children(int n, dbt_child_fn fn, void *arg, int timeout_ms)
+{
+    pid_t pids[64];
+    int barrier[2];
+    int ok = 0;
+    int64_t deadline;
+
+    cr_assert(n > 0 && n <= 64);
+    cr_assert_eq(pipe(barrier), 0, "pipe: %s", strerror(errno));
+    /* Criterion's output buffers must not be flushed twice (once per child). */
+    fflush(NULL);
+    for (int i = 0; i < n; i++) {
+        pid_t pid = fork();
+        cr_assert_neq(pid, -1, "fork: %s", strerror(errno));
+        if (pid == 0) {
+            char c;
+            ssize_t r;
+            close(barrier[1]);
+            /* EOF arrives when the parent closes its write end after the
+             * last fork: every child leaves this read at the same moment. */
+            do
+                r = read(barrier[0], &c, 1);
+            while (r < 0 && errno == EINTR);
+            close(barrier[0]);
+            /* _exit: no atexit handlers, no Criterion teardown in the child. */
+            _exit(fn(i, arg));
+        }
+        pids[i] = pid;
+    }
+    close(barrier[0]);
+    close(barrier[1]);
+
+    deadline = test_now_ms() + timeout_ms;
+    for (int left = n; left > 0;) {
+        for (int i = 0; i < n; i++) {
+            int status = 0;
+            pid_t r;
+            if (pids[i] == 0)
+                continue;
+            r = waitpid(pids[i], &status, WNOHANG);
+            if (r == pids[i]) {
+                if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                    ok++;
+                else
+                    cr_log_warn("child %d exited with status 0x%x", i, status);
+                pids[i] = 0;
+                left--;
+            }
+        }
+        if (left > 0 && test_now_ms() > deadline) {
+            for (int i = 0; i < n; i++) {
+                if (pids[i] != 0) {
+                    int status;
+                    cr_log_error("child %d still running after %d ms: killing it", i, timeout_ms);
+                    kill(pids[i], SIGKILL);
+                    (void)waitpid(pids[i], &status, 0);
+                    pids[i] = 0;
+                }
+            }
+            break;
+        }
+        if (left > 0)
+            test_sleep_ms(5);
+    }
+    return ok;
+}
+
+void *dbt_shared_alloc(size_t size)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    cr_assert_neq(p, MAP_FAILED, "mmap: %s", strerror(errno));
+    memset(p, 0, size);
+    return p;
+}
+
+void dbt_shared_free(void *p, size_t size)
+{
+    if (p != NULL)
+        cr_assert_eq(munmap(p, size), 0);
+}

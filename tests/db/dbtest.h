@@ -1,0 +1,43 @@
+/* dbtest.h - shared helpers for the coupon store suites: a temp dir per test
+ * (mkdtemp in .init, removed in .fini), raw SQLite access to check exact
+ * table state behind the API's back, and forked worker processes started
+ * together through a pipe barrier. */
+#ifndef TESTS_DBTEST_H
+#define TESTS_DBTEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "coupon_db.h"
+
+/* Set by dbt_setup: the test's temp dir and "<dir>/coupon.db" (not created). */
+extern char dbt_dir[256];
+extern char dbt_path[320];
+
+/* .init / .fini: make / remove (recursively) the temp dir. */
+void dbt_setup(void);
+void dbt_teardown(void);
+
+/* Open dbt_path read-write (busy timeout 5 s); asserts success. */
+db_store *dbt_open(void);
+/* Create a coupon; asserts DB_OK and returns its id. */
+int64_t dbt_create(db_store *db, const char *name, int64_t stock, int64_t per_user_limit);
+
+/* Raw SQLite on path, bypassing coupondb: one integer from a query with no
+ * parameters (asserts one row), and a statement run for its effect. */
+int64_t dbt_scalar(const char *path, const char *sql);
+void dbt_exec(const char *path, const char *sql);
+
+/* Run fn(index, arg) in n forked processes that all start at the same moment
+ * (they block on a pipe until every one is forked). fn's return value is the
+ * child's exit status. Returns how many children exited with status 0; every
+ * child is reaped (bounded: each is SIGKILLed after timeout_ms). */
+typedef int (*dbt_child_fn)(int index, void *arg);
+int dbt_run_children(int n, dbt_child_fn fn, void *arg, int timeout_ms);
+
+/* Anonymous shared memory visible to forked children; dbt_shared_free unmaps. */
+void *dbt_shared_alloc(size_t size);
+void dbt_shared_free(void *p, size_t size);
+
+#endif /* TESTS_DBTEST_H */
