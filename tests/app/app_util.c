@@ -1,0 +1,354 @@
+/* app_util.c - shared helpers of the coupon-server end-to-end suites. */
+#define _XOPEN_SOURCE 700
+#include "app_util.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <sqlite3.h>
+
+/* Temp dirs not yet removed: an assertion in a suite's .init ends the
+ * worker without running .fini, so an atexit handler removes what is left. */
+#define APP_MAX_DIRS 8
+static char g_dirs[APP_MAX_DIRS][256];
+static pid_t g_dirs_owner;
+
+static void remove_left_dirs(void)
+{
+    /* Only the worker that made them: a forked child inherits the table. */
+    if (getpid() != g_dirs_owner)
+        return;
+    for (size_t i = 0; i < APP_MAX_DIRS; i++)
+        if (g_dirs[i][0])
+            app_rmtree(g_dirs[i]);
+}
+
+char app_setup_error[512];
+
+void app_setup_fail(const char *fmt, ...)
+{
+    va_list ap;
+    if (app_setup_error[0])
+        return; /* the first failure is the cause; later ones follow from it */
+    va_start(ap, fmt);
+    vsnprintf(app_setup_error, sizeof app_setup_error, fmt, ap);
+    va_end(ap);
+}
+
+int app_tmpdir_try(char *dir, size_t len)
+{
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    int n = snprintf(dir, len, "%s/coupon-apptest.XXXXXX", base);
+    if (n <= 0 || (size_t)n >= len) {
+        dir[0] = '\0';
+        app_setup_fail("temp dir name too long");
+        return -1;
+    }
+    if (!mkdtemp(dir)) {
+        app_setup_fail("mkdtemp %s: %s", dir, strerror(errno));
+        dir[0] = '\0';
+        return -1;
+    }
+    if (g_dirs_owner != getpid()) {
+        memset(g_dirs, 0, sizeof g_dirs);
+        g_dirs_owner = getpid();
+        if (atexit(remove_left_dirs) != 0)
+            g_dirs_owner = 0;
+    }
+    for (size_t i = 0; i < APP_MAX_DIRS; i++) {
+        if (!g_dirs[i][0] && strlen(dir) < sizeof g_dirs[i]) {
+            snprintf(g_dirs[i], sizeof g_dirs[i], "%s", dir);
+            break;
+        }
+    }
+    return 0;
+}
+
+void app_tmpdir(char *dir, size_t len)
+{
+    cr_assert_eq(app_tmpdir_try(dir, len), 0, "%s", app_setup_error);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    /* Best effort: a file that cannot go must not stop the rest going. */
+    if (flag == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+void app_rmtree(const char *dir)
+{
+    if (!dir || !*dir)
+        return;
+    /* FTW_PHYS: a symlink a server or chromium left must not lead the
+     * clean-up outside the temp dir. */
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    for (size_t i = 0; i < APP_MAX_DIRS; i++)
+        if (strcmp(g_dirs[i], dir) == 0)
+            g_dirs[i][0] = '\0';
+}
+
+#define APP_MAX_ARGS 48
+
+static int server_vtry(server_proc *s, va_list ap)
+{
+    const char *args[APP_MAX_ARGS + 1];
+    size_t n = 0;
+    memset(s, 0, sizeof *s);
+    for (const char *a = va_arg(ap, const char *); a; a = va_arg(ap, const char *)) {
+        if (n == APP_MAX_ARGS) {
+            app_setup_fail("too many server options");
+            return -1;
+        }
+        args[n++] = a;
+    }
+    args[n] = NULL;
+    if (server_start(s, args) != 0) {
+        app_setup_fail("coupon-server did not start (COUPON_SERVER_BIN=%s)",
+                       getenv("COUPON_SERVER_BIN") ? getenv("COUPON_SERVER_BIN") : "(unset)");
+        return -1;
+    }
+    return 0;
+}
+
+int app_server_try(server_proc *s, ...)
+{
+    va_list ap;
+    va_start(ap, s);
+    int rc = server_vtry(s, ap);
+    va_end(ap);
+    return rc;
+}
+
+void app_server_up(server_proc *s, ...)
+{
+    va_list ap;
+    va_start(ap, s);
+    int rc = server_vtry(s, ap);
+    va_end(ap);
+    cr_assert_eq(rc, 0, "%s", app_setup_error);
+}
+
+int app_redis_try(redis_proc *rs, size_t n, int persistent)
+{
+    for (size_t i = 0; i < n; i++) {
+        memset(&rs[i], 0, sizeof rs[i]);
+        rs[i].persistent = persistent;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (redis_start(&rs[i]) != 0) {
+            app_setup_fail("redis-server %zu of %zu did not start", i + 1, n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void app_redis_up(redis_proc *rs, size_t n, int persistent)
+{
+    cr_assert_eq(app_redis_try(rs, n, persistent), 0, "%s", app_setup_error);
+}
+
+int app_server_down(server_proc *s)
+{
+    int code = -1;
+    if (s->pid > 0 && server_stop(s, SIGTERM, &code) != 0)
+        code = -1;
+    return code;
+}
+
+void app_url(char *out, size_t len, const server_proc *s, const char *path_fmt, ...)
+{
+    char path[2048];
+    va_list ap;
+    va_start(ap, path_fmt);
+    int n = vsnprintf(path, sizeof path, path_fmt, ap);
+    va_end(ap);
+    cr_assert(n >= 0 && (size_t)n < sizeof path, "path too long");
+    n = snprintf(out, len, "%s%s", s->url, path);
+    cr_assert(n >= 0 && (size_t)n < len, "url too long");
+}
+
+json_t *app_envelope(const http_reply *r, long status)
+{
+    json_error_t jerr;
+    cr_assert_eq(r->status, status, "HTTP status %ld, expected %ld; body: %s", r->status, status,
+                 r->body ? r->body : "(none)");
+    cr_assert(strncmp(r->content_type, "application/json", 16) == 0,
+              "Content-Type '%s', expected application/json", r->content_type);
+    json_t *root = json_loadb(r->body ? r->body : "", r->body_len, 0, &jerr);
+    cr_assert_not_null(root, "body is not JSON (%s): %s", jerr.text, r->body ? r->body : "");
+    cr_assert(json_is_object(root), "body is not a JSON object: %s", r->body);
+    json_t *code = json_object_get(root, "code");
+    json_t *msg = json_object_get(root, "msg");
+    json_t *data = json_object_get(root, "data");
+    cr_assert(json_is_integer(code), "no integer code: %s", r->body);
+    cr_assert(json_is_string(msg), "no string msg: %s", r->body);
+    cr_assert(json_string_length(msg) > 0, "empty msg: %s", r->body);
+    cr_assert(data && (json_is_object(data) || json_is_array(data) || json_is_null(data)),
+              "data missing or of the wrong type: %s", r->body);
+    return root;
+}
+
+json_t *app_expect(const http_reply *r, long status, long long want_code)
+{
+    json_t *root = app_envelope(r, status);
+    long long code = (long long)json_integer_value(json_object_get(root, "code"));
+    cr_assert_eq(code, want_code, "code %lld, expected %lld; body: %s", code, want_code, r->body);
+    return root;
+}
+
+long long app_jint(const json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    cr_assert(json_is_integer(v), "member '%s' missing or not an integer", key);
+    return (long long)json_integer_value(v);
+}
+
+const char *app_jstr(const json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    cr_assert(json_is_string(v), "member '%s' missing or not a string", key);
+    return json_string_value(v);
+}
+
+long long app_create_coupon(const server_proc *s, const char *name, long long stock,
+                            long long per_user_limit)
+{
+    char url[256];
+    const char *headers[] = {"Authorization: Bearer " APP_TOKEN, "Content-Type: application/json",
+                             NULL};
+    http_reply r = {0};
+    json_t *req = json_pack("{s:s, s:I, s:I}", "name", name, "stock", (json_int_t)stock,
+                            "per_user_limit", (json_int_t)per_user_limit);
+    cr_assert_not_null(req, "json_pack");
+    char *body = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    cr_assert_not_null(body, "json_dumps");
+    app_url(url, sizeof url, s, "/api/v1/admin/coupon");
+    int rc = http_request("POST", url, body, headers, &r);
+    free(body);
+    cr_assert_eq(rc, 0, "admin create: transport error");
+    json_t *root = app_expect(&r, 201, 0);
+    json_t *data = json_object_get(root, "data");
+    long long id = app_jint(data, "coupon_id");
+    cr_assert_gt(id, 0, "coupon_id %lld", id);
+    json_decref(root);
+    http_reply_free(&r);
+    return id;
+}
+
+void app_claim(const server_proc *s, const char *method, long long coupon_id, const char *user,
+               http_reply *out)
+{
+    char url[512];
+    app_url(url, sizeof url, s, "/api/v1/coupon/add?coupon_id=%lld&user_id=%s", coupon_id, user);
+    memset(out, 0, sizeof *out);
+    cr_assert_eq(http_request(method, url, NULL, NULL, out), 0, "%s %s: transport error", method,
+                 url);
+    cr_assert_neq(out->status, 0, "%s %s: no HTTP status", method, url);
+}
+
+static sqlite3 *db_open_rw(const char *db_path)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL);
+    if (rc != SQLITE_OK) {
+        const char *why = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", why);
+        sqlite3_close(db);
+        cr_assert_fail("sqlite3_open %s: %s", db_path, msg);
+    }
+    /* The servers write the same file concurrently: wait for their
+     * transactions instead of failing with SQLITE_BUSY. */
+    sqlite3_busy_timeout(db, 10000);
+    return db;
+}
+
+long long app_db_int(const char *db_path, const char *sql_fmt, ...)
+{
+    char sql[8192];
+    va_list ap;
+    va_start(ap, sql_fmt);
+    int n = vsnprintf(sql, sizeof sql, sql_fmt, ap);
+    va_end(ap);
+    cr_assert(n >= 0 && (size_t)n < sizeof sql, "sql too long");
+
+    sqlite3 *db = db_open_rw(db_path);
+    sqlite3_stmt *st = NULL;
+    char err[512] = "";
+    long long v = 0;
+    int rows = 0;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            v = (long long)sqlite3_column_int64(st, 0);
+            rows++;
+        }
+    }
+    if (rc != SQLITE_DONE)
+        snprintf(err, sizeof err, "%s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    cr_assert_eq(rc, SQLITE_DONE, "sqlite '%s': %s", sql, err);
+    cr_assert_eq(rows, 1, "sqlite '%s': %d rows, expected 1", sql, rows);
+    return v;
+}
+
+void app_db_exec(const char *db_path, const char *sql_fmt, ...)
+{
+    char sql[8192];
+    va_list ap;
+    va_start(ap, sql_fmt);
+    int n = vsnprintf(sql, sizeof sql, sql_fmt, ap);
+    va_end(ap);
+    cr_assert(n >= 0 && (size_t)n < sizeof sql, "sql too long");
+
+    sqlite3 *db = db_open_rw(db_path);
+    char *emsg = NULL;
+    char err[512] = "";
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &emsg);
+    if (rc != SQLITE_OK)
+        snprintf(err, sizeof err, "%s", emsg ? emsg : sqlite3_errstr(rc));
+    sqlite3_free(emsg);
+    sqlite3_close(db);
+    cr_assert_eq(rc, SQLITE_OK, "sqlite '%s': %s", sql, err);
+}
+
+void app_db_state(const char *db_path, long long coupon_id, app_coupon_state *out)
+{
+    memset(out, 0, sizeof *out);
+    out->total = app_db_int(db_path, "SELECT total FROM coupon WHERE id=%lld", coupon_id);
+    out->stock = app_db_int(db_path, "SELECT stock FROM coupon WHERE id=%lld", coupon_id);
+    out->per_user_limit =
+        app_db_int(db_path, "SELECT per_user_limit FROM coupon WHERE id=%lld", coupon_id);
+    out->records =
+        app_db_int(db_path, "SELECT COUNT(*) FROM coupon_record WHERE coupon_id=%lld", coupon_id);
+    out->users_over = app_db_int(db_path,
+                                 "SELECT COUNT(*) FROM (SELECT user_id FROM coupon_record r "
+                                 "JOIN coupon c ON c.id=r.coupon_id WHERE r.coupon_id=%lld "
+                                 "AND c.per_user_limit>0 GROUP BY r.user_id "
+                                 "HAVING COUNT(*)>MAX(c.per_user_limit))",
+                                 coupon_id);
+}
+
+void app_redis(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv)
+{
+    cr_assert_eq(redis_cmd(r, out, outlen, argc, argv), 0, "redis %s on %s failed", argv[0],
+                 r->addr);
+}

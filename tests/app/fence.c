@@ -1,0 +1,164 @@
+/* fence.c - fencing end to end: a claim whose fence is lower than the one
+ * the coupon row has seen is refused by the store (503 / 1005, the server's
+ * mapping of a stale fence) and changes nothing; a fresh fence is accepted. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "app_util.h"
+
+/* Key of libdlock's per-resource fencing counter (INCR'd on each acquisition). */
+#define APP_FENCE_KEY_FMT APP_LOCK_KEY_FMT ":fence"
+
+static redis_proc g_redis;
+static server_proc g_srv;
+static char g_dir[256];
+static char g_db[320];
+
+static void setup(void)
+{
+    memset(&g_srv, 0, sizeof g_srv);
+    memset(&g_redis, 0, sizeof g_redis);
+    if (app_tmpdir_try(g_dir, sizeof g_dir) != 0)
+        return;
+    snprintf(g_db, sizeof g_db, "%s/fence.db", g_dir);
+    if (app_redis_try(&g_redis, 1, 0) != 0)
+        return;
+    app_server_try(&g_srv, "--db", g_db, "--redis", g_redis.addr, "--admin-token", APP_TOKEN,
+                   NULL);
+}
+
+static void teardown(void)
+{
+    app_server_down(&g_srv);
+    redis_stop(&g_redis);
+    app_rmtree(g_dir);
+}
+
+TestSuite(app_fence, .init = setup, .fini = teardown, .timeout = 30);
+
+/* Claims and returns the fence of the 200 reply. */
+static long long claim_ok(long long id, const char *user)
+{
+    http_reply r;
+    app_claim(&g_srv, "POST", id, user, &r);
+    json_t *root = app_expect(&r, 200, 0);
+    long long fence = app_jint(json_object_get(root, "data"), "fence");
+    json_decref(root);
+    http_reply_free(&r);
+    return fence;
+}
+
+static void claim_refused(long long id, const char *user)
+{
+    http_reply r;
+    app_claim(&g_srv, "POST", id, user, &r);
+    json_decref(app_expect(&r, 503, 1005));
+    cr_assert(r.retry_after[0] != '\0', "503 without Retry-After");
+    http_reply_free(&r);
+}
+
+static void expect_state(long long id, long long stock, long long records, long long last_fence)
+{
+    app_coupon_state st;
+    app_db_state(g_db, id, &st);
+    cr_assert_eq(st.stock, stock, "stock %lld, expected %lld", st.stock, stock);
+    cr_assert_eq(st.records, records, "records %lld, expected %lld", st.records, records);
+    cr_assert_eq(app_db_int(g_db, "SELECT last_fence FROM coupon WHERE id=%lld", id), last_fence);
+}
+
+static void expect_lock_free(long long id)
+{
+    char key[64], out[64];
+    snprintf(key, sizeof key, APP_LOCK_KEY_FMT, id);
+    const char *ex[] = {"EXISTS", key};
+    app_redis(&g_redis, out, sizeof out, 2, ex);
+    /* The refused claim released its lock: it does not block the next one. */
+    cr_assert_str_eq(out, "0", "lock key %s still held after the claim", key);
+}
+
+Test(app_fence, newer_fence_in_db_refuses_claim, .timeout = 30)
+{
+    APP_SETUP_OK();
+    long long id = app_create_coupon(&g_srv, "fenced", 10, 0);
+    long long f1 = claim_ok(id, "a");
+    long long f2 = claim_ok(id, "b");
+    long long f3 = claim_ok(id, "c");
+    cr_assert(f1 >= 1 && f1 < f2 && f2 < f3, "fences %lld %lld %lld", f1, f2, f3);
+    expect_state(id, 7, 3, f3);
+    cr_assert_eq(app_db_int(g_db, "SELECT fence FROM coupon_record WHERE user_id='c'"), f3);
+
+    /* A newer holder (fence far ahead) has written to the row. */
+    long long newer = f3 + 1000;
+    app_db_exec(g_db, "UPDATE coupon SET last_fence=%lld WHERE id=%lld", newer, id);
+
+    claim_refused(id, "d");
+    claim_refused(id, "d");
+    expect_state(id, 7, 3, newer);
+    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='d'"), 0);
+    expect_lock_free(id);
+
+    /* A fence past the newer holder's is accepted again. */
+    char key[64], val[32], out[64];
+    snprintf(key, sizeof key, APP_FENCE_KEY_FMT, id);
+    snprintf(val, sizeof val, "%lld", newer + 10);
+    const char *set[] = {"SET", key, val};
+    app_redis(&g_redis, out, sizeof out, 3, set);
+    cr_assert_str_eq(out, "OK");
+    long long f4 = claim_ok(id, "d");
+    cr_assert_gt(f4, newer + 10, "fence %lld not above the counter we set", f4);
+    expect_state(id, 6, 4, f4);
+    cr_assert_eq(app_db_int(g_db, "SELECT fence FROM coupon_record WHERE user_id='d'"), f4);
+}
+
+Test(app_fence, reset_fence_counter_refuses_claim, .timeout = 30)
+{
+    APP_SETUP_OK();
+    long long id = app_create_coupon(&g_srv, "fenced", 10, 0);
+    claim_ok(id, "a");
+    claim_ok(id, "b");
+    long long f3 = claim_ok(id, "c");
+    cr_assert_gt(f3, 2);
+
+    /* The counter lost (a Redis that forgot its data): the next holder's
+     * fence is lower than what the row has seen. */
+    char key[64], out[64];
+    snprintf(key, sizeof key, APP_FENCE_KEY_FMT, id);
+    const char *exists[] = {"EXISTS", key};
+    app_redis(&g_redis, out, sizeof out, 2, exists);
+    cr_assert_str_eq(out, "1", "fence counter %s not found: key naming changed?", key);
+    const char *reset[] = {"SET", key, "0"};
+    app_redis(&g_redis, out, sizeof out, 3, reset);
+    cr_assert_str_eq(out, "OK");
+
+    claim_refused(id, "d");
+    expect_state(id, 7, 3, f3);
+    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='d'"), 0);
+    expect_lock_free(id);
+
+    /* Each refused attempt still drew a fence from the counter; once it is
+     * past the row's, claims go through with that fence. */
+    int refused = 1;
+    long long f = 0;
+    for (int i = 0; i < 50 && f == 0; i++) {
+        http_reply r;
+        app_claim(&g_srv, "POST", id, "d", &r);
+        if (r.status == 503) {
+            json_decref(app_expect(&r, 503, 1005));
+            refused++;
+        } else {
+            json_t *root = app_expect(&r, 200, 0);
+            f = app_jint(json_object_get(root, "data"), "fence");
+            json_decref(root);
+        }
+        http_reply_free(&r);
+    }
+    cr_assert_geq(f, f3, "fence %lld below the row's %lld was accepted", f, f3);
+    /* The fence check is "not lower": the first fence equal to the row's
+     * passes, so exactly f3 - 1 attempts were refused. */
+    cr_assert_eq(refused, f3 - 1, "%d refused attempts, expected %lld", refused, f3 - 1);
+    expect_state(id, 6, 4, f);
+}

@@ -1,0 +1,189 @@
+/* shutdown.c - graceful shutdown under load: SIGTERM while threads hammer
+ * claims loses no accepted claim (every 200 has its record, every record
+ * had its 200) and the server exits 0. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+
+#include "app_util.h"
+
+#define SD_THREADS 8
+#define SD_MAX_REQS 4000 /* per thread: bounds the loop if SIGTERM never lands */
+#define SD_STOCK 1000000
+
+static redis_proc g_redis;
+static server_proc g_srv;
+static char g_dir[256];
+static char g_db[320];
+
+static void setup(void)
+{
+    memset(&g_redis, 0, sizeof g_redis);
+    memset(&g_srv, 0, sizeof g_srv);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        app_setup_fail("curl_global_init failed");
+        return;
+    }
+    if (app_tmpdir_try(g_dir, sizeof g_dir) != 0)
+        return;
+    snprintf(g_db, sizeof g_db, "%s/shutdown.db", g_dir);
+    if (app_redis_try(&g_redis, 1, 0) != 0)
+        return;
+    app_server_try(&g_srv, "--db", g_db, "--redis", g_redis.addr, "--admin-token", APP_TOKEN,
+                   NULL);
+}
+
+static void teardown(void)
+{
+    app_server_down(&g_srv);
+    redis_stop(&g_redis);
+    app_rmtree(g_dir);
+    curl_global_cleanup();
+}
+
+TestSuite(app_shutdown, .init = setup, .fini = teardown, .timeout = 60);
+
+static atomic_int g_ok_total;
+static atomic_int g_term_sent;
+
+typedef struct sd_worker {
+    int idx;
+    long long coupon_id;
+    int n_ok;
+    int n_busy;        /* 503 1005/1006: refused, nothing written */
+    int n_transport;   /* connection refused / reset: only after SIGTERM */
+    int n_transport_before;
+    int n_other;
+    char first_other[512];
+} sd_worker;
+
+typedef struct sd_body {
+    char data[2048];
+    size_t len;
+} sd_body;
+
+static size_t sd_on_body(char *ptr, size_t size, size_t nmemb, void *user)
+{
+    sd_body *b = user;
+    size_t n = size * nmemb;
+    size_t room = sizeof b->data - 1 - b->len;
+    memcpy(b->data + b->len, ptr, n < room ? n : room);
+    b->len += n < room ? n : room;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+static void *sd_worker_main(void *arg)
+{
+    sd_worker *w = arg;
+    CURL *h = curl_easy_init();
+    if (!h) {
+        w->n_other++;
+        return NULL;
+    }
+    sd_body b;
+    for (int i = 0; i < SD_MAX_REQS; i++) {
+        char url[256];
+        /* Distinct users, unlimited coupon: every claim that runs succeeds. */
+        snprintf(url, sizeof url, "%s/api/v1/coupon/add?coupon_id=%lld&user_id=t%d-%d", g_srv.url,
+                 w->coupon_id, w->idx, i);
+        b.len = 0;
+        b.data[0] = '\0';
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sd_on_body);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 20000L);
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        int term_before = atomic_load(&g_term_sent);
+        CURLcode rc = curl_easy_perform(h);
+        if (rc != CURLE_OK) {
+            if (!term_before && !atomic_load(&g_term_sent))
+                w->n_transport_before++;
+            w->n_transport++;
+            /* The server is gone once connecting is refused. */
+            if (atomic_load(&g_term_sent) && rc == CURLE_COULDNT_CONNECT)
+                break;
+            continue;
+        }
+        long status = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        json_error_t jerr;
+        json_t *root = json_loads(b.data, 0, &jerr);
+        json_t *code = root ? json_object_get(root, "code") : NULL;
+        long long c = json_is_integer(code) ? (long long)json_integer_value(code) : -1;
+        if (status == 200 && c == 0) {
+            w->n_ok++;
+            atomic_fetch_add(&g_ok_total, 1);
+        } else if (status == 503 && (c == 1005 || c == 1006)) {
+            w->n_busy++;
+        } else {
+            if (w->n_other++ == 0)
+                snprintf(w->first_other, sizeof w->first_other, "HTTP %ld: %.400s", status,
+                         b.data);
+        }
+        json_decref(root);
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+Test(app_shutdown, sigterm_under_load_loses_no_claim, .timeout = 60)
+{
+    APP_SETUP_OK();
+    long long id = app_create_coupon(&g_srv, "shutdown", SD_STOCK, 0);
+    static sd_worker w[SD_THREADS];
+    pthread_t th[SD_THREADS];
+    memset(w, 0, sizeof w);
+    atomic_store(&g_ok_total, 0);
+    atomic_store(&g_term_sent, 0);
+    for (int i = 0; i < SD_THREADS; i++) {
+        w[i].idx = i;
+        w[i].coupon_id = id;
+        cr_assert_eq(pthread_create(&th[i], NULL, sd_worker_main, &w[i]), 0);
+    }
+    /* Let the load build up: SIGTERM must land with requests in flight. */
+    for (int i = 0; i < 1000 && atomic_load(&g_ok_total) < 200; i++)
+        test_sleep_ms(10);
+    int ok_at_term = atomic_load(&g_ok_total);
+    atomic_store(&g_term_sent, 1);
+    int code = -1;
+    int stop_rc = server_stop(&g_srv, SIGTERM, &code);
+    for (int i = 0; i < SD_THREADS; i++)
+        pthread_join(th[i], NULL);
+    cr_assert_eq(stop_rc, 0);
+    cr_assert_eq(code, 0, "exit status %d after SIGTERM under load", code);
+    cr_assert_geq(ok_at_term, 200, "load never built up (%d claims)", ok_at_term);
+
+    int ok = 0, busy = 0, transport = 0, before = 0, other = 0;
+    const char *first_other = "";
+    for (int i = 0; i < SD_THREADS; i++) {
+        ok += w[i].n_ok;
+        busy += w[i].n_busy;
+        transport += w[i].n_transport;
+        before += w[i].n_transport_before;
+        if (w[i].n_other && !other)
+            first_other = w[i].first_other;
+        other += w[i].n_other;
+    }
+    cr_log_info("shutdown: %d ok (%d before SIGTERM), %d busy, %d transport errors after", ok,
+                ok_at_term, busy, transport);
+    cr_assert_eq(before, 0, "%d transport errors before SIGTERM", before);
+    cr_assert_eq(other, 0, "%d unexpected replies, first: %s", other, first_other);
+
+    /* No accepted claim lost, no claim written without its 200. */
+    app_coupon_state st;
+    app_db_state(g_db, id, &st);
+    cr_assert_eq(st.records, ok, "%lld records but %d replies 200", st.records, ok);
+    cr_assert_eq(st.stock + st.records, st.total);
+    cr_assert_eq(st.total, SD_STOCK);
+}
