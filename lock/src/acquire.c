@@ -1,0 +1,278 @@
+/* acquire.c - one acquisition attempt (the Redlock algorithm, N = 1 being
+ * the single-instance lock) and dlock_acquire / dlock_try_acquire with the
+ * retry loop around it. */
+#include "dlock_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int dlock__lock_key(const dlock_client *c, const char *resource, char *out, size_t outlen)
+{
+    int len = snprintf(out, outlen, "%s%s", c->prefix, resource);
+
+    return (len < 0 || (size_t)len >= outlen) ? -1 : 0;
+}
+
+/* The distlock page's CLOCK_DRIFT: clocks of the client and of the Redis
+ * nodes run at slightly different rates, so a key may expire on a node a
+ * little before the client's TTL says. A fraction of the TTL plus a floor
+ * (for small TTLs, timer granularity) is taken off the validity. */
+int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms)
+{
+    return (int64_t)((double)ttl_ms * c->drift_factor) + c->drift_min_ms;
+}
+
+/* Acquire replies: integer > 0 = set, and the value is that node's fence;
+ * integer 0 = someone else holds the key. */
+static int acquired(const dlock__result *r)
+{
+    return r->status == DLOCK__R_REPLY && r->reply->type == REDIS_REPLY_INTEGER &&
+           r->reply->integer > 0;
+}
+
+static int refused(const dlock__result *r)
+{
+    return r->status == DLOCK__R_REPLY &&
+           ((r->reply->type == REDIS_REPLY_INTEGER && r->reply->integer == 0) ||
+            r->reply->type == REDIS_REPLY_NIL);
+}
+
+static int acquire_decided(const dlock__result *res, size_t n, void *arg)
+{
+    size_t ok = 0;
+
+    for (size_t i = 0; i < n; i++)
+        ok += (size_t)acquired(&res[i]);
+    return ok >= *(const size_t *)arg;
+}
+
+/* Fences must grow across acquisitions, and each node keeps its own
+ * counter. Two quorums share a node, but the maximum of one quorum can come
+ * from a node the next quorum does not include: counters A=11 B=6 C=6
+ * after an acquisition on {A,B} (fence 11) let the next one on {B,C} get
+ * fence 7. So when the counters of our quorum disagree, the lower ones are
+ * raised to our fence before the lock is handed out; then every node of our
+ * quorum holds >= fence, and the next quorum, sharing at least one of them,
+ * gets a larger fence. Counters agree in steady state, so this extra round
+ * only happens after a node missed acquisitions (down, partitioned).
+ * Returns the mask of nodes known to hold >= fence. */
+static uint32_t fence_sync(dlock_client *c, uint32_t ok_mask, uint64_t fence, const char *fkey,
+                           dlock__result *res)
+{
+    uint32_t synced = 0, lagging = 0, ones;
+    const char *keys[1] = {fkey};
+    const char *args[1];
+    char fence_s[24];
+
+    for (size_t i = 0; i < c->n; i++) {
+        if (!(ok_mask & (1u << i)))
+            continue;
+        if ((uint64_t)res[i].reply->integer == fence)
+            synced |= 1u << i;
+        else
+            lagging |= 1u << i;
+    }
+    if (lagging == 0)
+        return synced;
+    snprintf(fence_s, sizeof(fence_s), "%llu", (unsigned long long)fence);
+    args[0] = fence_s;
+    dlock__script_round(c, lagging, DLOCK__SCRIPT_FENCE_SYNC, keys, 1, args, 1, res, NULL, NULL);
+    dlock__count_int(res, c->n, 1, &ones);
+    return synced | (ones & lagging);
+}
+
+/* One attempt; client mutex held. errbuf gets the detail on failure. */
+static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                              dlock_lock **out, char *errbuf)
+{
+    dlock_err rc = DLOCK_ERR_NOMEM;
+    dlock__result res[DLOCK_MAX_NODES];
+    char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF + 8], ttl_s[16];
+    char token[DLOCK_TOKEN_LEN] = "";
+    const char *keys[2] = {key, fkey};
+    const char *args[2] = {token, ttl_s};
+    const char *rel_args[1] = {token};
+    uint32_t ok_mask = 0, maybe_mask = 0, answered = 0, all = dlock__all_nodes(c);
+    uint64_t fence = 0;
+    int64_t t0, elapsed, drift, validity;
+    dlock_lock *lock = NULL;
+
+    memset(res, 0, sizeof(res));
+    if (dlock__lock_key(c, resource, key, sizeof(key)) != 0 ||
+        snprintf(fkey, sizeof(fkey), "%s:fence", key) >= (int)sizeof(fkey)) {
+        dlock__errf(errbuf, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
+        rc = DLOCK_ERR_ARG;
+        goto out;
+    }
+    snprintf(ttl_s, sizeof(ttl_s), "%u", ttl_ms);
+    /* A fresh token per acquisition, not per client: a token reused across
+     * acquisitions would let an old, expired acquisition of ours release or
+     * extend a newer one. */
+    if (dlock__token_new(token) != 0) {
+        dlock__errf(errbuf, "no randomness for the token");
+        rc = DLOCK_ERR_NOMEM;
+        goto out;
+    }
+
+    /* Redlock step 1: the time before the first SET is sent; every key is
+     * set at or after t0, so t0 + TTL bounds the earliest expiry. */
+    t0 = dlock_now_ms();
+    dlock__script_round(c, all, DLOCK__SCRIPT_ACQUIRE, keys, 2, args, 2, res, acquire_decided,
+                        &c->quorum);
+    for (size_t i = 0; i < c->n; i++) {
+        if (acquired(&res[i])) {
+            ok_mask |= 1u << i;
+            if ((uint64_t)res[i].reply->integer > fence)
+                fence = (uint64_t)res[i].reply->integer;
+        } else if (refused(&res[i])) {
+            answered |= 1u << i;
+        } else if (res[i].status != DLOCK__R_DOWN && res[i].status != DLOCK__R_AUTH) {
+            /* Sent but the answer is unknown (timeout, broken connection,
+             * still pending) or an error that may have come after the SET
+             * (INCR on a corrupted fence key): the key may be ours there. */
+            maybe_mask |= 1u << i;
+        }
+    }
+    answered |= ok_mask;
+
+    if (dlock__popcount(ok_mask) >= c->quorum) {
+        uint32_t synced = fence_sync(c, ok_mask, fence, fkey, res);
+
+        /* Redlock steps 3-4: the lock is ours only if a majority holds it
+         * AND time is left: validity = TTL - elapsed - drift. Keys set early
+         * in the round expire first; elapsed covers the whole round. */
+        elapsed = dlock_now_ms() - t0;
+        drift = dlock__drift_ms(c, ttl_ms);
+        validity = (int64_t)ttl_ms - elapsed - drift;
+        if (dlock__popcount(synced) < c->quorum) {
+            rc = dlock__unavailable(c, res, ok_mask, synced, errbuf);
+            goto out;
+        }
+        if (validity <= 0) {
+            dlock__errf(errbuf,
+                        "quorum reached but validity used up: elapsed %lld ms + drift %lld ms "
+                        ">= ttl %u ms",
+                        (long long)elapsed, (long long)drift, ttl_ms);
+            rc = DLOCK_ERR_EXPIRED;
+            goto out;
+        }
+        lock = calloc(1, sizeof(*lock));
+        if (lock == NULL || (lock->resource = strdup(resource)) == NULL) {
+            dlock__errf(errbuf, "out of memory for the lock handle");
+            rc = DLOCK_ERR_NOMEM;
+            goto out;
+        }
+        memcpy(lock->token, token, sizeof(token));
+        lock->fence = fence;
+        lock->ttl_ms = ttl_ms;
+        lock->cur_ttl_ms = ttl_ms;
+        lock->acquired_ms = t0;
+        lock->renew_base_ms = t0;
+        atomic_init(&lock->valid_until_ms, t0 + (int64_t)ttl_ms - drift);
+        atomic_init(&lock->state, DLOCK__HELD);
+        atomic_init(&lock->renewals, 0);
+        atomic_init(&lock->reg_client, NULL);
+        *out = lock;
+        lock = NULL;
+        rc = DLOCK_OK;
+        goto out;
+    }
+
+    if (dlock__popcount(answered) >= c->quorum) {
+        dlock__errf(errbuf,
+                    "\"%s\" is held by another owner (acquired on %zu/%zu nodes, quorum %zu)",
+                    resource, dlock__popcount(ok_mask), c->n, c->quorum);
+        rc = DLOCK_ERR_TAKEN;
+    } else {
+        rc = dlock__unavailable(c, res, all, answered, errbuf);
+    }
+
+out:
+    /* Redlock step 5: undo a failed acquisition at once, so others need not
+     * wait for our keys to expire. Only where the SET may have landed: a
+     * node that answered "not set" certainly holds no key of ours (the
+     * token is new), and skipping it saves work. Nobody waits for these
+     * replies - the attempt has already failed - so the clean-up costs no
+     * round-trip time; the next round discards the answers. */
+    if (rc != DLOCK_OK && (ok_mask | maybe_mask) != 0)
+        dlock__script_send_only(c, ok_mask | maybe_mask, DLOCK__SCRIPT_RELEASE, keys, 1,
+                                rel_args, 1);
+    if (lock != NULL) {
+        free(lock->resource);
+        free(lock);
+    }
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    return rc;
+}
+
+static int should_retry(const dlock_client *c, dlock_err rc)
+{
+    if (rc == DLOCK_ERR_TAKEN || rc == DLOCK_ERR_EXPIRED)
+        return 1;
+    return c->retry_unavailable && dlock_err_is_unavailable(rc);
+}
+
+dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                        int64_t deadline_ms, dlock_lock **out)
+{
+    dlock_err rc = DLOCK_ERR_ARG;
+    unsigned attempt = 0;
+
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return DLOCK_ERR_ARG;
+    pthread_mutex_lock(&c->mu);
+    if (out == NULL || resource == NULL || resource[0] == '\0' || ttl_ms == 0 ||
+        c->prefix_len + strlen(resource) > DLOCK_MAX_KEY_LEN) {
+        if (out == NULL)
+            dlock__errf(c->errstr, "acquire: out is NULL");
+        else if (resource == NULL || resource[0] == '\0')
+            dlock__errf(c->errstr, "acquire: resource is NULL or empty");
+        else if (ttl_ms == 0)
+            dlock__errf(c->errstr, "acquire: ttl_ms is 0");
+        else
+            dlock__errf(c->errstr, "acquire: key prefix + resource is %zu bytes, longer than %d",
+                        c->prefix_len + strlen(resource), DLOCK_MAX_KEY_LEN);
+        pthread_mutex_unlock(&c->mu);
+        return DLOCK_ERR_ARG;
+    }
+    for (;;) {
+        int64_t now, sleep_ms = 0;
+        int again;
+
+        c->stats.attempts++;
+        if (attempt > 0)
+            c->stats.retries++;
+        rc = acquire_once(c, resource, ttl_ms, out, c->errstr);
+        if (rc == DLOCK_OK)
+            c->stats.acquires++;
+        else if (rc == DLOCK_ERR_TAKEN)
+            c->stats.taken++;
+        now = dlock_now_ms();
+        again = should_retry(c, rc) && now < deadline_ms;
+        if (!again) {
+            if (dlock_err_is_unavailable(rc))
+                c->stats.errors++;
+            pthread_mutex_unlock(&c->mu);
+            return rc;
+        }
+        sleep_ms = dlock__backoff_ms(c, attempt);
+        if (sleep_ms > deadline_ms - now)
+            sleep_ms = deadline_ms - now;
+        /* Sleep without the mutex: other threads sharing the client (and
+         * the watchdog renewing our other locks) must not stall behind a
+         * waiter's backoff. */
+        pthread_mutex_unlock(&c->mu);
+        dlock__sleep_ms(sleep_ms);
+        pthread_mutex_lock(&c->mu);
+        attempt++;
+    }
+}
+
+dlock_err dlock_try_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                            dlock_lock **out)
+{
+    return dlock_acquire(c, resource, ttl_ms, INT64_MIN, out);
+}

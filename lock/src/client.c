@@ -1,0 +1,232 @@
+/* client.c - options, client creation and teardown, accessors, and PING. */
+#include "dlock_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void dlock_options_init(dlock_options *opts)
+{
+    if (opts == NULL)
+        return;
+    memset(opts, 0, sizeof(*opts));
+    opts->key_prefix = "";
+    opts->connect_timeout_ms = 200;
+    opts->command_timeout_ms = 100;
+    opts->drift_factor = 0.01;
+    opts->drift_min_ms = 2;
+    opts->retry_base_ms = 2;
+    opts->retry_max_ms = 50;
+    opts->retry_fixed_ms = 0;
+    opts->retry_jitter_ms = 0;
+    opts->retry_unavailable = 0;
+}
+
+/* An empty string counts as "not set": an unset environment variable often
+ * arrives as "", and AUTH with an empty password is never what was meant. */
+static int set(const char *s)
+{
+    return s != NULL && s[0] != '\0';
+}
+
+static int validate(const dlock_options *o, char *why, size_t whylen)
+{
+    if (o->addrs == NULL || o->n_addrs == 0 || o->n_addrs > DLOCK_MAX_NODES) {
+        snprintf(why, whylen, "need 1..%d addresses (got %zu%s)", DLOCK_MAX_NODES, o->n_addrs,
+                 o->addrs == NULL ? ", addrs is NULL" : "");
+        return -1;
+    }
+    if (o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0) {
+        snprintf(why, whylen, "timeouts must be > 0 ms (connect %d, command %d)",
+                 o->connect_timeout_ms, o->command_timeout_ms);
+        return -1;
+    }
+    if (!isfinite(o->drift_factor) || o->drift_factor < 0.0 || o->drift_factor >= 1.0 ||
+        o->drift_min_ms < 0) {
+        snprintf(why, whylen, "drift_factor must be in [0, 1) and drift_min_ms >= 0");
+        return -1;
+    }
+    if (o->retry_base_ms <= 0 || o->retry_max_ms <= 0 || o->retry_fixed_ms < 0 ||
+        o->retry_jitter_ms < 0) {
+        snprintf(why, whylen,
+                 "retry_base_ms and retry_max_ms must be > 0, retry_fixed_ms and "
+                 "retry_jitter_ms >= 0");
+        return -1;
+    }
+    if (set(o->username) && !set(o->password)) {
+        snprintf(why, whylen, "username given without a password");
+        return -1;
+    }
+    if (o->key_prefix != NULL && strlen(o->key_prefix) >= DLOCK_MAX_KEY_LEN) {
+        snprintf(why, whylen, "key_prefix is %zu bytes; it must leave room for a resource "
+                 "within %d", strlen(o->key_prefix), DLOCK_MAX_KEY_LEN);
+        return -1;
+    }
+    return 0;
+}
+
+static char *dup_or_null(const char *s, int *oom)
+{
+    char *d;
+
+    if (!set(s))
+        return NULL;
+    d = strdup(s);
+    if (d == NULL)
+        *oom = 1;
+    return d;
+}
+
+dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *errbuf,
+                           size_t errbuf_len)
+{
+    dlock_err rc = DLOCK_ERR_ARG;
+    dlock_client *c = NULL;
+    dlock__result res[DLOCK_MAX_NODES];
+    pthread_condattr_t ca;
+    char why[DLOCK_ERRSTR_LEN] = "";
+    int oom = 0;
+
+    memset(res, 0, sizeof(res));
+    if (out != NULL)
+        *out = NULL;
+    if (opts == NULL || out == NULL) {
+        snprintf(why, sizeof(why), "%s is NULL", opts == NULL ? "opts" : "out");
+        goto out;
+    }
+    if (validate(opts, why, sizeof(why)) != 0)
+        goto out;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        rc = DLOCK_ERR_NOMEM;
+        snprintf(why, sizeof(why), "out of memory");
+        goto out;
+    }
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        c = NULL;
+        rc = DLOCK_ERR_NOMEM;
+        snprintf(why, sizeof(why), "cannot create the client mutex");
+        goto out;
+    }
+    /* The watchdog sleeps until monotonic instants; a realtime condvar
+     * would wake early or late when the wall clock is stepped. */
+    if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&c->wd_cond, &ca) != 0) {
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        c = NULL;
+        rc = DLOCK_ERR_NOMEM;
+        snprintf(why, sizeof(why), "cannot create the watchdog condition variable");
+        goto out;
+    }
+    pthread_condattr_destroy(&ca);
+    c->n = opts->n_addrs;
+    /* A majority: two majorities always share a node, so two clients can
+     * never both hold a quorum of the same key. */
+    c->quorum = c->n / 2 + 1;
+    for (size_t i = 0; i < c->n; i++) {
+        char perr[200];
+        if (dlock__addr_parse(opts->addrs[i], &c->nodes[i].addr, perr, sizeof(perr)) != 0) {
+            snprintf(why, sizeof(why), "addrs[%zu]: %s", i, perr);
+            goto out;
+        }
+    }
+    c->username = dup_or_null(opts->username, &oom);
+    c->password = dup_or_null(opts->password, &oom);
+    c->prefix = strdup(opts->key_prefix != NULL ? opts->key_prefix : "");
+    if (oom || c->prefix == NULL) {
+        rc = DLOCK_ERR_NOMEM;
+        snprintf(why, sizeof(why), "out of memory");
+        goto out;
+    }
+    c->prefix_len = strlen(c->prefix);
+    c->connect_timeout_ms = opts->connect_timeout_ms;
+    c->command_timeout_ms = opts->command_timeout_ms;
+    c->drift_factor = opts->drift_factor;
+    c->drift_min_ms = opts->drift_min_ms;
+    c->retry_base_ms = opts->retry_base_ms;
+    c->retry_max_ms = opts->retry_max_ms;
+    c->retry_fixed_ms = opts->retry_fixed_ms;
+    c->retry_jitter_ms = opts->retry_jitter_ms;
+    c->retry_unavailable = opts->retry_unavailable;
+    dlock__scripts_init(c);
+    dlock__rng_seed(c);
+    /* Unreachable nodes are not an error here: Redlock works with a
+     * majority, and every later call retries the missing connections. */
+    pthread_mutex_lock(&c->mu);
+    dlock__connect_nodes(c, dlock__all_nodes(c), res);
+    c->count_reconnects = 1;
+    pthread_mutex_unlock(&c->mu);
+    *out = c;
+    c = NULL;
+    rc = DLOCK_OK;
+out:
+    if (errbuf != NULL && errbuf_len > 0)
+        snprintf(errbuf, errbuf_len, "%s", rc == DLOCK_OK ? "" : why);
+    dlock_client_free(c);
+    return rc;
+}
+
+void dlock_client_free(dlock_client *c)
+{
+    if (c == NULL)
+        return;
+    dlock__watchdog_stop(c);
+    for (size_t i = 0; i < c->n; i++)
+        dlock__node_close(&c->nodes[i]);
+    free(c->username);
+    free(c->password);
+    free(c->prefix);
+    pthread_cond_destroy(&c->wd_cond);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+const char *dlock_client_errstr(const dlock_client *c)
+{
+    return c != NULL ? c->errstr : "client is NULL";
+}
+
+size_t dlock_client_nodes(const dlock_client *c)
+{
+    return c != NULL ? c->n : 0;
+}
+
+size_t dlock_client_quorum(const dlock_client *c)
+{
+    return c != NULL ? c->quorum : 0;
+}
+
+dlock_err dlock_ping(dlock_client *c, size_t *up_out)
+{
+    static const char *const argv[1] = {"PING"};
+    static const size_t argvlen[1] = {4};
+    dlock__result res[DLOCK_MAX_NODES];
+    dlock_err rc;
+    uint32_t up = 0;
+
+    if (up_out != NULL)
+        *up_out = 0;
+    if (c == NULL)
+        return DLOCK_ERR_ARG;
+    memset(res, 0, sizeof(res));
+    pthread_mutex_lock(&c->mu);
+    dlock__round(c, dlock__all_nodes(c), 1, (const char **)argv, argvlen, res, NULL, NULL);
+    for (size_t i = 0; i < c->n; i++) {
+        if (res[i].status == DLOCK__R_REPLY && res[i].reply->type == REDIS_REPLY_STATUS)
+            up |= 1u << i;
+    }
+    if (up_out != NULL)
+        *up_out = dlock__popcount(up);
+    if (dlock__popcount(up) >= c->quorum) {
+        rc = DLOCK_OK;
+    } else {
+        rc = dlock__unavailable(c, res, dlock__all_nodes(c), up, c->errstr);
+        c->stats.errors++;
+    }
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}

@@ -1,0 +1,221 @@
+/* dlock_internal.h - private types and functions shared by the libdlock sources.
+ *
+ * Naming: public names are dlock_*, every non-static internal function is
+ * dlock__* (hidden by the visibility preset, never exported).
+ *
+ * THREAD SAFETY NOTES: everything in struct dlock_client except the fields
+ * marked "atomic" or "immutable" is guarded by dlock_client.mu. Every
+ * network round runs with mu held; retry sleeps run without it. The
+ * watchdog thread takes mu for each renewal and sleeps on wd_cond (which
+ * releases mu). Fields of struct dlock_lock read by other threads
+ * (state, valid_until_ms, renewals, reg_client) are C11 atomics.
+ */
+#ifndef DLOCK_INTERNAL_H
+#define DLOCK_INTERNAL_H
+
+#include "dlock.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#include <hiredis/hiredis.h>
+
+/* ---- node addresses (addr.c) ---- */
+
+#define DLOCK__HOST_LEN 256
+#define DLOCK__ADDR_TEXT_LEN 300
+
+typedef struct dlock__addr {
+    int is_unix;                     /* 1: unix socket path, 0: TCP host:port */
+    char host[DLOCK__HOST_LEN];      /* TCP host (IPv6 without brackets) or socket path */
+    int port;                        /* TCP port, 0 for unix */
+    char text[DLOCK__ADDR_TEXT_LEN]; /* as given, for error messages */
+} dlock__addr;
+
+/* Parses "host:port", "[v6]:port" or "unix:/path". 0 on success, -1 with a
+ * reason in err otherwise. */
+int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen);
+
+/* ---- per-node connection (conn.c) ---- */
+
+typedef enum dlock__node_state {
+    DLOCK__DOWN = 0,   /* no context: connect on the next round */
+    DLOCK__CONNECTING, /* non-blocking connect in progress */
+    DLOCK__UP          /* connected; commands may be appended */
+} dlock__node_state;
+
+#define DLOCK__DETAIL_LEN 128
+
+typedef struct dlock__node {
+    dlock__addr addr;          /* immutable after dlock_client_new */
+    redisContext *ctx;         /* NULL when DOWN */
+    dlock__node_state state;
+    int auth_pending;          /* the next reply on the stream answers our AUTH */
+    unsigned stale;            /* replies still owed to earlier rounds, discarded on arrival */
+    int auth_failed;           /* our AUTH on this connection was refused */
+    char auth_detail[DLOCK__DETAIL_LEN]; /* the refusal text */
+} dlock__node;
+
+/* ---- per-node result of one round (rounds.c) ---- */
+
+typedef enum dlock__status {
+    DLOCK__R_UNSENT = 0, /* node not part of this round */
+    DLOCK__R_DOWN,       /* no connection: the command was never sent */
+    DLOCK__R_REPLY,      /* answered: see reply (may be an error reply) */
+    DLOCK__R_TIMEOUT,    /* sent, no answer within the command timeout */
+    DLOCK__R_IOERR,      /* sent, then the connection broke or the stream was garbled */
+    DLOCK__R_AUTH,       /* AUTH refused: the command was not run */
+    DLOCK__R_PENDING     /* sent; the round ended early (outcome decided) before it answered */
+} dlock__status;
+
+typedef struct dlock__result {
+    dlock__status status;
+    redisReply *reply;              /* owned; status == DLOCK__R_REPLY only */
+    char detail[DLOCK__DETAIL_LEN]; /* why the node failed, for the client errstr */
+} dlock__result;
+
+/* Called after every reply of a round; nonzero ends the round at once (the
+ * still-pending nodes keep their connection and owe a stale reply). */
+typedef int (*dlock__stop_fn)(const dlock__result *res, size_t n, void *arg);
+
+/* ---- Lua scripts (script.c) ---- */
+
+typedef enum dlock__script_id {
+    DLOCK__SCRIPT_ACQUIRE = 0,
+    DLOCK__SCRIPT_RELEASE,
+    DLOCK__SCRIPT_EXTEND,
+    DLOCK__SCRIPT_FENCE_SYNC,
+    DLOCK__SCRIPT_COUNT
+} dlock__script_id;
+
+typedef struct dlock__script {
+    const char *body; /* static Lua text */
+    char sha[41];     /* lowercase hex SHA1 of body, for EVALSHA */
+} dlock__script;
+
+/* ---- the client ---- */
+
+enum { DLOCK__HELD = 0, DLOCK__RELEASED = 1, DLOCK__LOST = 2 };
+
+struct dlock_client {
+    pthread_mutex_t mu;               /* guards everything below unless marked */
+    size_t n;                         /* immutable: number of nodes */
+    size_t quorum;                    /* immutable: n/2 + 1 */
+    dlock__node nodes[DLOCK_MAX_NODES];
+    char *username;                   /* immutable, owned, or NULL */
+    char *password;                   /* immutable, owned, or NULL */
+    char *prefix;                     /* immutable, owned, never NULL */
+    size_t prefix_len;                /* immutable */
+    int connect_timeout_ms;           /* immutable */
+    int command_timeout_ms;           /* immutable */
+    double drift_factor;              /* immutable */
+    int drift_min_ms;                 /* immutable */
+    int retry_base_ms;                /* immutable */
+    int retry_max_ms;                 /* immutable */
+    int retry_fixed_ms;               /* immutable */
+    int retry_jitter_ms;              /* immutable */
+    int retry_unavailable;            /* immutable */
+    dlock__script scripts[DLOCK__SCRIPT_COUNT]; /* immutable after dlock_client_new */
+    int count_reconnects;             /* 0 while dlock_client_new makes the first connections */
+    uint64_t rng[2];                  /* xorshift128+ state for retry jitter */
+    dlock_stats stats;
+    char errstr[DLOCK_ERRSTR_LEN];    /* detail of the last failed public call */
+    char wd_errstr[DLOCK_ERRSTR_LEN]; /* the watchdog's own detail buffer (never races errstr) */
+    /* watchdog (renew.c) */
+    pthread_cond_t wd_cond;           /* CLOCK_MONOTONIC; signalled on stop and registration */
+    pthread_t wd_thread;
+    int wd_started;
+    int wd_stop;
+    dlock_lock *renew_head;           /* registry of auto-renewed locks (singly linked) */
+};
+
+struct dlock_lock {
+    char *resource;                   /* owned copy, without the key prefix */
+    char token[DLOCK_TOKEN_LEN];      /* 32 hex digits + NUL */
+    uint64_t fence;
+    uint32_t ttl_ms;                  /* TTL of the acquisition */
+    uint32_t cur_ttl_ms;              /* TTL set by the last acquire/extend (client mu) */
+    int64_t acquired_ms;              /* monotonic instant the acquire round started */
+    _Atomic int64_t valid_until_ms;   /* atomic: updated by extend / the watchdog */
+    _Atomic int state;                /* atomic: DLOCK__HELD / RELEASED / LOST */
+    _Atomic uint32_t renewals;        /* atomic: successful automatic extensions */
+    /* renewal registration: reg_client is atomic so dlock_lock_free can find
+     * the mutex to take; the rest is guarded by reg_client->mu. */
+    _Atomic(dlock_client *) reg_client;
+    dlock_renew_options ropts;
+    int64_t renew_base_ms;            /* start of the last successful acquire/extend round */
+    dlock_lock *reg_next;
+};
+
+/* ---- error.c ---- */
+void dlock__errf(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dlock__detailf(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *dlock__strerror(int err, char *buf, size_t len);
+
+/* ---- clock.c ---- */
+void dlock__sleep_ms(int64_t ms);
+
+/* ---- token.c ---- */
+int dlock__random_bytes(void *buf, size_t len);
+int dlock__token_new(char out[DLOCK_TOKEN_LEN]);
+
+/* ---- sha1.c ---- */
+void dlock__sha1_hex(const void *data, size_t len, char out[41]);
+
+/* ---- conn.c ---- */
+void dlock__node_close(dlock__node *node);
+void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res);
+
+typedef struct dlock__sigpipe_guard {
+    sigset_t old;   /* the caller thread's mask before the guard */
+    int was_pending; /* a SIGPIPE was already pending: not ours to consume */
+    int active;
+} dlock__sigpipe_guard;
+void dlock__sigpipe_block(dlock__sigpipe_guard *g);
+void dlock__sigpipe_restore(dlock__sigpipe_guard *g);
+
+/* ---- rounds.c ---- */
+int dlock__round(dlock_client *c, uint32_t mask, int argc, const char **argv,
+                 const size_t *argvlen, dlock__result *res, dlock__stop_fn stop, void *stop_arg);
+void dlock__send_only(dlock_client *c, uint32_t mask, int argc, const char **argv,
+                      const size_t *argvlen);
+void dlock__results_clear(dlock__result *res, size_t n);
+uint32_t dlock__all_nodes(const dlock_client *c);
+int dlock__reply_is_error(const dlock__result *r, const char *prefix);
+dlock_err dlock__unavailable(const dlock_client *c, const dlock__result *res, uint32_t mask,
+                             uint32_t answered, char *errbuf);
+size_t dlock__popcount(uint32_t mask);
+
+/* ---- script.c ---- */
+void dlock__scripts_init(dlock_client *c);
+void dlock__script_round(dlock_client *c, uint32_t mask, dlock__script_id id,
+                              const char *const *keys, int nkeys, const char *const *args,
+                              int nargs, dlock__result *res, dlock__stop_fn stop,
+                              void *stop_arg);
+void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id,
+                             const char *const *keys, int nkeys, const char *const *args,
+                             int nargs);
+
+/* ---- keys and validity (acquire.c) ---- */
+#define DLOCK__KEY_BUF (DLOCK_MAX_KEY_LEN + 8) /* room for the ":fence" suffix */
+int dlock__lock_key(const dlock_client *c, const char *resource, char *out, size_t outlen);
+int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms);
+size_t dlock__count_int(const dlock__result *res, size_t n, long long value, uint32_t *mask_out);
+int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);
+
+/* ---- retry.c ---- */
+void dlock__rng_seed(dlock_client *c);
+int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt);
+
+/* ---- extend.c ---- */
+dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms,
+                               char *errbuf);
+
+/* ---- renew.c ---- */
+void dlock__renew_unregister_locked(dlock_client *c, dlock_lock *lock);
+void dlock__watchdog_stop(dlock_client *c);
+
+#endif /* DLOCK_INTERNAL_H */

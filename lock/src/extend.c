@@ -1,0 +1,101 @@
+/* extend.c - dlock_extend and the extension step shared with the watchdog. */
+#include "dlock_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Extends lock to ttl_ms on every node that still holds its token; client
+ * mutex held. Updates the lock's validity on success, marks it lost when a
+ * quorum no longer holds it. Counts extends / lost / errors. */
+dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms, char *errbuf)
+{
+    dlock_err rc = DLOCK_ERR_ARG;
+    dlock__result res[DLOCK_MAX_NODES];
+    char key[DLOCK__KEY_BUF], ttl_s[16];
+    const char *keys[1] = {key};
+    const char *args[2];
+    uint32_t ones_mask = 0, zeros_mask = 0;
+    int64_t t0, elapsed, drift, validity;
+    size_t ones;
+
+    memset(res, 0, sizeof(res));
+    if (atomic_load(&lock->state) != DLOCK__HELD) {
+        /* Never revive a lock we already reported released or lost: its
+         * owner has been told to stop, and may have. */
+        dlock__errf(errbuf, "extend \"%s\": lock was already %s", lock->resource,
+                    atomic_load(&lock->state) == DLOCK__RELEASED ? "released" : "lost");
+        rc = DLOCK_ERR_LOST;
+        c->stats.lost++;
+        goto out;
+    }
+    if (dlock__lock_key(c, lock->resource, key, sizeof(key)) != 0) {
+        dlock__errf(errbuf, "extend: key longer than %d bytes", DLOCK_MAX_KEY_LEN);
+        goto out;
+    }
+    snprintf(ttl_s, sizeof(ttl_s), "%u", ttl_ms);
+    args[0] = lock->token;
+    args[1] = ttl_s;
+    /* Same validity rule as acquire: the new TTL starts no earlier than t0
+     * on any node, minus the time the round took and the clock drift. */
+    t0 = dlock_now_ms();
+    dlock__script_round(c, dlock__all_nodes(c), DLOCK__SCRIPT_EXTEND, keys, 1, args, 2, res,
+                        dlock__quorum_of_ones, &c->quorum);
+    elapsed = dlock_now_ms() - t0;
+    drift = dlock__drift_ms(c, ttl_ms);
+    validity = (int64_t)ttl_ms - elapsed - drift;
+    ones = dlock__count_int(res, c->n, 1, &ones_mask);
+    dlock__count_int(res, c->n, 0, &zeros_mask);
+    if (ones >= c->quorum && validity > 0) {
+        atomic_store(&lock->valid_until_ms, t0 + (int64_t)ttl_ms - drift);
+        lock->renew_base_ms = t0;
+        lock->cur_ttl_ms = ttl_ms;
+        c->stats.extends++;
+        rc = DLOCK_OK;
+        goto out;
+    }
+    if (ones < c->quorum && c->n - dlock__popcount(zeros_mask) >= c->quorum) {
+        /* Not enough "yes", but the silent nodes may still hold our token
+         * and complete a quorum: unknown, not lost. The keys we did not
+         * reach expire no earlier than the old validity says, so the lock
+         * keeps it; the nodes we did extend are NOT released, since
+         * dropping them could break the quorum that old validity relies on. */
+        rc = dlock__unavailable(c, res, dlock__all_nodes(c), ones_mask | zeros_mask, errbuf);
+        c->stats.errors++;
+        goto out;
+    }
+    if (ones >= c->quorum)
+        dlock__errf(errbuf,
+                    "extend \"%s\": validity used up: elapsed %lld ms + drift %lld ms >= ttl %u ms",
+                    lock->resource, (long long)elapsed, (long long)drift, ttl_ms);
+    else
+        dlock__errf(errbuf, "extend \"%s\": our token was on only %zu/%zu nodes (quorum %zu)",
+                    lock->resource, ones, c->n, c->quorum);
+    atomic_store(&lock->state, DLOCK__LOST);
+    c->stats.lost++;
+    rc = DLOCK_ERR_LOST;
+    /* The lock is gone, but the nodes that did extend now keep our key for
+     * a whole new TTL: release them so the minority does not block the next
+     * owner for that long. */
+    if (ones_mask != 0)
+        dlock__script_send_only(c, ones_mask, DLOCK__SCRIPT_RELEASE, keys, 1, args, 1);
+out:
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    return rc;
+}
+
+dlock_err dlock_extend(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms)
+{
+    dlock_err rc;
+
+    if (c == NULL)
+        return DLOCK_ERR_ARG;
+    pthread_mutex_lock(&c->mu);
+    if (lock == NULL || ttl_ms == 0) {
+        dlock__errf(c->errstr, "extend: %s", lock == NULL ? "lock is NULL" : "ttl_ms is 0");
+        rc = DLOCK_ERR_ARG;
+    } else {
+        rc = dlock__extend_locked(c, lock, ttl_ms, c->errstr);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}

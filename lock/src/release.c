@@ -1,0 +1,67 @@
+/* release.c - dlock_release: token-checked delete on every node in parallel. */
+#include "dlock_internal.h"
+
+#include <string.h>
+
+dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
+{
+    dlock_err rc = DLOCK_ERR_ARG;
+    dlock__result res[DLOCK_MAX_NODES];
+    char key[DLOCK__KEY_BUF];
+    const char *keys[1] = {key};
+    const char *args[1];
+    uint32_t ones_mask = 0, zeros_mask = 0;
+    size_t ones;
+
+    if (c == NULL)
+        return DLOCK_ERR_ARG;
+    memset(res, 0, sizeof(res));
+    pthread_mutex_lock(&c->mu);
+    if (lock == NULL) {
+        dlock__errf(c->errstr, "release: lock is NULL");
+        goto out;
+    }
+    if (atomic_load(&lock->reg_client) != NULL && atomic_load(&lock->reg_client) != c) {
+        dlock__errf(c->errstr, "release: lock is auto-renewed by another client");
+        goto out;
+    }
+    /* Renewal stops first, under the same mutex the watchdog renews under:
+     * no extension can be in flight or start after this point, so nothing
+     * prolongs the lock behind our back once it is released. */
+    dlock__renew_unregister_locked(c, lock);
+    if (dlock__lock_key(c, lock->resource, key, sizeof(key)) != 0) {
+        dlock__errf(c->errstr, "release: key longer than %d bytes", DLOCK_MAX_KEY_LEN);
+        goto out;
+    }
+    args[0] = lock->token;
+    /* On every node, not only those that granted the lock: a node that timed
+     * out during acquire may still have set the key (distlock page,
+     * "releasing the lock"). The script deletes only our token's key. */
+    dlock__script_round(c, dlock__all_nodes(c), DLOCK__SCRIPT_RELEASE, keys, 1, args, 1, res,
+                        dlock__quorum_of_ones, &c->quorum);
+    ones = dlock__count_int(res, c->n, 1, &ones_mask);
+    dlock__count_int(res, c->n, 0, &zeros_mask);
+    if (ones >= c->quorum) {
+        atomic_store(&lock->state, DLOCK__RELEASED);
+        c->stats.releases++;
+        rc = DLOCK_OK;
+    } else if (c->n - dlock__popcount(zeros_mask) < c->quorum) {
+        /* So many nodes answered "not our token" that even if every silent
+         * node still held it, no quorum could: the lock had expired or was
+         * taken over at some point, so the critical section may have
+         * overlapped another holder's. With fewer refusals the silent nodes
+         * may complete a quorum, and LOST would be a false alarm. */
+        atomic_store(&lock->state, DLOCK__LOST);
+        c->stats.lost++;
+        dlock__errf(c->errstr, "release \"%s\": our token was on only %zu/%zu nodes (quorum %zu)",
+                    lock->resource, ones, c->n, c->quorum);
+        rc = DLOCK_ERR_LOST;
+    } else {
+        rc = dlock__unavailable(c, res, dlock__all_nodes(c), ones_mask | zeros_mask, c->errstr);
+        c->stats.errors++;
+    }
+out:
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}

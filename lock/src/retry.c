@@ -1,0 +1,61 @@
+/* retry.c - the backoff between acquisition attempts: exponential with full
+ * jitter, or a fixed delay with jitter; and the per-client PRNG behind it. */
+#include "dlock_internal.h"
+
+/* Seeded from the kernel per client: no rand() and no global state, so two
+ * processes started together do not draw the same delays, and threads with
+ * their own clients never share (or race on) a generator. */
+void dlock__rng_seed(dlock_client *c)
+{
+    uint64_t seed[2] = {0, 0};
+
+    dlock__random_bytes(seed, sizeof(seed));
+    /* xorshift128+ must not start from all zeros. */
+    if (seed[0] == 0 && seed[1] == 0)
+        seed[0] = 0x9e3779b97f4a7c15ull ^ (uint64_t)dlock_now_ms();
+    c->rng[0] = seed[0];
+    c->rng[1] = seed[1];
+}
+
+/* xorshift128+; client mutex held. */
+static uint64_t rng_next(dlock_client *c)
+{
+    uint64_t s1 = c->rng[0];
+    const uint64_t s0 = c->rng[1];
+
+    c->rng[0] = s0;
+    s1 ^= s1 << 23;
+    c->rng[1] = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26);
+    return c->rng[1] + s0;
+}
+
+/* Uniform in [lo, hi]. */
+static int64_t rng_range(dlock_client *c, int64_t lo, int64_t hi)
+{
+    if (hi <= lo)
+        return lo;
+    return lo + (int64_t)(rng_next(c) % (uint64_t)(hi - lo + 1));
+}
+
+/* Delay before retry number attempt+1; client mutex held.
+ *
+ * Why random: the distlock page's "retry after a random delay" - clients
+ * that failed together and retry after the same delay collide again and
+ * split the votes forever. Full jitter (uniform in [1, cap], cap doubling
+ * per attempt up to retry_max_ms) spreads them the most for the least total
+ * wait; the 1 ms floor keeps a losing client from hammering Redis. */
+int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt)
+{
+    int64_t cap;
+
+    if (c->retry_fixed_ms > 0) {
+        int64_t d = rng_range(c, (int64_t)c->retry_fixed_ms - c->retry_jitter_ms,
+                              (int64_t)c->retry_fixed_ms + c->retry_jitter_ms);
+        return d < 1 ? 1 : d;
+    }
+    cap = c->retry_max_ms;
+    /* Shift only while it cannot overflow; past 2^30 the ceiling rules anyway. */
+    if (attempt < 30 && ((int64_t)c->retry_base_ms << attempt) < cap)
+        cap = (int64_t)c->retry_base_ms << attempt;
+    return rng_range(c, 1, cap < 1 ? 1 : cap);
+}

@@ -1,0 +1,138 @@
+/* script.c - the Lua scripts (acquire, release, extend, fence sync), their
+ * SHA1 names, and EVALSHA with the EVAL fallback on NOSCRIPT. */
+#include "dlock_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Acquire. SET NX PX and INCR run in one script because a script is atomic
+ * in Redis: the fence can never be bumped for an acquisition that did not
+ * happen, nor an acquisition happen without its fence bump (two separate
+ * commands could be split by a crash or by another client's SET).
+ * KEYS[1] = <prefix><resource>, KEYS[2] = <prefix><resource>:fence.
+ * The fence key has no expiry on purpose: the lock key comes and goes with
+ * every TTL, but fences must keep increasing across those expiries - an
+ * expiring counter would restart at 1 and let a stale holder's old, larger
+ * fence win at the storage. */
+static const char ACQUIRE_LUA[] =
+    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+    "  return redis.call('INCR', KEYS[2])\n"
+    "end\n"
+    "return 0\n";
+
+/* Release: GET-compare-DEL must be one atomic step, else the key can expire
+ * and be taken by another client between our GET and our DEL, and we would
+ * delete their lock (the distlock page's script). */
+static const char RELEASE_LUA[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "  return redis.call('DEL', KEYS[1])\n"
+    "end\n"
+    "return 0\n";
+
+/* Extend: same token check, so an owner whose key expired cannot prolong
+ * another client's lock, and renewal can never re-acquire. */
+static const char EXTEND_LUA[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "end\n"
+    "return 0\n";
+
+/* Fence sync: raise the counter to ARGV[1] if it is lower; counters only
+ * ever go up. See acquire.c for why the nodes of a quorum must agree. */
+static const char FENCE_SYNC_LUA[] =
+    "local cur = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
+    "if cur < tonumber(ARGV[1]) then\n"
+    "  redis.call('SET', KEYS[1], ARGV[1])\n"
+    "end\n"
+    "return 1\n";
+
+void dlock__scripts_init(dlock_client *c)
+{
+    static const char *const bodies[DLOCK__SCRIPT_COUNT] = {ACQUIRE_LUA, RELEASE_LUA, EXTEND_LUA,
+                                                            FENCE_SYNC_LUA};
+
+    for (int i = 0; i < DLOCK__SCRIPT_COUNT; i++) {
+        c->scripts[i].body = bodies[i];
+        dlock__sha1_hex(bodies[i], strlen(bodies[i]), c->scripts[i].sha);
+    }
+}
+
+#define DLOCK__MAX_SCRIPT_ARGS 8
+
+static int build_argv(const dlock_client *c, dlock__script_id id, int by_sha,
+                      const char *const *keys, int nkeys, const char *const *args, int nargs,
+                      char *numkeys, const char **argv, size_t *argvlen)
+{
+    int argc = 0;
+
+    argv[argc] = by_sha ? "EVALSHA" : "EVAL";
+    argvlen[argc] = strlen(argv[argc]);
+    argc++;
+    argv[argc] = by_sha ? c->scripts[id].sha : c->scripts[id].body;
+    argvlen[argc] = strlen(argv[argc]);
+    argc++;
+    snprintf(numkeys, 12, "%d", nkeys);
+    argv[argc] = numkeys;
+    argvlen[argc] = strlen(numkeys);
+    argc++;
+    for (int i = 0; i < nkeys; i++, argc++) {
+        argv[argc] = keys[i];
+        argvlen[argc] = strlen(keys[i]);
+    }
+    for (int i = 0; i < nargs; i++, argc++) {
+        argv[argc] = args[i];
+        argvlen[argc] = strlen(args[i]);
+    }
+    return argc;
+}
+
+/* Runs script id on the nodes of mask, by SHA. Nodes that answer NOSCRIPT
+ * (their script cache was emptied by SCRIPT FLUSH or a restart) get the full
+ * script with EVAL, which also caches it again for the next EVALSHA. A
+ * NOSCRIPT reply means the script did not run, so resending cannot apply it
+ * twice. */
+void dlock__script_round(dlock_client *c, uint32_t mask, dlock__script_id id,
+                         const char *const *keys, int nkeys, const char *const *args, int nargs,
+                         dlock__result *res, dlock__stop_fn stop, void *stop_arg)
+{
+    const char *argv[3 + DLOCK__MAX_SCRIPT_ARGS];
+    size_t argvlen[3 + DLOCK__MAX_SCRIPT_ARGS];
+    char numkeys[12];
+    uint32_t again = 0;
+    int argc, stopped;
+
+    argc = build_argv(c, id, 1, keys, nkeys, args, nargs, numkeys, argv, argvlen);
+    stopped = dlock__round(c, mask, argc, argv, argvlen, res, stop, stop_arg);
+    for (size_t i = 0; i < c->n; i++) {
+        if ((mask & (1u << i)) && dlock__reply_is_error(&res[i], "NOSCRIPT")) {
+            again |= 1u << i;
+            c->stats.script_loads++;
+        }
+    }
+    if (again == 0)
+        return;
+    argc = build_argv(c, id, 0, keys, nkeys, args, nargs, numkeys, argv, argvlen);
+    if (stopped) {
+        /* The outcome is already decided without these nodes: re-cache the
+         * script on them without waiting, so they take part next time
+         * instead of answering NOSCRIPT forever. */
+        dlock__send_only(c, again, argc, argv, argvlen);
+        return;
+    }
+    dlock__round(c, again, argc, argv, argvlen, res, stop, stop_arg);
+}
+
+void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id,
+                             const char *const *keys, int nkeys, const char *const *args,
+                             int nargs)
+{
+    const char *argv[3 + DLOCK__MAX_SCRIPT_ARGS];
+    size_t argvlen[3 + DLOCK__MAX_SCRIPT_ARGS];
+    char numkeys[12];
+    int argc;
+
+    /* EVALSHA could hit NOSCRIPT with nobody reading the reply: send the
+     * full body (cheap for these few-line scripts) so the command runs. */
+    argc = build_argv(c, id, 0, keys, nkeys, args, nargs, numkeys, argv, argvlen);
+    dlock__send_only(c, mask, argc, argv, argvlen);
+}
