@@ -1,0 +1,113 @@
+/* reply.c - builds and queues every response, and counts it per route and status. */
+#include "reply.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+/* Seconds a client should wait before retrying a 503: a held coupon lock is
+ * released within milliseconds and a Redis failover or a busy DB takes about
+ * a second, so 1 s spreads retries without idling clients for long. */
+#define RETRY_AFTER_S "1"
+
+static const char ERROR_FALLBACK[] = "{\"code\":1500,\"msg\":\"out of memory\",\"data\":null}";
+
+static int queue(request *rq, unsigned status, const char *content_type, char *body, size_t len)
+{
+    int ret = MHD_NO;
+    struct MHD_Response *resp = NULL;
+
+    if (body != NULL) {
+        /* MUST_FREE: MHD owns the malloc'd body from here and frees it with
+         * free() after sending; the local pointer is dropped right away so no
+         * path frees it twice. */
+        resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+        if (resp == NULL)
+            free(body);
+        body = NULL;
+    }
+    if (resp == NULL) {
+        /* Out of memory somewhere above: a static 500 body, which MHD must not free. */
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        content_type = "application/json";
+        resp = MHD_create_response_from_buffer(sizeof ERROR_FALLBACK - 1, (void *)ERROR_FALLBACK,
+                                               MHD_RESPMEM_PERSISTENT);
+        if (resp == NULL)
+            goto out;
+    }
+    if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) != MHD_YES)
+        goto out;
+    if (status == MHD_HTTP_SERVICE_UNAVAILABLE &&
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S) != MHD_YES)
+        goto out;
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED && rq->route.allow != NULL &&
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rq->route.allow) != MHD_YES)
+        goto out;
+    if (status == MHD_HTTP_UNAUTHORIZED &&
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer") != MHD_YES)
+        goto out;
+    /* While shutting down, keep-alive clients would keep the in-flight count
+     * above zero forever; asking them to close lets the drain finish. */
+    if (atomic_load(&rq->app->stopping) &&
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
+        goto out;
+    ret = MHD_queue_response(rq->conn, status, resp);
+    if (ret == MHD_YES) {
+        rq->replied = 1;
+        metrics_request(rq->route.id, status);
+    }
+out:
+    /* MHD keeps its own reference once queued; ours ends here on every path. */
+    if (resp != NULL)
+        MHD_destroy_response(resp);
+    return ret;
+}
+
+int reply_text(request *rq, unsigned status, const char *content_type, char *body, size_t len)
+{
+    return queue(rq, status, content_type, body, len);
+}
+
+int reply_json(request *rq, unsigned status, int code, const char *msg, json_t *data)
+{
+    char *text = NULL;
+    json_t *env = json_object();
+    json_t *m = json_string(msg);
+
+    /* A message carrying invalid UTF-8 (library detail text) must not turn
+     * a precise error into a 500. */
+    if (m == NULL)
+        m = json_string("error detail unavailable");
+    if (data == NULL)
+        data = json_null();
+    if (env == NULL) {
+        json_decref(m);
+        json_decref(data);
+        goto out;
+    }
+    /* All three calls always run (| not ||) because json_object_set_new
+     * steals its value even when it fails: each value is consumed exactly once. */
+    int rc = json_object_set_new(env, "code", json_integer(code));
+    rc |= json_object_set_new(env, "msg", m);
+    rc |= json_object_set_new(env, "data", data);
+    if (rc != 0)
+        goto out;
+    text = json_dumps(env, JSON_COMPACT);
+out:
+    json_decref(env);
+    return queue(rq, status, "application/json", text, text != NULL ? strlen(text) : 0);
+}
+
+int reply_error(request *rq, unsigned status, int code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return reply_json(rq, status, code, msg, NULL);
+}

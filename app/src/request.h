@@ -1,0 +1,37 @@
+/* request.h - the process-wide app state and the per-request state that
+ * libmicrohttpd carries between calls of the access handler. */
+#ifndef APP_REQUEST_H
+#define APP_REQUEST_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include <microhttpd.h>
+
+#include "config.h"
+#include "router.h"
+#include "strategy.h"
+#include "workers.h"
+
+typedef struct app {
+    const app_config *cfg;
+    const strategy *strat;
+    worker_pool *pool;
+    atomic_int in_flight; /* requests between their first handler call and completion */
+    atomic_int stopping;  /* set on SIGTERM: replies ask clients to close keep-alive */
+} app;
+
+typedef struct request {
+    app *app;
+    struct MHD_Connection *conn;
+    const char *method; /* borrowed from MHD, valid until completion */
+    route_match route;
+    char *body;         /* accumulated upload, NUL-terminated; owned */
+    size_t body_len;
+    size_t body_cap;
+    int body_too_large; /* the upload passed max_body: the rest was dropped */
+    int replied;        /* a response is queued */
+    worker *w;          /* slot checked out for the handler, else NULL */
+} request;
+
+#endif /* APP_REQUEST_H */

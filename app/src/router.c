@@ -1,0 +1,95 @@
+/* router.c - the route table: exact paths plus /api/v1/coupon/<id>, method
+ * checks (405 with Allow), 404 for the rest, and dispatch to the handlers. */
+#include "router.h"
+
+#include <string.h>
+
+#include "reply.h"
+#include "routes.h"
+
+#define COUPON_PREFIX "/api/v1/coupon/"
+
+typedef struct route_def {
+    route_id id;
+    const char *path;  /* exact path; NULL for the /api/v1/coupon/<id> pattern */
+    const char *name;  /* metric label */
+    const char *allow; /* methods served, as the Allow header lists them */
+    int (*handler)(request *rq);
+    int needs_worker;  /* checks out a db/lock slot around the handler */
+} route_def;
+
+/* HEAD is served wherever GET is (MHD sends the headers without the body);
+ * a claim is never HEAD because HEAD must not change state. */
+static const route_def ROUTES[ROUTE__COUNT] = {
+    {ROUTE_PAGE, "/", "/", "GET, HEAD", route_page, 1},
+    {ROUTE_CLAIM, "/api/v1/coupon/add", "/api/v1/coupon/add", "GET, POST", route_claim, 1},
+    {ROUTE_COUPON_GET, NULL, "/api/v1/coupon/{id}", "GET, HEAD", route_coupon_get, 1},
+    {ROUTE_COUPON_LIST, "/api/v1/coupon", "/api/v1/coupon", "GET, HEAD", route_coupon_list, 1},
+    {ROUTE_ADMIN_CREATE, "/api/v1/admin/coupon", "/api/v1/admin/coupon", "POST", route_admin_create, 1},
+    {ROUTE_HEALTH, "/healthz", "/healthz", "GET, HEAD", route_health, 1},
+    {ROUTE_METRICS, "/metrics", "/metrics", "GET, HEAD", route_metrics, 0},
+    {ROUTE_UNMATCHED, NULL, "unmatched", NULL, NULL, 0},
+};
+
+static int method_in(const char *method, const char *allow)
+{
+    size_t mlen = strlen(method);
+    const char *p = allow;
+    while (p != NULL && *p != '\0') {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == mlen && strncmp(p, method, mlen) == 0)
+            return 1;
+        p = end ? end + 2 : NULL; /* skip ", " */
+    }
+    return 0;
+}
+
+void router_match(const char *url, const char *method, route_match *m)
+{
+    memset(m, 0, sizeof *m);
+    m->id = ROUTE_UNMATCHED;
+    for (size_t i = 0; i < ROUTE__COUNT; i++) {
+        if (ROUTES[i].path != NULL && strcmp(url, ROUTES[i].path) == 0) {
+            m->id = ROUTES[i].id;
+            break;
+        }
+    }
+    /* Exact paths first: "/api/v1/coupon/add" is the claim, not coupon "add". */
+    if (m->id == ROUTE_UNMATCHED && strncmp(url, COUPON_PREFIX, sizeof COUPON_PREFIX - 1) == 0 &&
+        strchr(url + sizeof COUPON_PREFIX - 1, '/') == NULL) {
+        m->id = ROUTE_COUPON_GET;
+        m->tail = url + sizeof COUPON_PREFIX - 1;
+    }
+    m->allow = ROUTES[m->id].allow;
+    m->method_ok = m->id != ROUTE_UNMATCHED && method_in(method, m->allow);
+}
+
+const char *router_route_name(route_id id)
+{
+    if ((unsigned)id >= ROUTE__COUNT)
+        return "unmatched";
+    return ROUTES[id].name;
+}
+
+int router_dispatch(request *rq)
+{
+    const route_def *def = &ROUTES[rq->route.id];
+    int ret;
+
+    if (rq->route.id == ROUTE_UNMATCHED)
+        return reply_error(rq, MHD_HTTP_NOT_FOUND, API_ROUTE, "no such route");
+    if (!rq->route.method_ok)
+        return reply_error(rq, MHD_HTTP_METHOD_NOT_ALLOWED, API_ROUTE, "method %s not allowed here (allowed: %s)",
+                           rq->method, def->allow);
+    if (def->needs_worker)
+        rq->w = pool_checkout(rq->app->pool);
+    ret = def->handler(rq);
+    pool_return(rq->app->pool, rq->w);
+    rq->w = NULL;
+    /* A handler that failed before queueing (out of memory) still owes the
+     * client an answer: the last resort is a plain 500. */
+    if (!rq->replied && ret == MHD_YES)
+        ret = reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "internal error");
+    return ret;
+}

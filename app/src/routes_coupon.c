@@ -1,0 +1,194 @@
+/* routes_coupon.c - the claim endpoint (validation, the sold-out fast path,
+ * the strategy call, the result mapping) and the coupon read endpoints. */
+#include "routes.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "metrics.h"
+#include "params.h"
+#include "reply.h"
+
+#define USER_ID_RULE "1-64 characters of [A-Za-z0-9_.:-]"
+
+json_t *coupon_to_json(const db_coupon *c)
+{
+    return json_pack("{s:I,s:s,s:I,s:I,s:I,s:I}", "coupon_id", (json_int_t)c->id, "name", c->name, "total",
+                     (json_int_t)c->total, "stock", (json_int_t)c->stock, "issued", (json_int_t)c->issued,
+                     "per_user_limit", (json_int_t)c->per_user_limit);
+}
+
+int reply_db_error(request *rq, db_status st)
+{
+    switch (st) {
+    case DB_NOT_FOUND:
+        return reply_error(rq, MHD_HTTP_NOT_FOUND, API_NO_COUPON, "no such coupon");
+    /* A database that stays locked past the busy timeout is a backing
+     * service that is momentarily unavailable, like a Redis without quorum:
+     * 503 + Retry-After (1006) tells clients to retry, whereas 500 (1500)
+     * would report a server defect that retrying cannot fix. */
+    case DB_BUSY:
+        return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_UNAVAILABLE, "database busy, retry later");
+    case DB_INVALID:
+        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "invalid parameter: %s",
+                           db_errmsg(rq->w->db));
+    default:
+        return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "internal error: %s",
+                           db_errmsg(rq->w->db));
+    }
+}
+
+static int body_is_form(request *rq)
+{
+    const char *ct = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    static const char FORM[] = "application/x-www-form-urlencoded";
+    /* No Content-Type: a bare "coupon_id=1&user_id=u" body is still a form. */
+    return ct == NULL || strncasecmp(ct, FORM, sizeof FORM - 1) == 0;
+}
+
+/* The query string wins; a urlencoded POST body fills what it lacks.
+ * *out is NULL when absent; a malformed body value yields "" (invalid). */
+static void lookup_param(request *rq, const char *key, char *buf, size_t buflen, const char **out)
+{
+    *out = MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, key);
+    if (*out != NULL || rq->body_len == 0 || !body_is_form(rq))
+        return;
+    int r = form_lookup(rq->body, rq->body_len, key, buf, buflen);
+    if (r == 1)
+        *out = buf;
+    else if (r < 0)
+        *out = "";
+}
+
+static int reply_claim_ok(request *rq, int64_t coupon_id, const char *user_id, const claim_out *out)
+{
+    json_t *data = json_pack("{s:I,s:s,s:I,s:I,s:I}", "coupon_id", (json_int_t)coupon_id, "user_id", user_id,
+                             "record_id", (json_int_t)out->rec.record_id, "stock", (json_int_t)out->rec.stock,
+                             "fence", (json_int_t)out->fence);
+    if (data == NULL)
+        return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "out of memory");
+    return reply_json(rq, MHD_HTTP_OK, API_OK, "ok", data);
+}
+
+int route_claim(request *rq)
+{
+    const app_config *cfg = rq->app->cfg;
+    char cid_buf[64], uid_buf[128];
+    const char *cid = NULL, *uid = NULL;
+    int64_t coupon_id = 0, stock = 0;
+    claim_out out;
+
+    memset(&out, 0, sizeof out);
+    lookup_param(rq, "coupon_id", cid_buf, sizeof cid_buf, &cid);
+    lookup_param(rq, "user_id", uid_buf, sizeof uid_buf, &uid);
+    if (cid == NULL)
+        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "missing parameter coupon_id");
+    if (parse_coupon_id(cid, &coupon_id) != 0)
+        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM,
+                           "invalid coupon_id: must be a positive integer");
+    if (uid == NULL)
+        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "missing parameter user_id");
+    if (!valid_user_id(uid))
+        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "invalid user_id: must be " USER_ID_RULE);
+
+    /* The sold-out fast path, the only one, before any strategy and so
+     * before the lock. Safe because stock only ever decreases: a 0 read is
+     * final, so answering 1003 without the lock cannot refuse a claim that
+     * could have succeeded. A stale positive read is harmless too: it only
+     * sends the request on to the strategy, which re-checks stock inside its
+     * transaction. This keeps a sold-out flash sale from queueing every
+     * late request on one Redis key. A failed peek falls through likewise. */
+    db_status peek = db_peek_stock(rq->w->db, coupon_id, &stock);
+    if (peek == DB_NOT_FOUND) {
+        metrics_claim(CLAIM_NOT_FOUND);
+        return reply_error(rq, MHD_HTTP_NOT_FOUND, API_NO_COUPON, "no such coupon");
+    }
+    if (peek == DB_OK && stock <= 0) {
+        metrics_claim(CLAIM_SOLD_OUT);
+        metrics_sold_out(1);
+        return reply_error(rq, MHD_HTTP_CONFLICT, API_SOLD_OUT, "sold out");
+    }
+
+    claim_result r = rq->app->strat->claim(rq->w, cfg, coupon_id, uid, &out);
+    metrics_claim(r);
+    switch (r) {
+    case CLAIM_OK:
+        return reply_claim_ok(rq, coupon_id, uid, &out);
+    case CLAIM_NOT_FOUND:
+        return reply_error(rq, MHD_HTTP_NOT_FOUND, API_NO_COUPON, "no such coupon");
+    case CLAIM_SOLD_OUT:
+        metrics_sold_out(0);
+        return reply_error(rq, MHD_HTTP_CONFLICT, API_SOLD_OUT, "sold out");
+    case CLAIM_USER_LIMIT:
+        return reply_error(rq, MHD_HTTP_CONFLICT, API_USER_LIMIT,
+                           "user_id %s reached the per-user limit of this coupon", uid);
+    case CLAIM_LOCK_TIMEOUT:
+        return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_LOCK_TIMEOUT,
+                           "lock not acquired within %d ms, retry later", cfg->lock_wait_ms);
+    /* A stale fence means our lease ran out and a newer holder already
+     * wrote: to the client that is the same as not getting the lock in
+     * time (1005, retry), not a server defect (1500) and not a verdict on
+     * the coupon (409). The store changed nothing, so a retry is safe. */
+    case CLAIM_STALE_FENCE:
+        return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_LOCK_TIMEOUT,
+                           "lock lost (stale fence): nothing was claimed, retry later");
+    case CLAIM_LOCK_UNAVAILABLE:
+        return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_UNAVAILABLE, "lock service unavailable: %s",
+                           out.detail);
+    case CLAIM_DB_BUSY:
+        return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_UNAVAILABLE, "database busy, retry later");
+    case CLAIM_INVALID:
+        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "invalid parameter: %s", out.detail);
+    case CLAIM_ERROR:
+    case CLAIM__COUNT:
+        break;
+    }
+    return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "internal error: %s", out.detail);
+}
+
+int route_coupon_get(request *rq)
+{
+    int64_t id = 0;
+    db_coupon c;
+
+    if (parse_coupon_id(rq->route.tail, &id) != 0)
+        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM,
+                           "invalid coupon_id: must be a positive integer");
+    db_status st = db_get_coupon(rq->w->db, id, &c);
+    if (st != DB_OK)
+        return reply_db_error(rq, st);
+    json_t *data = coupon_to_json(&c);
+    if (data == NULL)
+        return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "out of memory");
+    return reply_json(rq, MHD_HTTP_OK, API_OK, "ok", data);
+}
+
+int route_coupon_list(request *rq)
+{
+    int ret = MHD_NO;
+    db_coupon *list = NULL;
+    size_t n = 0;
+    json_t *arr = NULL;
+
+    db_status st = db_list_coupons(rq->w->db, &list, &n);
+    if (st != DB_OK) {
+        ret = reply_db_error(rq, st);
+        goto out;
+    }
+    arr = json_array();
+    if (arr == NULL)
+        goto oom;
+    for (size_t i = 0; i < n; i++)
+        if (json_array_append_new(arr, coupon_to_json(&list[i])) != 0)
+            goto oom;
+    ret = reply_json(rq, MHD_HTTP_OK, API_OK, "ok", arr);
+    arr = NULL; /* stolen by reply_json */
+    goto out;
+oom:
+    ret = reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "out of memory");
+out:
+    json_decref(arr);
+    free(list);
+    return ret;
+}

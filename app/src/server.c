@@ -1,0 +1,234 @@
+/* server.c - the libmicrohttpd daemon: thread pool, connection limits, body
+ * accumulation with our own body and header limits, and the graceful stop. */
+#include "server.h"
+
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "reply.h"
+#include "router.h"
+
+/* MHD's own per-connection memory pool. It must be well above our header
+ * limit: when headers overflow MHD's pool, MHD answers 431 itself with an
+ * HTML body, and the contract wants JSON (1009). With headroom, every
+ * oversized header block up to this size reaches our check instead. */
+#define MHD_POOL_BYTES (64 * 1024)
+
+struct server {
+    struct MHD_Daemon *daemon;
+    app *app;
+};
+
+typedef struct header_count {
+    size_t bytes;
+} header_count;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    header_count *hc = cls;
+    (void)kind;
+    /* "Key: value\r\n" */
+    hc->bytes += strlen(key) + (value != NULL ? strlen(value) : 0) + 4;
+    return MHD_YES;
+}
+
+/* Request line + headers, as the client sent them (near enough: MHD has
+ * already split and unescaped them, which only ever shortens). */
+static size_t request_head_bytes(struct MHD_Connection *conn, const char *url, const char *method)
+{
+    header_count hc = {strlen(method) + strlen(url) + 12};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &hc);
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, count_header, &hc);
+    return hc.bytes;
+}
+
+/* -1 when absent or unparsable (MHD itself rejects a malformed one). */
+static long long content_length(struct MHD_Connection *conn)
+{
+    const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    char *end = NULL;
+    if (v == NULL || v[0] < '0' || v[0] > '9')
+        return -1;
+    long long n = strtoll(v, &end, 10);
+    return *end == '\0' ? n : -1;
+}
+
+static int append_body(request *rq, const char *data, size_t n, size_t max)
+{
+    if (rq->body_too_large || n > max - rq->body_len) {
+        /* Keep reading (and dropping) the rest so the 413 can go out on a
+         * connection that stays in sync for the next request. */
+        rq->body_too_large = 1;
+        return 0;
+    }
+    if (rq->body_len + n + 1 > rq->body_cap) {
+        size_t cap = rq->body_cap ? rq->body_cap : 512;
+        while (cap < rq->body_len + n + 1)
+            cap *= 2;
+        char *p = realloc(rq->body, cap);
+        if (p == NULL)
+            return -1;
+        rq->body = p;
+        rq->body_cap = cap;
+    }
+    memcpy(rq->body + rq->body_len, data, n);
+    rq->body_len += n;
+    rq->body[rq->body_len] = '\0';
+    return 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    app *a = cls;
+    request *rq = *con_cls;
+    const app_config *cfg = a->cfg;
+    (void)version;
+
+    if (rq == NULL) {
+        /* First call: headers only. */
+        rq = calloc(1, sizeof *rq);
+        if (rq == NULL)
+            return MHD_NO;
+        rq->app = a;
+        rq->conn = conn;
+        rq->method = method;
+        *con_cls = rq;
+        atomic_fetch_add(&a->in_flight, 1);
+        router_match(url, method, &rq->route);
+        if (request_head_bytes(conn, url, method) > cfg->max_header)
+            return (enum MHD_Result)reply_error(rq, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE, API_TOO_LARGE,
+                                                "request headers too large (limit %zu bytes)", cfg->max_header);
+        /* Refuse a declared oversized body before reading it (and before
+         * MHD sends "100 Continue" for it). */
+        long long cl = content_length(conn);
+        if (cl >= 0 && (unsigned long long)cl > cfg->max_body)
+            return (enum MHD_Result)reply_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, API_TOO_LARGE,
+                                                "request body too large (limit %zu bytes)", cfg->max_body);
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        int r = rq->replied ? 0 : append_body(rq, upload_data, *upload_data_size, cfg->max_body);
+        *upload_data_size = 0;
+        return r == 0 ? MHD_YES : MHD_NO;
+    }
+    if (rq->replied)
+        return MHD_YES;
+    if (rq->body_too_large)
+        return (enum MHD_Result)reply_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, API_TOO_LARGE,
+                                            "request body too large (limit %zu bytes)", cfg->max_body);
+    return (enum MHD_Result)router_dispatch(rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    app *a = cls;
+    request *rq = *con_cls;
+    (void)conn;
+    (void)toe;
+    if (rq == NULL)
+        return;
+    free(rq->body);
+    free(rq);
+    *con_cls = NULL;
+    atomic_fetch_sub(&a->in_flight, 1);
+}
+
+int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errlen)
+{
+    int result = -1;
+    server *s = NULL;
+    struct addrinfo hints, *ai = NULL;
+    char port_s[16];
+    const app_config *cfg = a->cfg;
+
+    *out = NULL;
+    *port_out = 0;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    snprintf(port_s, sizeof port_s, "%d", cfg->listen_port);
+    int gai = getaddrinfo(cfg->listen_host, port_s, &hints, &ai);
+    if (gai != 0) {
+        snprintf(errbuf, errlen, "cannot resolve listen host '%s': %s", cfg->listen_host, gai_strerror(gai));
+        goto out;
+    }
+    s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        snprintf(errbuf, errlen, "out of memory");
+        goto out;
+    }
+    s->app = a;
+    /* AUTO picks epoll on Linux. ITC lets MHD_quiesce_daemon wake the
+     * pool threads so they stop accepting at once. */
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    s->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, a,
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+        MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, cfg->conn_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_POOL_BYTES,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+        MHD_OPTION_END);
+    if (s->daemon == NULL) {
+        snprintf(errbuf, errlen, "cannot listen on %s:%d (address in use or not local?)", cfg->listen_host,
+                 cfg->listen_port);
+        goto out;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    if (info == NULL || info->port == 0) {
+        snprintf(errbuf, errlen, "cannot read the bound port");
+        goto out;
+    }
+    *port_out = info->port;
+    *out = s;
+    s = NULL;
+    result = 0;
+out:
+    if (ai != NULL)
+        freeaddrinfo(ai);
+    if (s != NULL && s->daemon != NULL)
+        MHD_stop_daemon(s->daemon);
+    free(s);
+    return result;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+void server_stop(server *s)
+{
+    if (s == NULL)
+        return;
+    atomic_store(&s->app->stopping, 1);
+    /* Stop accepting first: new connections are refused by the kernel
+     * while requests already read go on being served. */
+    MHD_socket lfd = MHD_quiesce_daemon(s->daemon);
+    if (lfd != MHD_INVALID_SOCKET)
+        close(lfd);
+    /* Drain: MHD_stop_daemon would close connections whose answer is still
+     * being computed or sent; wait (bounded) until none is in flight. */
+    for (int waited = 0; waited < s->app->cfg->shutdown_grace_ms; waited += 10) {
+        if (atomic_load(&s->app->in_flight) == 0)
+            break;
+        sleep_ms(10);
+    }
+    MHD_stop_daemon(s->daemon);
+    free(s);
+}

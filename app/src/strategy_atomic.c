@@ -1,0 +1,23 @@
+/* strategy_atomic.c - no lock: one conditional UPDATE ... WHERE stock > 0 in
+ * one transaction. The baseline a distributed lock must be measured against. */
+#include "strategy.h"
+
+#include <stdio.h>
+
+static claim_result atomic_claim(worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
+                                 claim_out *out)
+{
+    (void)cfg;
+    out->fence = 0;
+    db_status st = db_claim_atomic(w->db, coupon_id, user_id, &out->rec);
+    if (st != DB_OK)
+        snprintf(out->detail, sizeof out->detail, "%s", db_errmsg(w->db));
+    return claim_from_db(st);
+}
+
+const strategy strategy_atomic = {
+    .name = "atomic-sql",
+    .uses_lock = 0,
+    .claim = atomic_claim,
+    .health = strategy_no_lock_health,
+};

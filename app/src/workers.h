@@ -1,0 +1,39 @@
+/* workers.h - per-thread resources: one SQLite connection and one libdlock
+ * client per slot, checked out by a request thread for one request. */
+#ifndef APP_WORKERS_H
+#define APP_WORKERS_H
+
+#include <stddef.h>
+
+#include "coupon_db.h"
+#include "dlock.h"
+
+#include "config.h"
+
+typedef struct worker {
+    db_store *db;       /* one SQLite connection: a db_store is single-threaded */
+    dlock_client *lock; /* NULL for strategies without a lock */
+    size_t index;
+} worker;
+
+typedef struct worker_pool worker_pool;
+
+typedef enum pool_error {
+    POOL_OK = 0,
+    POOL_ERR_DB = 1,     /* the database could not be opened (bad path, ...) */
+    POOL_ERR_LOCK = 2,   /* libdlock refused the options (bad address) */
+    POOL_ERR_SYSTEM = 3  /* out of memory, thread primitives */
+} pool_error;
+
+/* Opens n slots. with_lock: also one dlock_client per slot, built from the
+ * config. On failure *out is NULL and errbuf says why. */
+pool_error pool_new(const app_config *cfg, size_t n, int with_lock, worker_pool **out,
+                    char *errbuf, size_t errlen);
+/* Blocks until a slot is free (never, when the pool has one slot per
+ * request thread). The caller owns the slot until pool_return. */
+worker *pool_checkout(worker_pool *p);
+void pool_return(worker_pool *p, worker *w);
+/* Closes every DB connection and lock client. All slots must be returned. NULL ok. */
+void pool_free(worker_pool *p);
+
+#endif /* APP_WORKERS_H */
