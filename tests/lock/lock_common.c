@@ -1,0 +1,251 @@
+/* lock_common.c - helpers shared by the libdlock suites (see lock_common.h). */
+#include "lock_common.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+void tc_options(dlock_options *opts, tc_addrs *hold, const redis_proc *rs, size_t n)
+{
+    dlock_options_init(opts);
+    for (size_t i = 0; i < n && i < DLOCK_MAX_NODES; i++)
+        hold->p[i] = rs[i].addr;
+    opts->addrs = hold->p;
+    opts->n_addrs = n;
+}
+
+dlock_client *tc_client(const redis_proc *rs, size_t n, int command_timeout_ms)
+{
+    dlock_options o;
+    tc_addrs a;
+    dlock_client *c = NULL;
+    char err[256] = "";
+    tc_options(&o, &a, rs, n);
+    if (command_timeout_ms > 0)
+        o.command_timeout_ms = command_timeout_ms;
+    if (dlock_client_new(&o, &c, err, sizeof err) != DLOCK_OK) {
+        fprintf(stderr, "tc_client: %s\n", err);
+        return NULL;
+    }
+    return c;
+}
+
+void tc_cmd(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv)
+{
+    if (redis_cmd(r, out, outlen, argc, argv) != 0 && outlen > 0)
+        out[0] = '\0';
+}
+
+int tc_exists(const redis_proc *r, const char *key)
+{
+    char out[64];
+    const char *argv[] = {"EXISTS", key};
+    if (redis_cmd(r, out, sizeof out, 2, argv) != 0)
+        return -1;
+    return (int)strtol(out, NULL, 10);
+}
+
+long long tc_pttl(const redis_proc *r, const char *key)
+{
+    char out[64];
+    const char *argv[] = {"PTTL", key};
+    if (redis_cmd(r, out, sizeof out, 2, argv) != 0)
+        return -3;
+    return strtoll(out, NULL, 10);
+}
+
+void tc_get(const redis_proc *r, const char *key, char *out, size_t outlen)
+{
+    const char *argv[] = {"GET", key};
+    tc_cmd(r, out, outlen, 2, argv);
+}
+
+int tc_count_holding(const redis_proc *rs, size_t n, const char *key)
+{
+    int k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (rs[i].pid > 0 && !rs[i].paused && tc_exists(&rs[i], key) == 1)
+            k++;
+    return k;
+}
+
+int tc_wait_holding(const redis_proc *rs, size_t n, const char *key, int expect,
+                    int64_t timeout_ms)
+{
+    int64_t deadline = test_now_ms() + timeout_ms;
+    int k;
+    while ((k = tc_count_holding(rs, n, key)) != expect && test_now_ms() < deadline)
+        test_sleep_ms(2);
+    return k;
+}
+
+int tc_wait_exists(const redis_proc *r, const char *key, int expect, int64_t timeout_ms)
+{
+    int64_t deadline = test_now_ms() + timeout_ms;
+    int k;
+    while ((k = tc_exists(r, key)) != expect && test_now_ms() < deadline)
+        test_sleep_ms(2);
+    return k;
+}
+
+void tc_lost_init(tc_lost *l)
+{
+    pthread_condattr_t ca;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_condattr_init(&ca);
+    /* Monotonic waits: a wall-clock step must not stretch or cut a timeout. */
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    l->calls = 0;
+    l->why = DLOCK_OK;
+}
+
+void tc_lost_destroy(tc_lost *l)
+{
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
+}
+
+void tc_on_lost(const dlock_lock *lock, dlock_err why, void *user)
+{
+    tc_lost *l = user;
+    (void)lock;
+    pthread_mutex_lock(&l->mu);
+    l->calls++;
+    l->why = why;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+int tc_lost_wait(tc_lost *l, int64_t timeout_ms, dlock_err *why)
+{
+    struct timespec ts;
+    int calls;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(timeout_ms / 1000);
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&l->mu);
+    while (l->calls == 0) {
+        if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+    calls = l->calls;
+    if (why)
+        *why = l->why;
+    pthread_mutex_unlock(&l->mu);
+    return calls;
+}
+
+#define TC_MAX_CHILDREN 64
+static pid_t g_children[TC_MAX_CHILDREN];
+
+pid_t tc_fork(void)
+{
+    pid_t pid;
+    fflush(NULL); /* no buffered text may be written twice by the child */
+    pid = fork();
+    if (pid > 0) {
+        for (size_t i = 0; i < TC_MAX_CHILDREN; i++) {
+            if (g_children[i] == 0) {
+                g_children[i] = pid;
+                break;
+            }
+        }
+    }
+    return pid;
+}
+
+static void forget_child(pid_t pid)
+{
+    for (size_t i = 0; i < TC_MAX_CHILDREN; i++)
+        if (g_children[i] == pid)
+            g_children[i] = 0;
+}
+
+int tc_wait_child(pid_t pid, int64_t timeout_ms)
+{
+    int64_t deadline = test_now_ms() + timeout_ms;
+    int st;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) {
+            forget_child(pid);
+            if (WIFEXITED(st))
+                return WEXITSTATUS(st);
+            return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        }
+        if (w < 0 && errno != EINTR)
+            return -1;
+        if (test_now_ms() >= deadline) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+            }
+            forget_child(pid);
+            return -1;
+        }
+        test_sleep_ms(2);
+    }
+}
+
+void tc_kill_children(void)
+{
+    for (size_t i = 0; i < TC_MAX_CHILDREN; i++) {
+        if (g_children[i] > 0) {
+            kill(g_children[i], SIGKILL);
+            while (waitpid(g_children[i], NULL, 0) < 0 && errno == EINTR) {
+            }
+            g_children[i] = 0;
+        }
+    }
+}
+
+int tc_write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int tc_read_all(int fd, void *buf, size_t n, int64_t timeout_ms)
+{
+    char *p = buf;
+    int64_t deadline = test_now_ms() + timeout_ms;
+    while (n > 0) {
+        int64_t left = deadline - test_now_ms();
+        if (left <= 0)
+            return -1;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        int k = poll(&pf, 1, (int)left);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}

@@ -1,0 +1,68 @@
+/* lock_common.h - helpers shared by the libdlock suites: clients on test
+ * nodes, key inspection through redis_cmd, the on_lost recorder, and
+ * bookkeeping for forked worker processes. */
+#ifndef TESTS_LOCK_COMMON_H
+#define TESTS_LOCK_COMMON_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dlock.h"
+#include "procs.h"
+
+/* Fills opts for nodes rs[0..n) with the library defaults otherwise; the
+ * address strings live in *hold, which must outlive dlock_client_new. */
+typedef struct tc_addrs {
+    const char *p[DLOCK_MAX_NODES];
+} tc_addrs;
+void tc_options(dlock_options *opts, tc_addrs *hold, const redis_proc *rs, size_t n);
+
+/* New client on rs[0..n) with the given command timeout (0 = default);
+ * NULL on failure (usable in forked children: no Criterion asserts). */
+dlock_client *tc_client(const redis_proc *rs, size_t n, int command_timeout_ms);
+
+/* Reply of one command as text (see redis_cmd); "" after a transport error. */
+void tc_cmd(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv);
+/* EXISTS key: 1, 0, or -1 when the node did not answer. */
+int tc_exists(const redis_proc *r, const char *key);
+/* PTTL key (-2 missing, -1 no TTL), or -3 when the node did not answer. */
+long long tc_pttl(const redis_proc *r, const char *key);
+/* GET key into out ("(nil)" when missing). */
+void tc_get(const redis_proc *r, const char *key, char *out, size_t outlen);
+/* How many of rs[0..n) hold key (nodes that do not answer count as 0). */
+int tc_count_holding(const redis_proc *rs, size_t n, const char *key);
+
+/* The library ends a round as soon as the outcome is decided, so the last
+ * nodes may apply a command a moment after the call returns: these poll
+ * (bounded) until the expected value shows, and return the last value seen. */
+int tc_wait_holding(const redis_proc *rs, size_t n, const char *key, int expect,
+                    int64_t timeout_ms);
+int tc_wait_exists(const redis_proc *r, const char *key, int expect, int64_t timeout_ms);
+#define TC_SETTLE_MS 300
+
+/* Records on_lost calls; thread-safe (the watchdog calls it). */
+typedef struct tc_lost {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls;
+    dlock_err why;
+} tc_lost;
+void tc_lost_init(tc_lost *l);
+void tc_lost_destroy(tc_lost *l);
+void tc_on_lost(const dlock_lock *lock, dlock_err why, void *user);
+/* Waits until on_lost was called at least once or timeout; returns calls. */
+int tc_lost_wait(tc_lost *l, int64_t timeout_ms, dlock_err *why);
+
+/* Forked workers: remembered so that a failing test's .fini kills them. */
+pid_t tc_fork(void);
+/* Waits (bounded) for a forked worker; its exit code, or -1 (then killed). */
+int tc_wait_child(pid_t pid, int64_t timeout_ms);
+/* Kills and reaps every worker still running (call from .fini). */
+void tc_kill_children(void);
+
+/* Writes / reads exactly n bytes (EINTR-safe); 0 on success. */
+int tc_write_all(int fd, const void *buf, size_t n);
+int tc_read_all(int fd, void *buf, size_t n, int64_t timeout_ms);
+
+#endif /* TESTS_LOCK_COMMON_H */

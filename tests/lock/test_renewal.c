@@ -1,0 +1,286 @@
+/* test_renewal.c - automatic renewal: keeps a lock past its TTL, stops the
+ * moment it is released or freed, honours max_renewals / max_lease_ms,
+ * reports unavailability and loss through on_lost, and never re-creates a
+ * key that is gone. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lock_common.h"
+
+#define NODES 3
+/* 600 ms: renewals every ~200 ms stay on time even on a loaded machine. */
+#define TTL 600
+/* Renewal runs at about TTL/3; two periods and some slack. */
+#define TWO_PERIODS 450
+
+static redis_proc nodes[NODES];
+static tc_lost lost;
+
+static void setup(void)
+{
+    memset(nodes, 0, sizeof nodes);
+    cr_assert_eq(redis_start_n(nodes, NODES), 0);
+    tc_lost_init(&lost);
+}
+
+static void teardown(void)
+{
+    redis_stop_n(nodes, NODES);
+    tc_lost_destroy(&lost);
+}
+
+TestSuite(lock_renewal, .init = setup, .fini = teardown);
+
+static int lost_calls(void)
+{
+    pthread_mutex_lock(&lost.mu);
+    int n = lost.calls;
+    pthread_mutex_unlock(&lost.mu);
+    return n;
+}
+
+static dlock_lock *renewed(dlock_client *c, const char *res, dlock_renew_options ro)
+{
+    dlock_lock *l = NULL;
+    cr_assert_eq(dlock_try_acquire(c, res, TTL, &l), DLOCK_OK, "%s", dlock_client_errstr(c));
+    ro.on_lost = tc_on_lost;
+    ro.user = &lost;
+    cr_assert_eq(dlock_auto_renew(c, l, &ro), DLOCK_OK);
+    return l;
+}
+
+/* Redlock promises the key on a quorum, not on every node (a node that was
+ * slow at acquire time may never have got it; renewal does not add it). */
+static int holders_with_ttl(size_t n, const char *res)
+{
+    int k = 0;
+    for (size_t i = 0; i < n; i++) {
+        long long p = tc_pttl(&nodes[i], res);
+        cr_assert_leq(p, TTL, "node %zu: PTTL %lld above the TTL", i, p);
+        k += p > 0;
+    }
+    return k;
+}
+
+static void held_for(size_t n, dlock_lock *l, const char *res, int64_t ms)
+{
+    int64_t end = dlock_now_ms() + ms;
+    int quorum = (int)n / 2 + 1;
+    while (dlock_now_ms() < end) {
+        cr_assert_eq(dlock_is_held(l), 1);
+        cr_assert_gt(dlock_lock_validity_ms(l), 0);
+        int k = holders_with_ttl(n, res);
+        cr_assert_geq(k, quorum, "key with a TTL on only %d nodes", k);
+        test_sleep_ms(30);
+    }
+}
+
+static void check_keeps_and_stops(size_t n)
+{
+    dlock_client *c = tc_client(nodes, n, 0);
+    dlock_lock *l = renewed(c, "rn", (dlock_renew_options){0});
+    held_for(n, l, "rn", 3 * TTL);
+    uint32_t r0 = dlock_lock_renewals(l);
+    cr_assert_geq(r0, 4, "only %u renewals in 3 TTLs", r0);
+    dlock_stats s0, s1;
+    dlock_client_stats(c, &s0);
+    cr_assert_geq(s0.extends, r0);
+
+    cr_assert_eq(dlock_release(c, l), DLOCK_OK);
+    cr_assert_eq(dlock_is_held(l), 0);
+    uint32_t r1 = dlock_lock_renewals(l);
+    test_sleep_ms(TWO_PERIODS);
+    /* No zombie renewal: the key stays gone and the count stays put. */
+    cr_assert_eq(tc_wait_holding(nodes, n, "rn", 0, TC_SETTLE_MS), 0);
+    cr_assert_eq(dlock_lock_renewals(l), r1);
+    dlock_client_stats(c, &s1);
+    cr_assert_eq(s1.extends, s0.extends + (r1 - r0));
+    cr_assert_eq(lost_calls(), 0, "on_lost after a clean release");
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+Test(lock_renewal, keeps_held_then_release_stops_it_single, .timeout = 15)
+{
+    check_keeps_and_stops(1);
+}
+
+Test(lock_renewal, keeps_held_then_release_stops_it_redlock, .timeout = 15)
+{
+    check_keeps_and_stops(NODES);
+}
+
+Test(lock_renewal, renew_with_own_ttl, .timeout = 15)
+{
+    dlock_client *c = tc_client(nodes, NODES, 0);
+    dlock_lock *l = renewed(c, "own", (dlock_renew_options){.ttl_ms = 2500});
+    int64_t end = dlock_now_ms() + 1000;
+    long long maxp = 0;
+    while (dlock_now_ms() < end) {
+        for (size_t i = 0; i < NODES; i++) {
+            long long p = tc_pttl(&nodes[i], "own");
+            if (p > maxp)
+                maxp = p;
+        }
+        test_sleep_ms(20);
+    }
+    cr_assert_gt(maxp, TTL, "renewal did not extend to its own ttl_ms (max PTTL %lld)", maxp);
+    cr_assert_leq(maxp, 2500);
+    cr_assert_eq(dlock_is_held(l), 1);
+    cr_assert_eq(dlock_release(c, l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+static int64_t wait_not_held(dlock_lock *l, int64_t timeout_ms)
+{
+    int64_t t0 = dlock_now_ms();
+    while (dlock_is_held(l) && dlock_now_ms() - t0 < timeout_ms)
+        test_sleep_ms(5);
+    return dlock_now_ms() - t0;
+}
+
+Test(lock_renewal, max_renewals_lets_the_lease_run_out, .timeout = 15)
+{
+    dlock_client *c = tc_client(nodes, NODES, 0);
+    int64_t t0 = dlock_now_ms();
+    dlock_lock *l = renewed(c, "cap", (dlock_renew_options){.max_renewals = 2});
+    wait_not_held(l, 3000);
+    int64_t el = dlock_now_ms() - t0;
+    cr_assert_eq(dlock_is_held(l), 0);
+    cr_assert_eq(dlock_lock_renewals(l), 2, "renewals %u", dlock_lock_renewals(l));
+    /* Two renewals at ~TTL/3 each, then one TTL: well past a single TTL. */
+    cr_assert_geq(el, TTL + 100, "lease ended after %lld ms", (long long)el);
+    cr_assert_leq(el, 3 * TTL + 300, "lease ended after %lld ms", (long long)el);
+    test_sleep_ms(TWO_PERIODS);
+    cr_assert_eq(tc_wait_holding(nodes, NODES, "cap", 0, TC_SETTLE_MS), 0);
+    cr_assert_eq(dlock_lock_renewals(l), 2);
+    cr_assert_eq(dlock_release(c, l), DLOCK_ERR_LOST);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+Test(lock_renewal, max_lease_ms_bounds_total_time, .timeout = 15)
+{
+    dlock_client *c = tc_client(nodes, NODES, 0);
+    int64_t t0 = dlock_now_ms();
+    dlock_lock *l = renewed(c, "lease", (dlock_renew_options){.max_lease_ms = 1000});
+    wait_not_held(l, 3000);
+    int64_t el = dlock_now_ms() - t0;
+    cr_assert_eq(dlock_is_held(l), 0);
+    /* Renewed past the first TTL, and stopped within one TTL of the cap. */
+    cr_assert_geq(el, TTL + 100, "lease ended after %lld ms", (long long)el);
+    cr_assert_leq(el, 1000 + TTL + 300, "lease ended after %lld ms", (long long)el);
+    test_sleep_ms(TWO_PERIODS);
+    cr_assert_eq(tc_wait_holding(nodes, NODES, "lease", 0, TC_SETTLE_MS), 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+Test(lock_renewal, all_nodes_down_reports_unavailable, .timeout = 15)
+{
+    dlock_client *c = tc_client(nodes, NODES, 100);
+    dlock_lock *l = renewed(c, "down", (dlock_renew_options){0});
+    test_sleep_ms(150);
+    for (size_t i = 0; i < NODES; i++)
+        cr_assert_eq(redis_kill(&nodes[i]), 0);
+    dlock_err why = DLOCK_OK;
+    int calls = tc_lost_wait(&lost, TTL + 500, &why);
+    cr_assert_eq(calls, 1);
+    cr_assert(dlock_err_is_unavailable(why), "on_lost with %s", dlock_strerror(why));
+    cr_assert_neq(why, DLOCK_ERR_TAKEN);
+    cr_assert_eq(dlock_is_held(l), 0);
+    test_sleep_ms(TWO_PERIODS);
+    cr_assert_eq(lost_calls(), 1, "on_lost must be called once");
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+Test(lock_renewal, deleted_key_is_lost_not_recreated, .timeout = 15)
+{
+    dlock_client *c = tc_client(nodes, NODES, 0);
+    dlock_lock *l = renewed(c, "del", (dlock_renew_options){0});
+    char out[32];
+    const char *del[] = {"DEL", "del"};
+    test_sleep_ms(TTL / 3 + 50);
+    for (size_t i = 0; i < NODES; i++) {
+        tc_cmd(&nodes[i], out, sizeof out, 2, del);
+        cr_assert_str_eq(out, "1");
+    }
+    dlock_err why = DLOCK_OK;
+    cr_assert_eq(tc_lost_wait(&lost, TTL + 300, &why), 1);
+    cr_assert_eq(why, DLOCK_ERR_LOST, "on_lost with %s", dlock_strerror(why));
+    cr_assert_eq(dlock_is_held(l), 0);
+    uint32_t r = dlock_lock_renewals(l);
+    test_sleep_ms(TWO_PERIODS + 150);
+    cr_assert_eq(tc_count_holding(nodes, NODES, "del"), 0, "renewal re-created the key");
+    cr_assert_eq(dlock_lock_renewals(l), r);
+    cr_assert_eq(lost_calls(), 1);
+    dlock_stats s;
+    dlock_client_stats(c, &s);
+    cr_assert_geq(s.lost, 1);
+    cr_assert_eq(dlock_release(c, l), DLOCK_ERR_LOST);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+Test(lock_renewal, taken_over_minority_still_held, .timeout = 15)
+{
+    /* One node loses our key: the quorum still holds it, renewal goes on. */
+    dlock_client *c = tc_client(nodes, NODES, 0);
+    dlock_lock *l = renewed(c, "minor", (dlock_renew_options){0});
+    char out[32];
+    const char *del[] = {"DEL", "minor"};
+    tc_cmd(&nodes[2], out, sizeof out, 2, del);
+    held_for(2, l, "minor", 2 * TTL);
+    cr_assert_eq(tc_exists(&nodes[2], "minor"), 0, "renewal re-created the key on node 2");
+    cr_assert_eq(lost_calls(), 0);
+    cr_assert_eq(dlock_release(c, l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+Test(lock_renewal, free_stops_renewal, .timeout = 15)
+{
+    dlock_client *c = tc_client(nodes, NODES, 0);
+    dlock_lock *l = renewed(c, "fr", (dlock_renew_options){0});
+    test_sleep_ms(150);
+    dlock_lock_free(l); /* no release: the TTL must free it, no renewal may outlive the handle */
+    test_sleep_ms(TTL + 100);
+    cr_assert_eq(tc_wait_holding(nodes, NODES, "fr", 0, TC_SETTLE_MS), 0);
+    cr_assert_eq(lost_calls(), 0);
+    dlock_client_free(c);
+}
+
+Test(lock_renewal, client_free_stops_watchdog, .timeout = 15)
+{
+    dlock_client *c = tc_client(nodes, NODES, 0);
+    dlock_lock *l = renewed(c, "cf", (dlock_renew_options){0});
+    test_sleep_ms(150);
+    dlock_client_free(c);
+    test_sleep_ms(TTL + 100);
+    cr_assert_eq(tc_wait_holding(nodes, NODES, "cf", 0, TC_SETTLE_MS), 0);
+    /* The handle outlives its client and is still freed cleanly. */
+    dlock_lock_free(l);
+}
+
+Test(lock_renewal, many_locks_one_watchdog, .timeout = 15)
+{
+    dlock_client *c = tc_client(nodes, NODES, 0);
+    dlock_lock *ls[8];
+    char name[8][16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(name[i], sizeof name[i], "many%d", i);
+        ls[i] = renewed(c, name[i], (dlock_renew_options){0});
+    }
+    test_sleep_ms(3 * TTL);
+    for (int i = 0; i < 8; i++) {
+        cr_assert_eq(dlock_is_held(ls[i]), 1, "lock %d", i);
+        cr_assert_geq(holders_with_ttl(NODES, name[i]), 2, "lock %d", i);
+        cr_assert_eq(dlock_release(c, ls[i]), DLOCK_OK);
+        dlock_lock_free(ls[i]);
+    }
+    cr_assert_eq(lost_calls(), 0);
+    dlock_client_free(c);
+}

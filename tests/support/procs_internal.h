@@ -1,0 +1,33 @@
+/* procs_internal.h - helpers shared by the test-support sources (not for suites). */
+#ifndef TESTS_PROCS_INTERNAL_H
+#define TESTS_PROCS_INTERNAL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* In a freshly forked child: close every fd >= 3 so that pipes the test
+ * holds (history pipes, other servers' stdout) never leak into the exec'd
+ * program and keep a reader from ever seeing EOF. */
+void procs_close_extra_fds(void);
+
+/* In a freshly forked child: ask the kernel to SIGKILL us when the forking
+ * thread dies, so a test killed by Criterion's timeout leaves no servers. */
+void procs_die_with_parent(pid_t parent);
+
+/* waitpid(pid) for at most timeout_ms; returns 1 and *status when reaped,
+ * 0 on timeout, -1 on error. Restarts on EINTR. */
+int procs_wait_bounded(pid_t pid, int64_t timeout_ms, int *status);
+
+/* Stop a child by PID: sig, bounded wait, then SIGKILL and a final reap.
+ * *status gets the raw wait status (may be NULL). Returns 0 once reaped. */
+int procs_stop_pid(pid_t pid, int sig, int64_t timeout_ms, int *status);
+
+/* Registry of live children: an atexit handler kills whatever a suite
+ * forgot (only in the process that started them, never in forked workers). */
+void procs_track(pid_t pid);
+void procs_untrack(pid_t pid);
+
+/* Exit code, or 128+signal, from a raw wait status. */
+int procs_exit_code(int status);
+
+#endif /* TESTS_PROCS_INTERNAL_H */
