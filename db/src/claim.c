@@ -10,7 +10,6 @@ db_status db_claim_coupon(db_store *db, int64_t coupon_id, const char *user_id, 
     int64_t stock = 0;
     int64_t limit = 0;
     int64_t last_fence = 0;
-    int64_t record_id = 0;
     int changed = 0;
 
     if (res != DB_OK)
@@ -33,8 +32,7 @@ db_status db_claim_coupon(db_store *db, int64_t coupon_id, const char *user_id, 
     if (res != DB_OK)
         goto out;
     if (stock <= 0) {
-        dbi_set_error(db, "coupon %lld is sold out", (long long)coupon_id);
-        res = DB_SOLD_OUT;
+        res = dbi_sold_out(db, coupon_id);
         goto out;
     }
     res = dbi_check_user_limit(db, coupon_id, user_id, limit);
@@ -49,7 +47,7 @@ db_status db_claim_coupon(db_store *db, int64_t coupon_id, const char *user_id, 
      * under one acquisition, e.g. a retry after SQLITE_BUSY or a second claim
      * in the same critical section; every later acquisition has a strictly
      * greater fence, so `<=` refuses exactly the stale holders. */
-    res = dbi_decrement(db, DBI_FENCED_DECREMENT, coupon_id, (int64_t)fence, &changed);
+    res = dbi_update_stock(db, DBI_FENCED_DECREMENT, coupon_id, (int64_t)fence, &changed, "decrement stock");
     if (res != DB_OK)
         goto out;
     if (changed == 0) {
@@ -58,21 +56,10 @@ db_status db_claim_coupon(db_store *db, int64_t coupon_id, const char *user_id, 
         dbi_set_error(db, "fence %llu is older than last_fence %lld of coupon %lld", (unsigned long long)fence,
                       (long long)last_fence, (long long)coupon_id);
         res = DB_STALE_FENCE;
-        goto out;
     }
-    res = dbi_insert_record(db, coupon_id, user_id, (int64_t)fence, &record_id);
-    if (res != DB_OK)
-        goto out;
-    res = dbi_commit(db);
-    if (res != DB_OK)
-        goto out;
-    out->record_id = record_id;
-    /* Exact: the write lock was held from the read to the commit. */
-    out->stock = stock - 1;
 out:
-    if (res != DB_OK)
-        dbi_rollback(db); /* nothing of a refused or failed claim stays */
-    return res;
+    /* stock - 1 is exact: the write lock was held from the read to the commit. */
+    return dbi_end_claim(db, res, coupon_id, user_id, (int64_t)fence, stock - 1, out);
 }
 
 db_status db_claim_atomic(db_store *db, int64_t coupon_id, const char *user_id, db_claim *out)
@@ -81,7 +68,6 @@ db_status db_claim_atomic(db_store *db, int64_t coupon_id, const char *user_id, 
     int64_t stock = 0;
     int64_t limit = 0;
     int64_t last_fence = 0;
-    int64_t record_id = 0;
     int changed = 0;
 
     if (res != DB_OK)
@@ -94,7 +80,7 @@ db_status db_claim_atomic(db_store *db, int64_t coupon_id, const char *user_id, 
     /* The guard is the UPDATE itself: `stock > 0` is evaluated and the
      * decrement applied in one statement, so no read of stock taken earlier
      * can be written back (the `none` strategy's lost update). */
-    res = dbi_decrement(db, DBI_ATOMIC_DECREMENT, coupon_id, 0, &changed);
+    res = dbi_update_stock(db, DBI_ATOMIC_DECREMENT, coupon_id, 0, &changed, "decrement stock");
     if (res != DB_OK)
         goto out;
     /* Read after the decrement: tells not-found from sold-out when nothing
@@ -103,27 +89,14 @@ db_status db_claim_atomic(db_store *db, int64_t coupon_id, const char *user_id, 
     if (res != DB_OK)
         goto out;
     if (changed == 0) {
-        dbi_set_error(db, "coupon %lld is sold out", (long long)coupon_id);
-        res = DB_SOLD_OUT;
+        res = dbi_sold_out(db, coupon_id);
         goto out;
     }
     /* Checked after the decrement so the refusal order matches
      * db_claim_coupon (not found, sold out, user limit); the ROLLBACK below
      * undoes the decrement when the user is over the limit. */
     res = dbi_check_user_limit(db, coupon_id, user_id, limit);
-    if (res != DB_OK)
-        goto out;
-    /* Fence 0: no lock, no token; the column keeps its default meaning. */
-    res = dbi_insert_record(db, coupon_id, user_id, 0, &record_id);
-    if (res != DB_OK)
-        goto out;
-    res = dbi_commit(db);
-    if (res != DB_OK)
-        goto out;
-    out->record_id = record_id;
-    out->stock = stock;
 out:
-    if (res != DB_OK)
-        dbi_rollback(db);
-    return res;
+    /* Fence 0: no lock, no token; the column keeps its default meaning. */
+    return dbi_end_claim(db, res, coupon_id, user_id, 0, stock, out);
 }

@@ -5,6 +5,22 @@
 
 #include "db_internal.h"
 
+db_status dbi_check_text(db_store *db, const char *s, int max, const char *label, size_t *len)
+{
+    *len = 0;
+    if (s == NULL || s[0] == '\0') {
+        dbi_set_error(db, "%s must not be empty", label);
+        return DB_INVALID;
+    }
+    /* strnlen: an unterminated or huge string costs at most max + 1 reads. */
+    *len = strnlen(s, (size_t)max + 1);
+    if (*len > (size_t)max) {
+        dbi_set_error(db, "%s longer than %d bytes", label, max);
+        return DB_INVALID;
+    }
+    return DB_OK;
+}
+
 db_status dbi_check_claim_args(db_store *db, int64_t coupon_id, const char *user_id, db_claim *out)
 {
     size_t len;
@@ -18,17 +34,7 @@ db_status dbi_check_claim_args(db_store *db, int64_t coupon_id, const char *user
         dbi_set_error(db, "claim: NULL out parameter");
         return DB_INVALID;
     }
-    if (user_id == NULL || user_id[0] == '\0') {
-        dbi_set_error(db, "user id must not be empty");
-        return DB_INVALID;
-    }
-    /* strnlen: an unterminated or huge id costs at most DB_USER_MAX + 1 reads. */
-    len = strnlen(user_id, DB_USER_MAX + 1);
-    if (len > DB_USER_MAX) {
-        dbi_set_error(db, "user id longer than %d bytes", DB_USER_MAX);
-        return DB_INVALID;
-    }
-    return DB_OK;
+    return dbi_check_text(db, user_id, DB_USER_MAX, "user id", &len);
 }
 
 /* The coupon's stock, per-user limit and last fence. DB_NOT_FOUND when the
@@ -37,18 +43,12 @@ db_status dbi_select_coupon(db_store *db, int64_t coupon_id, int64_t *stock, int
                             int64_t *last_fence)
 {
     sqlite3_stmt *st = dbi_stmt(db, DBI_CLAIM_SELECT);
-    int has_row = 0;
-    db_status res = dbi_bind_int64(db, st, 1, coupon_id);
+    db_status res;
 
     *stock = 0;
     *limit = 0;
     *last_fence = 0;
-    if (res == DB_OK)
-        res = dbi_step(db, st, &has_row, "select coupon for claim");
-    if (res == DB_OK && !has_row) {
-        dbi_set_error(db, "no coupon with id %lld", (long long)coupon_id);
-        res = DB_NOT_FOUND;
-    }
+    res = dbi_step_coupon(db, st, coupon_id, "select coupon for claim");
     if (res == DB_OK) {
         *stock = sqlite3_column_int64(st, 0);
         *limit = sqlite3_column_int64(st, 1);
@@ -104,21 +104,48 @@ db_status dbi_insert_record(db_store *db, int64_t coupon_id, const char *user_id
     return res;
 }
 
-/* Run a decrement UPDATE (?1 = coupon id, ?2 = fence when the statement has
+/* Run a stock UPDATE (?1 = coupon id, ?2 = value when the statement has
  * one) and report how many rows it changed. */
-db_status dbi_decrement(db_store *db, dbi_stmt_id id, int64_t coupon_id, int64_t fence, int *changed)
+db_status dbi_update_stock(db_store *db, dbi_stmt_id id, int64_t coupon_id, int64_t value, int *changed,
+                           const char *what)
 {
     sqlite3_stmt *st = dbi_stmt(db, id);
     int has_row = 0;
     db_status res = dbi_bind_int64(db, st, 1, coupon_id);
 
     *changed = 0;
-    if (res == DB_OK && id == DBI_FENCED_DECREMENT)
-        res = dbi_bind_int64(db, st, 2, fence);
+    /* Bound by the statement's own parameter count: the atomic decrement
+     * has no ?2, and binding one would fail with SQLITE_RANGE. */
+    if (res == DB_OK && sqlite3_bind_parameter_count(st) >= 2)
+        res = dbi_bind_int64(db, st, 2, value);
     if (res == DB_OK)
-        res = dbi_step(db, st, &has_row, "decrement stock");
+        res = dbi_step(db, st, &has_row, what);
     if (res == DB_OK)
         *changed = sqlite3_changes(db->conn);
     dbi_done(st);
     return res;
+}
+
+db_status dbi_sold_out(db_store *db, int64_t coupon_id)
+{
+    dbi_set_error(db, "coupon %lld is sold out", (long long)coupon_id);
+    return DB_SOLD_OUT;
+}
+
+db_status dbi_end_claim(db_store *db, db_status res, int64_t coupon_id, const char *user_id, int64_t fence,
+                        int64_t stock_left, db_claim *out)
+{
+    int64_t record_id = 0;
+
+    if (res == DB_OK)
+        res = dbi_insert_record(db, coupon_id, user_id, fence, &record_id);
+    if (res == DB_OK)
+        res = dbi_commit(db);
+    if (res != DB_OK) {
+        dbi_rollback(db); /* nothing of a refused or failed claim stays */
+        return res;
+    }
+    out->record_id = record_id;
+    out->stock = stock_left;
+    return DB_OK;
 }

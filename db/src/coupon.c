@@ -43,16 +43,8 @@ db_status db_create_coupon(db_store *db, const char *name, int64_t stock, int64_
         dbi_set_error(db, "create coupon: NULL out parameter");
         goto out;
     }
-    if (name == NULL || name[0] == '\0') {
-        dbi_set_error(db, "coupon name must not be empty");
+    if (dbi_check_text(db, name, DB_NAME_MAX, "coupon name", &name_len) != DB_OK)
         goto out;
-    }
-    /* strnlen: a huge name costs at most DB_NAME_MAX + 1 reads to refuse. */
-    name_len = strnlen(name, DB_NAME_MAX + 1);
-    if (name_len > DB_NAME_MAX) {
-        dbi_set_error(db, "coupon name longer than %d bytes", DB_NAME_MAX);
-        goto out;
-    }
     if (stock < 0) {
         dbi_set_error(db, "stock must be >= 0 (got %lld)", (long long)stock);
         goto out;
@@ -92,7 +84,6 @@ db_status db_get_coupon(db_store *db, int64_t coupon_id, db_coupon *out)
 {
     db_status res = DB_INVALID;
     sqlite3_stmt *st = NULL;
-    int has_row = 0;
 
     if (out != NULL)
         memset(out, 0, sizeof *out);
@@ -101,16 +92,9 @@ db_status db_get_coupon(db_store *db, int64_t coupon_id, db_coupon *out)
     /* One statement reads the row and its record count from one snapshot,
      * so stock + issued is never a mix of two moments. */
     st = dbi_stmt(db, DBI_COUPON_GET);
-    res = dbi_bind_int64(db, st, 1, coupon_id);
-    if (res == DB_OK)
-        res = dbi_step(db, st, &has_row, "get coupon");
+    res = dbi_step_coupon(db, st, coupon_id, "get coupon");
     if (res != DB_OK)
         goto out;
-    if (!has_row) {
-        dbi_set_error(db, "no coupon with id %lld", (long long)coupon_id);
-        res = DB_NOT_FOUND;
-        goto out;
-    }
     read_coupon_row(st, out);
 out:
     dbi_done(st);
@@ -173,23 +157,15 @@ db_status db_peek_stock(db_store *db, int64_t coupon_id, int64_t *stock)
 {
     db_status res = DB_INVALID;
     sqlite3_stmt *st = NULL;
-    int has_row = 0;
 
     if (stock != NULL)
         *stock = 0;
     if (db == NULL || stock == NULL)
         goto out;
     st = dbi_stmt(db, DBI_STOCK_PEEK);
-    res = dbi_bind_int64(db, st, 1, coupon_id);
-    if (res == DB_OK)
-        res = dbi_step(db, st, &has_row, "peek stock");
+    res = dbi_step_coupon(db, st, coupon_id, "peek stock");
     if (res != DB_OK)
         goto out;
-    if (!has_row) {
-        dbi_set_error(db, "no coupon with id %lld", (long long)coupon_id);
-        res = DB_NOT_FOUND;
-        goto out;
-    }
     *stock = sqlite3_column_int64(st, 0);
 out:
     dbi_done(st);

@@ -63,6 +63,9 @@ void dbi_done(sqlite3_stmt *st);
 /* stmt.c: run a statement that returns no row the caller needs (BEGIN, COMMIT,
  * UPDATE, INSERT); the statement is reset afterwards. */
 db_status dbi_exec(db_store *db, dbi_stmt_id id, const char *what);
+/* stmt.c: bind ?1 = coupon_id and step st once; DB_NOT_FOUND ("no coupon
+ * with id <id>") when there is no row, else the row is ready to read. */
+db_status dbi_step_coupon(db_store *db, sqlite3_stmt *st, int64_t coupon_id, const char *what);
 
 /* txn.c */
 db_status dbi_begin_immediate(db_store *db);
@@ -78,6 +81,9 @@ db_status dbi_user_version(db_store *db, int *version);
 
 /* claim_steps.c: the steps of the claim transactions (run inside the caller's
  * transaction; each fills db->errmsg when it refuses or fails). */
+/* A text argument: DB_INVALID with "<label> must not be empty" or "<label>
+ * longer than <max> bytes"; *len gets its length (0 when refused). */
+db_status dbi_check_text(db_store *db, const char *s, int max, const char *label, size_t *len);
 /* Argument check; zeroes *out. */
 db_status dbi_check_claim_args(db_store *db, int64_t coupon_id, const char *user_id, db_claim *out);
 /* The coupon's stock, per_user_limit and last_fence; DB_NOT_FOUND if absent. */
@@ -85,11 +91,20 @@ db_status dbi_select_coupon(db_store *db, int64_t coupon_id, int64_t *stock, int
                             int64_t *last_fence);
 /* DB_USER_LIMIT when the user already holds `limit` records (0 = unlimited). */
 db_status dbi_check_user_limit(db_store *db, int64_t coupon_id, const char *user_id, int64_t limit);
-/* Run DBI_FENCED_DECREMENT (binds fence) or DBI_ATOMIC_DECREMENT; *changed
- * gets the number of rows the UPDATE changed (0 or 1). */
-db_status dbi_decrement(db_store *db, dbi_stmt_id id, int64_t coupon_id, int64_t fence, int *changed);
+/* Run DBI_FENCED_DECREMENT (value = fence), DBI_ATOMIC_DECREMENT (value
+ * unused) or DBI_UNSAFE_SET_STOCK (value = new stock); *changed gets the
+ * number of rows the UPDATE changed (0 or 1); what names it in an error. */
+db_status dbi_update_stock(db_store *db, dbi_stmt_id id, int64_t coupon_id, int64_t value, int *changed,
+                           const char *what);
 /* Insert one coupon_record row; *record_id gets its id. */
 db_status dbi_insert_record(db_store *db, int64_t coupon_id, const char *user_id, int64_t fence,
                             int64_t *record_id);
+/* Record "coupon <id> is sold out" and return DB_SOLD_OUT. */
+db_status dbi_sold_out(db_store *db, int64_t coupon_id);
+/* Finish a claim transaction given the result of its checks so far: when res
+ * is DB_OK, insert the record (with fence), commit and fill *out (record id,
+ * stock_left); on any failure roll back. Returns the final status. */
+db_status dbi_end_claim(db_store *db, db_status res, int64_t coupon_id, const char *user_id, int64_t fence,
+                        int64_t stock_left, db_claim *out);
 
 #endif /* COUPON_DB_INTERNAL_H */

@@ -139,3 +139,17 @@ db_status dbi_exec(db_store *db, dbi_stmt_id id, const char *what)
     dbi_done(st);
     return res;
 }
+
+db_status dbi_step_coupon(db_store *db, sqlite3_stmt *st, int64_t coupon_id, const char *what)
+{
+    int has_row = 0;
+    db_status res = dbi_bind_int64(db, st, 1, coupon_id);
+
+    if (res == DB_OK)
+        res = dbi_step(db, st, &has_row, what);
+    if (res == DB_OK && !has_row) {
+        dbi_set_error(db, "no coupon with id %lld", (long long)coupon_id);
+        res = DB_NOT_FOUND;
+    }
+    return res;
+}

@@ -16,21 +16,6 @@ static void sleep_us(unsigned us)
         ;
 }
 
-/* `stock = ?` with a value computed from an earlier read. */
-static db_status write_stock(db_store *db, int64_t coupon_id, int64_t stock)
-{
-    sqlite3_stmt *st = dbi_stmt(db, DBI_UNSAFE_SET_STOCK);
-    int has_row = 0;
-    db_status res = dbi_bind_int64(db, st, 1, coupon_id);
-
-    if (res == DB_OK)
-        res = dbi_bind_int64(db, st, 2, stock);
-    if (res == DB_OK)
-        res = dbi_step(db, st, &has_row, "write stock");
-    dbi_done(st);
-    return res;
-}
-
 db_status db_claim_unsafe(db_store *db, int64_t coupon_id, const char *user_id, unsigned delay_us,
                           db_claim *out)
 {
@@ -38,7 +23,7 @@ db_status db_claim_unsafe(db_store *db, int64_t coupon_id, const char *user_id, 
     int64_t stock = 0;
     int64_t limit = 0;
     int64_t last_fence = 0;
-    int64_t record_id = 0;
+    int changed = 0;
 
     if (res != DB_OK)
         return res;
@@ -50,10 +35,8 @@ db_status db_claim_unsafe(db_store *db, int64_t coupon_id, const char *user_id, 
     if (res != DB_OK)
         return res;
     res = dbi_select_coupon(db, coupon_id, &stock, &limit, &last_fence);
-    if (res == DB_OK && stock <= 0) {
-        dbi_set_error(db, "coupon %lld is sold out", (long long)coupon_id);
-        res = DB_SOLD_OUT;
-    }
+    if (res == DB_OK && stock <= 0)
+        res = dbi_sold_out(db, coupon_id);
     if (res == DB_OK)
         res = dbi_check_user_limit(db, coupon_id, user_id, limit);
     if (res == DB_OK)
@@ -75,17 +58,7 @@ db_status db_claim_unsafe(db_store *db, int64_t coupon_id, const char *user_id, 
     /* The lost update: `stock = <what we read> - 1`, not `stock = stock - 1`,
      * so two callers that both read 5 both write 4, and two records exist for
      * one unit. */
-    res = write_stock(db, coupon_id, stock - 1);
-    if (res == DB_OK)
-        res = dbi_insert_record(db, coupon_id, user_id, 0, &record_id);
-    if (res == DB_OK)
-        res = dbi_commit(db);
-    if (res != DB_OK)
-        goto out;
-    out->record_id = record_id;
-    out->stock = stock - 1;
+    res = dbi_update_stock(db, DBI_UNSAFE_SET_STOCK, coupon_id, stock - 1, &changed, "write stock");
 out:
-    if (res != DB_OK)
-        dbi_rollback(db);
-    return res;
+    return dbi_end_claim(db, res, coupon_id, user_id, 0, stock - 1, out);
 }

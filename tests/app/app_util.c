@@ -102,6 +102,18 @@ void app_rmtree(const char *dir)
             g_dirs[i][0] = '\0';
 }
 
+int app_dir_try(char *dir, size_t dirlen, char *db, size_t dblen, const char *db_name)
+{
+    if (app_tmpdir_try(dir, dirlen) != 0)
+        return -1;
+    int n = snprintf(db, dblen, "%s/%s", dir, db_name);
+    if (n <= 0 || (size_t)n >= dblen) {
+        app_setup_fail("db path too long");
+        return -1;
+    }
+    return 0;
+}
+
 #define APP_MAX_ARGS 48
 
 static int server_vtry(server_proc *s, va_list ap)
@@ -169,6 +181,26 @@ int app_server_down(server_proc *s)
     if (s->pid > 0 && server_stop(s, SIGTERM, &code) != 0)
         code = -1;
     return code;
+}
+
+int app_single_try(redis_proc *r, server_proc *s, const char *db)
+{
+    if (app_redis_try(r, 1, 0) != 0)
+        return -1;
+    return app_server_try(s, "--db", db, "--redis", r->addr, "--admin-token", APP_TOKEN, NULL);
+}
+
+void app_single_up(redis_proc *r, server_proc *s, const char *db)
+{
+    cr_assert_eq(app_single_try(r, s, db), 0, "%s", app_setup_error);
+}
+
+void app_down(server_proc *s, redis_proc *rs, size_t n, const char *dir)
+{
+    app_server_down(s);
+    /* A paused node must be resumed to take SIGTERM; redis_stop handles it. */
+    redis_stop_n(rs, n);
+    app_rmtree(dir);
 }
 
 void app_url(char *out, size_t len, const server_proc *s, const char *path_fmt, ...)
@@ -280,14 +312,19 @@ static sqlite3 *db_open_rw(const char *db_path)
     return db;
 }
 
+static void format_sql(char *sql, size_t len, const char *sql_fmt, va_list ap)
+{
+    int n = vsnprintf(sql, len, sql_fmt, ap);
+    cr_assert(n >= 0 && (size_t)n < len, "sql too long");
+}
+
 long long app_db_int(const char *db_path, const char *sql_fmt, ...)
 {
     char sql[8192];
     va_list ap;
     va_start(ap, sql_fmt);
-    int n = vsnprintf(sql, sizeof sql, sql_fmt, ap);
+    format_sql(sql, sizeof sql, sql_fmt, ap);
     va_end(ap);
-    cr_assert(n >= 0 && (size_t)n < sizeof sql, "sql too long");
 
     sqlite3 *db = db_open_rw(db_path);
     sqlite3_stmt *st = NULL;
@@ -315,9 +352,8 @@ void app_db_exec(const char *db_path, const char *sql_fmt, ...)
     char sql[8192];
     va_list ap;
     va_start(ap, sql_fmt);
-    int n = vsnprintf(sql, sizeof sql, sql_fmt, ap);
+    format_sql(sql, sizeof sql, sql_fmt, ap);
     va_end(ap);
-    cr_assert(n >= 0 && (size_t)n < sizeof sql, "sql too long");
 
     sqlite3 *db = db_open_rw(db_path);
     char *emsg = NULL;
@@ -351,4 +387,44 @@ void app_redis(const redis_proc *r, char *out, size_t outlen, int argc, const ch
 {
     cr_assert_eq(redis_cmd(r, out, outlen, argc, argv), 0, "redis %s on %s failed", argv[0],
                  r->addr);
+}
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user)
+{
+    app_body *b = user;
+    size_t n = size * nmemb;
+    size_t room = sizeof b->data - 1 - b->len;
+    memcpy(b->data + b->len, ptr, n < room ? n : room);
+    b->len += n < room ? n : room;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+CURLcode app_curl_post(CURL *h, const char *url, app_body *b, long connect_ms, long *status)
+{
+    b->len = 0;
+    b->data[0] = '\0';
+    *status = 0;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+    /* No SIGALRM for timeouts: the workers are threads. */
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(h);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    return rc;
+}
+
+long long app_body_code(const app_body *b, json_t **root)
+{
+    json_error_t jerr;
+    *root = json_loads(b->data, 0, &jerr);
+    json_t *code = *root ? json_object_get(*root, "code") : NULL;
+    return json_is_integer(code) ? (long long)json_integer_value(code) : -1;
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <curl/curl.h>
 #include <jansson.h>
 
 #include "procs.h"
@@ -30,6 +31,9 @@ int app_tmpdir_try(char *dir, size_t len);
 void app_tmpdir(char *dir, size_t len);
 /* Removes dir and everything below it (depth first, no symlink following). NULL / "" ok. */
 void app_rmtree(const char *dir);
+/* .init: app_tmpdir_try into dir, then db = "<dir>/<db_name>": 0, or -1
+ * with app_setup_error set. */
+int app_dir_try(char *dir, size_t dirlen, char *db, size_t dblen, const char *db_name);
 
 /* Starts coupon-server with the NULL-terminated options (after the
  * --listen 127.0.0.1:0 the support adds): app_server_up asserts,
@@ -41,6 +45,13 @@ void app_redis_up(redis_proc *rs, size_t n, int persistent);
 int app_redis_try(redis_proc *rs, size_t n, int persistent);
 /* Stops a server if running with SIGTERM and returns its exit code (-1 if not running). */
 int app_server_down(server_proc *s);
+/* One Redis node (not persistent) and a server on db with APP_TOKEN and
+ * default options: app_single_up asserts, app_single_try returns 0 or -1
+ * with app_setup_error set. */
+void app_single_up(redis_proc *r, server_proc *s, const char *db);
+int app_single_try(redis_proc *r, server_proc *s, const char *db);
+/* .fini: app_server_down(s), stop the n Redis nodes, remove dir. */
+void app_down(server_proc *s, redis_proc *rs, size_t n, const char *dir);
 
 /* url = s->url + path (path starts with '/'). */
 void app_url(char *out, size_t len, const server_proc *s, const char *path_fmt, ...);
@@ -79,6 +90,20 @@ typedef struct app_coupon_state {
 } app_coupon_state;
 /* Reads the coupon's row and its records straight from the file. */
 void app_db_state(const char *db_path, long long coupon_id, app_coupon_state *out);
+
+/* A reply body read by app_curl_post (truncated to fit, always terminated). */
+typedef struct app_body {
+    char data[4096];
+    size_t len;
+} app_body;
+/* POST url with an empty body on the caller's handle h (so its keep-alive
+ * connection is reused), the reply into *b; 20 s timeout, connect_ms to
+ * connect. Returns curl's result; *status gets the HTTP status (0 on a
+ * transport error). Safe to call from worker threads. */
+CURLcode app_curl_post(CURL *h, const char *url, app_body *b, long connect_ms, long *status);
+/* The envelope's integer "code" of b (-1 when the body is not such JSON);
+ * *root gets the parsed body (NULL if unparsable; caller json_decref's it). */
+long long app_body_code(const app_body *b, json_t **root);
 
 /* Runs one Redis command on a node; asserts it answered; out gets the text. */
 void app_redis(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv);

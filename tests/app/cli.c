@@ -30,9 +30,8 @@ static void setup(void)
     memset(&g_redis, 0, sizeof g_redis);
     g_child = 0;
     g_child_out = -1;
-    if (app_tmpdir_try(g_dir, sizeof g_dir) != 0)
+    if (app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "coupon.db") != 0)
         return;
-    snprintf(g_db, sizeof g_db, "%s/coupon.db", g_dir);
     /* The suite decides every option itself: nothing from the caller's shell. */
     const char *vars[] = {"COUPON_LISTEN",      "COUPON_DB",     "COUPON_REDIS",
                           "COUPON_LOCK_TTL_MS", "COUPON_LOCK_WAIT_MS", "COUPON_STRATEGY",
@@ -70,9 +69,7 @@ static void teardown(void)
     if (g_child_out >= 0)
         close(g_child_out);
     g_child_out = -1;
-    app_server_down(&g_srv);
-    redis_stop(&g_redis);
-    app_rmtree(g_dir);
+    app_down(&g_srv, &g_redis, 1, g_dir);
 }
 
 TestSuite(app_cli, .init = setup, .fini = teardown, .timeout = 30);
@@ -309,8 +306,7 @@ Test(app_cli, start_line_has_real_port, .timeout = 30)
 Test(app_cli, sigterm_exits_0, .timeout = 30)
 {
     APP_SETUP_OK();
-    app_redis_up(&g_redis, 1, 0);
-    app_server_up(&g_srv, "--db", g_db, "--redis", g_redis.addr, "--admin-token", APP_TOKEN, NULL);
+    app_single_up(&g_redis, &g_srv, g_db);
     long long id = app_create_coupon(&g_srv, "t", 2, 1);
     http_reply r;
     app_claim(&g_srv, "POST", id, "u", &r);

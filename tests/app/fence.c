@@ -22,20 +22,14 @@ static void setup(void)
 {
     memset(&g_srv, 0, sizeof g_srv);
     memset(&g_redis, 0, sizeof g_redis);
-    if (app_tmpdir_try(g_dir, sizeof g_dir) != 0)
+    if (app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "fence.db") != 0)
         return;
-    snprintf(g_db, sizeof g_db, "%s/fence.db", g_dir);
-    if (app_redis_try(&g_redis, 1, 0) != 0)
-        return;
-    app_server_try(&g_srv, "--db", g_db, "--redis", g_redis.addr, "--admin-token", APP_TOKEN,
-                   NULL);
+    app_single_try(&g_redis, &g_srv, g_db);
 }
 
 static void teardown(void)
 {
-    app_server_down(&g_srv);
-    redis_stop(&g_redis);
-    app_rmtree(g_dir);
+    app_down(&g_srv, &g_redis, 1, g_dir);
 }
 
 TestSuite(app_fence, .init = setup, .fini = teardown, .timeout = 30);

@@ -36,37 +36,17 @@ static void setup(void)
         app_setup_fail("curl_global_init failed");
         return;
     }
-    if (app_tmpdir_try(g_dir, sizeof g_dir) != 0)
-        return;
-    snprintf(g_db, sizeof g_db, "%s/flash.db", g_dir);
+    app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "flash.db");
 }
 
 static void teardown(void)
 {
     app_server_down(&g_srv[1]);
-    app_server_down(&g_srv[0]);
-    redis_stop_n(g_redis, g_nredis);
-    app_rmtree(g_dir);
+    app_down(&g_srv[0], g_redis, g_nredis, g_dir);
     curl_global_cleanup();
 }
 
 TestSuite(app_flash, .init = setup, .fini = teardown, .timeout = 90);
-
-typedef struct body_buf {
-    char data[4096];
-    size_t len;
-} body_buf;
-
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user)
-{
-    body_buf *b = user;
-    size_t n = size * nmemb;
-    size_t room = sizeof b->data - 1 - b->len;
-    memcpy(b->data + b->len, ptr, n < room ? n : room);
-    b->len += n < room ? n : room;
-    b->data[b->len] = '\0';
-    return n;
-}
 
 typedef struct worker_ctx {
     int idx;
@@ -97,7 +77,7 @@ static void *flash_worker(void *arg)
         return NULL;
     }
     unsigned seed = 0x9e3779b9u * (unsigned)(w->idx + 1);
-    body_buf b;
+    app_body b;
     for (int i = 0; i < FLASH_REQS; i++) {
         seed ^= seed << 13;
         seed ^= seed >> 17;
@@ -105,30 +85,16 @@ static void *flash_worker(void *arg)
         char url[256];
         snprintf(url, sizeof url, "%s/api/v1/coupon/add?coupon_id=%lld&user_id=u%u",
                  g_srv[(w->idx + i) % 2].url, w->coupon_id, seed % FLASH_USERS);
-        b.len = 0;
-        b.data[0] = '\0';
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_POST, 1L);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 20000L);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        CURLcode rc = curl_easy_perform(h);
         long status = 0;
+        CURLcode rc = app_curl_post(h, url, &b, 5000L, &status);
         if (rc != CURLE_OK) {
             char what[300];
             snprintf(what, sizeof what, "transport: %s", curl_easy_strerror(rc));
             note_other(w, what);
             continue;
         }
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-        json_error_t jerr;
-        json_t *root = json_loads(b.data, 0, &jerr);
-        json_t *code = root ? json_object_get(root, "code") : NULL;
-        long long c = json_is_integer(code) ? (long long)json_integer_value(code) : -1;
+        json_t *root = NULL;
+        long long c = app_body_code(&b, &root);
         if (status == 200 && c == 0) {
             json_t *rec = json_object_get(json_object_get(root, "data"), "record_id");
             if (json_is_integer(rec))

@@ -21,16 +21,12 @@ static void setup(void)
     memset(g_redis, 0, sizeof g_redis);
     memset(&g_srv, 0, sizeof g_srv);
     g_nredis = 0;
-    if (app_tmpdir_try(g_dir, sizeof g_dir) != 0)
-        return;
-    snprintf(g_db, sizeof g_db, "%s/hm.db", g_dir);
+    app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "hm.db");
 }
 
 static void teardown(void)
 {
-    app_server_down(&g_srv);
-    redis_stop_n(g_redis, g_nredis);
-    app_rmtree(g_dir);
+    app_down(&g_srv, g_redis, g_nredis, g_dir);
 }
 
 TestSuite(app_health_metrics, .init = setup, .fini = teardown, .timeout = 30);

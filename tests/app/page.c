@@ -21,16 +21,12 @@ static void setup(void)
 {
     memset(&g_redis, 0, sizeof g_redis);
     memset(&g_srv, 0, sizeof g_srv);
-    if (app_tmpdir_try(g_dir, sizeof g_dir) != 0)
-        return;
-    snprintf(g_db, sizeof g_db, "%s/page.db", g_dir);
+    app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "page.db");
 }
 
 static void teardown(void)
 {
-    app_server_down(&g_srv);
-    redis_stop(&g_redis);
-    app_rmtree(g_dir);
+    app_down(&g_srv, &g_redis, 1, g_dir);
 }
 
 TestSuite(app_page, .init = setup, .fini = teardown, .timeout = 120);
@@ -70,8 +66,7 @@ Test(app_page, page_shows_coupons_and_stock, .timeout = 120)
     if (access(CHROMIUM, X_OK) != 0)
         cr_skip_test(CHROMIUM " is not installed (apt-get install chromium; scripts/test "
                               "installs it): the page test cannot run");
-    app_redis_up(&g_redis, 1, 0);
-    app_server_up(&g_srv, "--db", g_db, "--redis", g_redis.addr, "--admin-token", APP_TOKEN, NULL);
+    app_single_up(&g_redis, &g_srv, g_db);
     long long a = app_create_coupon(&g_srv, "Autumn Gala 8317", 4321, 0);
     long long b = app_create_coupon(&g_srv, "Tag <i>x</i> & \"more\"", 77, 1);
     http_reply r;

@@ -30,20 +30,14 @@ static void setup(void)
         app_setup_fail("curl_global_init failed");
         return;
     }
-    if (app_tmpdir_try(g_dir, sizeof g_dir) != 0)
+    if (app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "shutdown.db") != 0)
         return;
-    snprintf(g_db, sizeof g_db, "%s/shutdown.db", g_dir);
-    if (app_redis_try(&g_redis, 1, 0) != 0)
-        return;
-    app_server_try(&g_srv, "--db", g_db, "--redis", g_redis.addr, "--admin-token", APP_TOKEN,
-                   NULL);
+    app_single_try(&g_redis, &g_srv, g_db);
 }
 
 static void teardown(void)
 {
-    app_server_down(&g_srv);
-    redis_stop(&g_redis);
-    app_rmtree(g_dir);
+    app_down(&g_srv, &g_redis, 1, g_dir);
     curl_global_cleanup();
 }
 
@@ -63,22 +57,6 @@ typedef struct sd_worker {
     char first_other[512];
 } sd_worker;
 
-typedef struct sd_body {
-    char data[2048];
-    size_t len;
-} sd_body;
-
-static size_t sd_on_body(char *ptr, size_t size, size_t nmemb, void *user)
-{
-    sd_body *b = user;
-    size_t n = size * nmemb;
-    size_t room = sizeof b->data - 1 - b->len;
-    memcpy(b->data + b->len, ptr, n < room ? n : room);
-    b->len += n < room ? n : room;
-    b->data[b->len] = '\0';
-    return n;
-}
-
 static void *sd_worker_main(void *arg)
 {
     sd_worker *w = arg;
@@ -87,25 +65,15 @@ static void *sd_worker_main(void *arg)
         w->n_other++;
         return NULL;
     }
-    sd_body b;
+    app_body b;
     for (int i = 0; i < SD_MAX_REQS; i++) {
         char url[256];
         /* Distinct users, unlimited coupon: every claim that runs succeeds. */
         snprintf(url, sizeof url, "%s/api/v1/coupon/add?coupon_id=%lld&user_id=t%d-%d", g_srv.url,
                  w->coupon_id, w->idx, i);
-        b.len = 0;
-        b.data[0] = '\0';
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_POST, 1L);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sd_on_body);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 20000L);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        long status = 0;
         int term_before = atomic_load(&g_term_sent);
-        CURLcode rc = curl_easy_perform(h);
+        CURLcode rc = app_curl_post(h, url, &b, 2000L, &status);
         if (rc != CURLE_OK) {
             if (!term_before && !atomic_load(&g_term_sent))
                 w->n_transport_before++;
@@ -115,12 +83,8 @@ static void *sd_worker_main(void *arg)
                 break;
             continue;
         }
-        long status = 0;
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-        json_error_t jerr;
-        json_t *root = json_loads(b.data, 0, &jerr);
-        json_t *code = root ? json_object_get(root, "code") : NULL;
-        long long c = json_is_integer(code) ? (long long)json_integer_value(code) : -1;
+        json_t *root = NULL;
+        long long c = app_body_code(&b, &root);
         if (status == 200 && c == 0) {
             w->n_ok++;
             atomic_fetch_add(&g_ok_total, 1);

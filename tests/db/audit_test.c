@@ -7,28 +7,13 @@
 
 #include "dbtest.h"
 
-static db_store *db;
-
-static void setup(void)
-{
-    dbt_setup();
-    db = dbt_open();
-}
-
-static void teardown(void)
-{
-    db_close(db);
-    db = NULL;
-    dbt_teardown();
-}
-
-TestSuite(db_audit, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(db_audit, .init = dbt_setup_open, .fini = dbt_teardown_close, .timeout = 30);
 
 static db_audit_row audit(int64_t id)
 {
     db_audit_row a;
 
-    cr_assert_eq(db_audit(db, id, &a), DB_OK, "%s", db_errmsg(db));
+    cr_assert_eq(db_audit(dbt_db, id, &a), DB_OK, "%s", db_errmsg(dbt_db));
     cr_assert_eq(a.coupon_id, id);
     return a;
 }
@@ -37,11 +22,11 @@ static db_audit_row audit(int64_t id)
 static int64_t claimed_coupon(void)
 {
     db_claim c;
-    int64_t id = dbt_create(db, "audited", 10, 1);
+    int64_t id = dbt_create(dbt_db, "audited", 10, 1);
 
-    cr_assert_eq(db_claim_coupon(db, id, "u1", 1, &c), DB_OK);
-    cr_assert_eq(db_claim_atomic(db, id, "u2", &c), DB_OK);
-    cr_assert_eq(db_claim_coupon(db, id, "u3", 2, &c), DB_OK);
+    cr_assert_eq(db_claim_coupon(dbt_db, id, "u1", 1, &c), DB_OK);
+    cr_assert_eq(db_claim_atomic(dbt_db, id, "u2", &c), DB_OK);
+    cr_assert_eq(db_claim_coupon(dbt_db, id, "u3", 2, &c), DB_OK);
     return id;
 }
 
@@ -61,11 +46,11 @@ Test(db_audit, clean_coupon_is_not_oversold, .timeout = 30)
 Test(db_audit, fresh_and_sold_out_coupons_are_clean, .timeout = 30)
 {
     db_claim c;
-    int64_t fresh = dbt_create(db, "fresh", 4, 1);
-    int64_t gone = dbt_create(db, "gone", 1, 1);
+    int64_t fresh = dbt_create(dbt_db, "fresh", 4, 1);
+    int64_t gone = dbt_create(dbt_db, "gone", 1, 1);
     db_audit_row a;
 
-    cr_assert_eq(db_claim_coupon(db, gone, "u", 1, &c), DB_OK);
+    cr_assert_eq(db_claim_coupon(dbt_db, gone, "u", 1, &c), DB_OK);
     a = audit(fresh);
     cr_assert_eq(a.total, 4);
     cr_assert_eq(a.stock, 4);
@@ -92,7 +77,7 @@ Test(db_audit, extra_record_is_detected, .timeout = 30)
 
 Test(db_audit, more_records_than_total_is_detected, .timeout = 30)
 {
-    int64_t id = dbt_create(db, "tiny", 2, 0);
+    int64_t id = dbt_create(dbt_db, "tiny", 2, 0);
     db_audit_row a;
 
     /* Five records for two units, stock written as the unsafe claim would. */
@@ -106,7 +91,7 @@ Test(db_audit, more_records_than_total_is_detected, .timeout = 30)
 
 Test(db_audit, negative_stock_is_detected, .timeout = 30)
 {
-    int64_t id = dbt_create(db, "negative", 2, 0);
+    int64_t id = dbt_create(dbt_db, "negative", 2, 0);
     db_audit_row a;
 
     /* Consistent counts (stock + issued == total) but below zero: -stock. */
@@ -150,11 +135,11 @@ Test(db_audit, user_over_limit_is_detected, .timeout = 30)
 Test(db_audit, unlimited_coupon_has_no_user_excess, .timeout = 30)
 {
     db_claim c;
-    int64_t id = dbt_create(db, "unlimited", 5, 0);
+    int64_t id = dbt_create(dbt_db, "unlimited", 5, 0);
     db_audit_row a;
 
     for (int i = 0; i < 4; i++)
-        cr_assert_eq(db_claim_atomic(db, id, "same", &c), DB_OK);
+        cr_assert_eq(db_claim_atomic(dbt_db, id, "same", &c), DB_OK);
     a = audit(id);
     cr_assert_eq(a.users_over_limit, 0);
     cr_assert_eq(a.excess_records, 0);
@@ -163,7 +148,7 @@ Test(db_audit, unlimited_coupon_has_no_user_excess, .timeout = 30)
 
 Test(db_audit, extreme_values_do_not_overflow, .timeout = 30)
 {
-    int64_t id = dbt_create(db, "extreme", 0, 0);
+    int64_t id = dbt_create(dbt_db, "extreme", 0, 0);
     db_audit_row a;
 
     dbt_exec(dbt_path, "UPDATE coupon SET stock = -9223372036854775808 WHERE id = 1");
@@ -179,11 +164,11 @@ Test(db_audit, missing_coupon_and_bad_arguments, .timeout = 30)
     db_audit_row a;
 
     memset(&a, 0x5a, sizeof a);
-    cr_assert_eq(db_audit(db, 42, &a), DB_NOT_FOUND);
+    cr_assert_eq(db_audit(dbt_db, 42, &a), DB_NOT_FOUND);
     cr_assert_eq(a.coupon_id, 0);
     cr_assert_eq(a.oversold_by, 0);
     cr_assert_eq(db_audit(NULL, 1, &a), DB_INVALID);
-    cr_assert_eq(db_audit(db, 1, NULL), DB_INVALID);
+    cr_assert_eq(db_audit(dbt_db, 1, NULL), DB_INVALID);
     /* The failed audit left no read transaction open: a write still works. */
-    cr_assert_eq(dbt_create(db, "after", 1, 1), 1);
+    cr_assert_eq(dbt_create(dbt_db, "after", 1, 1), 1);
 }

@@ -8,22 +8,7 @@
 
 #include "dbtest.h"
 
-static db_store *db;
-
-static void setup(void)
-{
-    dbt_setup();
-    db = dbt_open();
-}
-
-static void teardown(void)
-{
-    db_close(db);
-    db = NULL;
-    dbt_teardown();
-}
-
-TestSuite(db_claim, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(db_claim, .init = dbt_setup_open, .fini = dbt_teardown_close, .timeout = 30);
 
 /* One claim API behind one signature, so each behaviour is checked for all three. */
 typedef enum { FENCED, ATOMIC, UNSAFE } claim_kind;
@@ -32,11 +17,11 @@ static db_status claim(claim_kind k, int64_t id, const char *user, uint64_t fenc
 {
     switch (k) {
     case FENCED:
-        return db_claim_coupon(db, id, user, fence, out);
+        return db_claim_coupon(dbt_db, id, user, fence, out);
     case ATOMIC:
-        return db_claim_atomic(db, id, user, out);
+        return db_claim_atomic(dbt_db, id, user, out);
     case UNSAFE:
-        return db_claim_unsafe(db, id, user, 0, out);
+        return db_claim_unsafe(dbt_db, id, user, 0, out);
     }
     return DB_ERROR;
 }
@@ -49,17 +34,17 @@ static int64_t records(void)
 static int64_t stock_of(int64_t id)
 {
     int64_t s = -999;
-    cr_assert_eq(db_peek_stock(db, id, &s), DB_OK, "%s", db_errmsg(db));
+    cr_assert_eq(db_peek_stock(dbt_db, id, &s), DB_OK, "%s", db_errmsg(dbt_db));
     return s;
 }
 
 static void check_decrement_and_record(claim_kind k, int64_t expect_fence)
 {
     db_claim c;
-    int64_t id = dbt_create(db, "one", 3, 1);
+    int64_t id = dbt_create(dbt_db, "one", 3, 1);
     char sql[160];
 
-    cr_assert_eq(claim(k, id, "alice", 11, &c), DB_OK, "%s", db_errmsg(db));
+    cr_assert_eq(claim(k, id, "alice", 11, &c), DB_OK, "%s", db_errmsg(dbt_db));
     cr_assert_eq(c.record_id, 1);
     cr_assert_eq(c.stock, 2);
     cr_assert_eq(stock_of(id), 2);
@@ -71,7 +56,7 @@ static void check_decrement_and_record(claim_kind k, int64_t expect_fence)
     cr_assert_eq(dbt_scalar(dbt_path, sql), 1);
     cr_assert_eq(dbt_scalar(dbt_path, "SELECT last_fence FROM coupon"), expect_fence);
 
-    cr_assert_eq(claim(k, id, "bob", 12, &c), DB_OK, "%s", db_errmsg(db));
+    cr_assert_eq(claim(k, id, "bob", 12, &c), DB_OK, "%s", db_errmsg(dbt_db));
     cr_assert_eq(c.record_id, 2);
     cr_assert_eq(c.stock, 1);
 }
@@ -83,13 +68,13 @@ Test(db_claim, unsafe_alone_decrements_and_records, .timeout = 30) { check_decre
 static void check_sold_out(claim_kind k)
 {
     db_claim c;
-    int64_t id = dbt_create(db, "scarce", 2, 1);
+    int64_t id = dbt_create(dbt_db, "scarce", 2, 1);
 
-    cr_assert_eq(claim(k, id, "u1", 1, &c), DB_OK, "%s", db_errmsg(db));
-    cr_assert_eq(claim(k, id, "u2", 2, &c), DB_OK, "%s", db_errmsg(db));
+    cr_assert_eq(claim(k, id, "u1", 1, &c), DB_OK, "%s", db_errmsg(dbt_db));
+    cr_assert_eq(claim(k, id, "u2", 2, &c), DB_OK, "%s", db_errmsg(dbt_db));
     cr_assert_eq(c.stock, 0);
     memset(&c, 0x5a, sizeof c);
-    cr_assert_eq(claim(k, id, "u3", 3, &c), DB_SOLD_OUT, "%s", db_errmsg(db));
+    cr_assert_eq(claim(k, id, "u3", 3, &c), DB_SOLD_OUT, "%s", db_errmsg(dbt_db));
     cr_assert_eq(c.record_id, 0);
     cr_assert_eq(c.stock, 0);
     cr_assert_eq(stock_of(id), 0);
@@ -97,7 +82,7 @@ static void check_sold_out(claim_kind k)
     if (k == FENCED)
         cr_assert_eq(dbt_scalar(dbt_path, "SELECT last_fence FROM coupon"), 2);
     /* A coupon created with stock 0 is sold out from the start. */
-    id = dbt_create(db, "empty", 0, 1);
+    id = dbt_create(dbt_db, "empty", 0, 1);
     cr_assert_eq(claim(k, id, "u1", 4, &c), DB_SOLD_OUT);
     cr_assert_eq(records(), 2);
 }
@@ -109,23 +94,23 @@ Test(db_claim, unsafe_sold_out, .timeout = 30) { check_sold_out(UNSAFE); }
 static void check_user_limit(claim_kind k)
 {
     db_claim c;
-    int64_t id = dbt_create(db, "two each", 10, 2);
+    int64_t id = dbt_create(dbt_db, "two each", 10, 2);
 
-    cr_assert_eq(claim(k, id, "carol", 1, &c), DB_OK, "%s", db_errmsg(db));
-    cr_assert_eq(claim(k, id, "carol", 2, &c), DB_OK, "%s", db_errmsg(db));
-    cr_assert_eq(claim(k, id, "carol", 3, &c), DB_USER_LIMIT, "%s", db_errmsg(db));
+    cr_assert_eq(claim(k, id, "carol", 1, &c), DB_OK, "%s", db_errmsg(dbt_db));
+    cr_assert_eq(claim(k, id, "carol", 2, &c), DB_OK, "%s", db_errmsg(dbt_db));
+    cr_assert_eq(claim(k, id, "carol", 3, &c), DB_USER_LIMIT, "%s", db_errmsg(dbt_db));
     cr_assert_eq(stock_of(id), 8);
     cr_assert_eq(records(), 2);
     if (k == FENCED)
         cr_assert_eq(dbt_scalar(dbt_path, "SELECT last_fence FROM coupon"), 2,
                      "a refused claim must not raise last_fence");
     /* The limit is per user: another user still gets one. */
-    cr_assert_eq(claim(k, id, "dave", 4, &c), DB_OK, "%s", db_errmsg(db));
+    cr_assert_eq(claim(k, id, "dave", 4, &c), DB_OK, "%s", db_errmsg(dbt_db));
     cr_assert_eq(c.stock, 7);
     cr_assert_eq(records(), 3);
     /* And per coupon: carol may claim another coupon. */
-    id = dbt_create(db, "other", 1, 2);
-    cr_assert_eq(claim(k, id, "carol", 5, &c), DB_OK, "%s", db_errmsg(db));
+    id = dbt_create(dbt_db, "other", 1, 2);
+    cr_assert_eq(claim(k, id, "carol", 5, &c), DB_OK, "%s", db_errmsg(dbt_db));
 }
 
 Test(db_claim, fenced_user_limit, .timeout = 30) { check_user_limit(FENCED); }
@@ -135,10 +120,10 @@ Test(db_claim, unsafe_user_limit, .timeout = 30) { check_user_limit(UNSAFE); }
 static void check_unlimited(claim_kind k)
 {
     db_claim c;
-    int64_t id = dbt_create(db, "unlimited", 5, 0);
+    int64_t id = dbt_create(dbt_db, "unlimited", 5, 0);
 
     for (int i = 0; i < 5; i++)
-        cr_assert_eq(claim(k, id, "erin", (uint64_t)i + 1, &c), DB_OK, "claim %d: %s", i, db_errmsg(db));
+        cr_assert_eq(claim(k, id, "erin", (uint64_t)i + 1, &c), DB_OK, "claim %d: %s", i, db_errmsg(dbt_db));
     cr_assert_eq(claim(k, id, "erin", 6, &c), DB_SOLD_OUT);
     cr_assert_eq(dbt_scalar(dbt_path, "SELECT COUNT(*) FROM coupon_record WHERE user_id = 'erin'"), 5);
     cr_assert_eq(stock_of(id), 0);
@@ -152,7 +137,7 @@ static void check_not_found(claim_kind k)
 {
     db_claim c;
 
-    dbt_create(db, "exists", 5, 1);
+    dbt_create(dbt_db, "exists", 5, 1);
     cr_assert_eq(claim(k, 2, "frank", 1, &c), DB_NOT_FOUND);
     cr_assert_eq(claim(k, 0, "frank", 1, &c), DB_NOT_FOUND);
     cr_assert_eq(claim(k, -1, "frank", 1, &c), DB_NOT_FOUND);
@@ -169,7 +154,7 @@ static void check_bad_input(claim_kind k)
     db_claim c;
     char long_user[DB_USER_MAX + 2];
     char max_user[DB_USER_MAX + 1];
-    int64_t id = dbt_create(db, "guarded", 5, 0);
+    int64_t id = dbt_create(dbt_db, "guarded", 5, 0);
 
     memset(long_user, 'u', DB_USER_MAX + 1);
     long_user[DB_USER_MAX + 1] = '\0';
@@ -178,12 +163,12 @@ static void check_bad_input(claim_kind k)
     cr_assert_eq(claim(k, id, NULL, 1, &c), DB_INVALID);
     cr_assert_eq(claim(k, id, "", 1, &c), DB_INVALID);
     cr_assert_eq(claim(k, id, long_user, 1, &c), DB_INVALID);
-    cr_assert_not_null(strstr(db_errmsg(db), "64"), "errmsg: %s", db_errmsg(db));
+    cr_assert_not_null(strstr(db_errmsg(dbt_db), "64"), "errmsg: %s", db_errmsg(dbt_db));
     cr_assert_eq(claim(k, id, "ok", 1, NULL), DB_INVALID);
     cr_assert_eq(stock_of(id), 5);
     cr_assert_eq(records(), 0);
     /* DB_USER_MAX bytes exactly is allowed. */
-    cr_assert_eq(claim(k, id, max_user, 1, &c), DB_OK, "%s", db_errmsg(db));
+    cr_assert_eq(claim(k, id, max_user, 1, &c), DB_OK, "%s", db_errmsg(dbt_db));
     cr_assert_eq(records(), 1);
 }
 
@@ -203,28 +188,28 @@ Test(db_claim, null_handle_is_invalid, .timeout = 30)
 Test(db_claim, fence_beyond_int64_is_invalid, .timeout = 30)
 {
     db_claim c;
-    int64_t id = dbt_create(db, "wide", 5, 0);
+    int64_t id = dbt_create(dbt_db, "wide", 5, 0);
 
     /* It would wrap to a negative number and pass `last_fence <= ?` as the
      * oldest fence of all. */
-    cr_assert_eq(db_claim_coupon(db, id, "u", (uint64_t)INT64_MAX + 1, &c), DB_INVALID);
-    cr_assert_eq(db_claim_coupon(db, id, "u", UINT64_MAX, &c), DB_INVALID);
+    cr_assert_eq(db_claim_coupon(dbt_db, id, "u", (uint64_t)INT64_MAX + 1, &c), DB_INVALID);
+    cr_assert_eq(db_claim_coupon(dbt_db, id, "u", UINT64_MAX, &c), DB_INVALID);
     cr_assert_eq(records(), 0);
-    cr_assert_eq(db_claim_coupon(db, id, "u", (uint64_t)INT64_MAX, &c), DB_OK, "%s", db_errmsg(db));
+    cr_assert_eq(db_claim_coupon(dbt_db, id, "u", (uint64_t)INT64_MAX, &c), DB_OK, "%s", db_errmsg(dbt_db));
     cr_assert_eq(dbt_scalar(dbt_path, "SELECT last_fence FROM coupon"), INT64_MAX);
 }
 
 Test(db_claim, user_ids_are_compared_exactly, .timeout = 30)
 {
     db_claim c;
-    int64_t id = dbt_create(db, "case", 5, 1);
+    int64_t id = dbt_create(dbt_db, "case", 5, 1);
 
-    cr_assert_eq(db_claim_atomic(db, id, "Alice", &c), DB_OK);
-    cr_assert_eq(db_claim_atomic(db, id, "alice", &c), DB_OK);
-    cr_assert_eq(db_claim_atomic(db, id, "alice ", &c), DB_OK);
+    cr_assert_eq(db_claim_atomic(dbt_db, id, "Alice", &c), DB_OK);
+    cr_assert_eq(db_claim_atomic(dbt_db, id, "alice", &c), DB_OK);
+    cr_assert_eq(db_claim_atomic(dbt_db, id, "alice ", &c), DB_OK);
     /* Quotes are data, never SQL: bound parameters. */
-    cr_assert_eq(db_claim_atomic(db, id, "x'); DROP TABLE coupon; --", &c), DB_OK);
-    cr_assert_eq(db_claim_atomic(db, id, "alice", &c), DB_USER_LIMIT);
+    cr_assert_eq(db_claim_atomic(dbt_db, id, "x'); DROP TABLE coupon; --", &c), DB_OK);
+    cr_assert_eq(db_claim_atomic(dbt_db, id, "alice", &c), DB_USER_LIMIT);
     cr_assert_eq(records(), 4);
     cr_assert_eq(dbt_scalar(dbt_path, "SELECT COUNT(*) FROM coupon_record WHERE user_id LIKE 'x'');%'"), 1);
 }

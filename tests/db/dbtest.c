@@ -46,6 +46,21 @@ void dbt_teardown(void)
     dbt_dir[0] = '\0';
 }
 
+db_store *dbt_db;
+
+void dbt_setup_open(void)
+{
+    dbt_setup();
+    dbt_db = dbt_open();
+}
+
+void dbt_teardown_close(void)
+{
+    db_close(dbt_db);
+    dbt_db = NULL;
+    dbt_teardown();
+}
+
 db_store *dbt_open(void)
 {
     db_store *db = NULL;

@@ -19,6 +19,13 @@ extern char dbt_path[320];
 void dbt_setup(void);
 void dbt_teardown(void);
 
+/* The store of the suites that use one connection per test: .init =
+ * dbt_setup_open (temp dir, then dbt_db = dbt_open()), .fini =
+ * dbt_teardown_close (close dbt_db, set it NULL, remove the temp dir). */
+extern db_store *dbt_db;
+void dbt_setup_open(void);
+void dbt_teardown_close(void);
+
 /* Open dbt_path read-write (busy timeout 5 s); asserts success. */
 db_store *dbt_open(void);
 /* Create a coupon; asserts DB_OK and returns its id. */

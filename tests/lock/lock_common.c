@@ -11,6 +11,20 @@
 #include <time.h>
 #include <unistd.h>
 
+int tc_nodes_up(redis_proc *rs, size_t n)
+{
+    memset(rs, 0, n * sizeof *rs);
+    return redis_start_n(rs, n);
+}
+
+void tc_nodes_down(redis_proc *rs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rs[i].paused)
+            redis_resume(&rs[i]);
+    redis_stop_n(rs, n);
+}
+
 void tc_options(dlock_options *opts, tc_addrs *hold, const redis_proc *rs, size_t n)
 {
     dlock_options_init(opts);

@@ -11,6 +11,11 @@
 #include "dlock.h"
 #include "procs.h"
 
+/* .init / .fini of the suites on plain nodes: zero rs[0..n) and start them
+ * (0, or -1 when one did not start); resume any paused node, then stop all. */
+int tc_nodes_up(redis_proc *rs, size_t n);
+void tc_nodes_down(redis_proc *rs, size_t n);
+
 /* Fills opts for nodes rs[0..n) with the library defaults otherwise; the
  * address strings live in *hold, which must outlive dlock_client_new. */
 typedef struct tc_addrs {

@@ -17,9 +17,8 @@ static redis_proc counter; /* outside the lock nodes: the protected "storage" */
 
 static void setup(void)
 {
-    memset(nodes, 0, sizeof nodes);
     memset(&counter, 0, sizeof counter);
-    cr_assert_eq(redis_start_n(nodes, NODES), 0);
+    cr_assert_eq(tc_nodes_up(nodes, NODES), 0);
     cr_assert_eq(redis_start(&counter), 0);
 }
 

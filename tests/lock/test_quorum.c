@@ -3,7 +3,6 @@
  * nodes are asked in parallel (a paused node costs one timeout, not one
  * per node). */
 #include <criterion/criterion.h>
-#include <string.h>
 
 #include "lock_common.h"
 
@@ -12,16 +11,12 @@ static redis_proc nodes[NODES];
 
 static void setup(void)
 {
-    memset(nodes, 0, sizeof nodes);
-    cr_assert_eq(redis_start_n(nodes, NODES), 0);
+    cr_assert_eq(tc_nodes_up(nodes, NODES), 0);
 }
 
 static void teardown(void)
 {
-    for (size_t i = 0; i < NODES; i++)
-        if (nodes[i].paused)
-            redis_resume(&nodes[i]);
-    redis_stop_n(nodes, NODES);
+    tc_nodes_down(nodes, NODES);
 }
 
 TestSuite(lock_quorum, .init = setup, .fini = teardown);

@@ -4,7 +4,6 @@
  * key that is gone. */
 #include <criterion/criterion.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "lock_common.h"
 
@@ -19,8 +18,7 @@ static tc_lost lost;
 
 static void setup(void)
 {
-    memset(nodes, 0, sizeof nodes);
-    cr_assert_eq(redis_start_n(nodes, NODES), 0);
+    cr_assert_eq(tc_nodes_up(nodes, NODES), 0);
     tc_lost_init(&lost);
 }
 

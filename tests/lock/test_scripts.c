@@ -1,7 +1,6 @@
 /* test_scripts.c - the Lua scripts survive SCRIPT FLUSH and a restarted
  * node: EVALSHA's NOSCRIPT reply falls back to sending the script in full. */
 #include <criterion/criterion.h>
-#include <string.h>
 
 #include "lock_common.h"
 
@@ -9,8 +8,7 @@ static redis_proc nodes[3];
 
 static void setup(void)
 {
-    memset(nodes, 0, sizeof nodes);
-    cr_assert_eq(redis_start_n(nodes, 3), 0);
+    cr_assert_eq(tc_nodes_up(nodes, 3), 0);
 }
 
 static void teardown(void)

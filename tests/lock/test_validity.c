@@ -1,7 +1,6 @@
 /* test_validity.c - Redlock validity: time spent waiting for a slow node is
  * taken off the validity, and a quorum reached after the TTL is no lock. */
 #include <criterion/criterion.h>
-#include <string.h>
 
 #include "lock_common.h"
 
@@ -10,16 +9,12 @@ static redis_proc nodes[NODES];
 
 static void setup(void)
 {
-    memset(nodes, 0, sizeof nodes);
-    cr_assert_eq(redis_start_n(nodes, NODES), 0);
+    cr_assert_eq(tc_nodes_up(nodes, NODES), 0);
 }
 
 static void teardown(void)
 {
-    for (size_t i = 0; i < NODES; i++)
-        if (nodes[i].paused)
-            redis_resume(&nodes[i]);
-    redis_stop_n(nodes, NODES);
+    tc_nodes_down(nodes, NODES);
 }
 
 TestSuite(lock_validity, .init = setup, .fini = teardown);
