@@ -15,7 +15,8 @@ BUILD_DIR="${BUILD_DIR:-$DLOCK_ROOT/build}"
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$DLOCK_ROOT/$BUILD_DIR" ;; esac
 
 SETUP_PACKAGES=(redis-server libhiredis-dev libsqlite3-dev libmicrohttpd-dev libjansson-dev
-                uuid-dev libcriterion-dev libcurl4-openssl-dev cmake pkg-config make gcc)
+                uuid-dev libcriterion-dev libcurl4-openssl-dev cmake pkg-config make gcc
+                curl)
 
 setup_log() { [ "${SETUP_QUIET:-0}" = 1 ] || printf '[setup] %s\n' "$*" >&2; }
 
@@ -27,7 +28,9 @@ setup_missing_packages() {
       missing+=("$p")
     fi
   done
-  printf '%s\n' "${missing[@]}"
+  # Nothing at all when none is missing: printf with no arguments would still
+  # print one empty line, which mapfile reads as one (empty) missing package.
+  [ "${#missing[@]}" -eq 0 ] || printf '%s\n' "${missing[@]}"
 }
 
 setup_apt_install() {
