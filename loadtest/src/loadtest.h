@@ -1,0 +1,264 @@
+/* loadtest.h - private declarations shared by coupon-loadtest's parts
+ * (options, histogram, workers, progress, coupon reads, audit, report).
+ *
+ * coupon-loadtest checks the coupon service from the outside: it speaks HTTP
+ * to the servers and reads the SQLite file read-only. It links nothing of
+ * app/, lock/ or db/, so a bug there cannot hide itself from this audit.
+ *
+ * Conventions: functions return 0 on success and -1 on failure, with a
+ * one-line reason in the caller's err buffer; free functions accept NULL. */
+#ifndef LOADTEST_H
+#define LOADTEST_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit statuses (the contract's). */
+#define LT_EXIT_OK 0       /* no oversell */
+#define LT_EXIT_OVERSOLD 1 /* the audit found an oversell or a lost/invented success */
+#define LT_EXIT_USAGE 2    /* bad arguments, unreachable server, unreadable DB */
+
+#define LT_ERR_MAX 1024    /* one-line error messages */
+#define LT_USER_MAX 64     /* the contract's longest user_id */
+
+/* ---- options.c ---------------------------------------------------------- */
+
+typedef struct lt_options {
+    char **urls;             /* base URLs, trailing '/' removed; owned (lt_options_free) */
+    size_t n_urls;
+    int64_t coupon_id;       /* > 0 */
+    unsigned threads;        /* 1..LT_THREADS_MAX */
+    unsigned connections;    /* keep-alive connections in all, >= threads (default = threads) */
+    uint64_t requests;       /* total over all threads; 0 = until --duration ends */
+    double duration_s;       /* 0 = no time limit */
+    uint64_t users;          /* 0 = a distinct user per request */
+    const char *user_prefix; /* borrowed from argv, or NULL for the default */
+    const char *db_path;     /* borrowed from argv, or NULL */
+    int json;                /* print the report as one JSON object */
+    int quiet;               /* no progress line */
+    int use_get;             /* GET instead of the canonical POST */
+    long timeout_ms;         /* whole request */
+    long connect_timeout_ms;
+    uint64_t seed;           /* PRNG seed for --users; 0 = from /dev/urandom */
+    int help;                /* --help was given: print usage, exit 0 */
+} lt_options;
+
+#define LT_THREADS_MAX 4096u
+#define LT_CONNECTIONS_MAX 10000u /* ~10 KB of buffers each */
+
+/* Parse argv into *o (zeroed first). Returns 0, or -1 with err set. */
+int lt_options_parse(int argc, char **argv, lt_options *o, char *err, size_t errlen);
+void lt_options_free(lt_options *o);
+void lt_usage(FILE *f);
+
+/* ---- histogram.c -------------------------------------------------------- */
+
+/* Log-linear latency histogram in microseconds, HdrHistogram-like: values
+ * below 2^LT_HIST_SUB_BITS are exact; above, each power of two is cut into
+ * 2^(LT_HIST_SUB_BITS-1) equal buckets, so a reported value is within 1/64
+ * (1.6 %) of the true one. Fixed size, no allocation: per-thread histograms
+ * are merged by adding counts, and percentiles never sort the samples. */
+#define LT_HIST_SUB_BITS 7
+#define LT_HIST_MAX_BITS 40 /* values are clamped below 2^40 us (12.7 days) */
+#define LT_HIST_HALF (1u << (LT_HIST_SUB_BITS - 1))
+#define LT_HIST_BUCKETS ((1u << LT_HIST_SUB_BITS) + (LT_HIST_MAX_BITS - LT_HIST_SUB_BITS) * LT_HIST_HALF)
+
+typedef struct lt_hist {
+    uint64_t counts[LT_HIST_BUCKETS];
+    uint64_t n;   /* samples recorded */
+    uint64_t min; /* exact, us (UINT64_MAX while empty) */
+    uint64_t max; /* exact, us */
+    uint64_t sum; /* us, for the mean */
+} lt_hist;
+
+void lt_hist_init(lt_hist *h);
+void lt_hist_record(lt_hist *h, uint64_t us);
+void lt_hist_merge(lt_hist *dst, const lt_hist *src);
+/* The value at quantile q (0..1): the highest value of the bucket holding the
+ * ceil(q*n)-th sample, capped at the exact max. 0 when empty. */
+uint64_t lt_hist_quantile(const lt_hist *h, double q);
+double lt_hist_mean(const lt_hist *h);
+/* Bucket arithmetic, exposed for the unit test. */
+unsigned lt_hist_index(uint64_t us);
+uint64_t lt_hist_bucket_low(unsigned idx);
+uint64_t lt_hist_bucket_high(unsigned idx);
+
+/* ---- stats.c --------------------------------------------------- */
+
+#define LT_STATUS_SLOTS 600  /* HTTP statuses 0..599 counted directly */
+#define LT_CODE_SLOTS 32     /* distinct JSON codes kept; more go to code_other */
+#define LT_CURL_SLOTS 128    /* CURLcode values counted directly */
+#define LT_CODE_MISSING LONG_MIN /* body had no parsable "code" (-1 is a valid code) */
+
+typedef struct lt_code_count {
+    long code;
+    uint64_t count;
+} lt_code_count;
+
+typedef struct lt_stats {
+    lt_hist hist;                          /* latency of answered requests */
+    uint64_t answered;                     /* requests that got an HTTP response */
+    uint64_t by_status[LT_STATUS_SLOTS];
+    uint64_t status_other;                 /* status >= 600 */
+    lt_code_count codes[LT_CODE_SLOTS];
+    size_t n_codes;
+    uint64_t code_other;                   /* codes beyond LT_CODE_SLOTS distinct ones */
+    uint64_t successes;                    /* code 0 */
+    uint64_t errors;                       /* transport errors (no HTTP response) */
+    uint64_t errors_by_curl[LT_CURL_SLOTS];
+} lt_stats;
+
+void lt_stats_init(lt_stats *s);
+void lt_stats_add_code(lt_stats *s, long code, uint64_t n);
+void lt_stats_merge(lt_stats *dst, const lt_stats *src);
+/* The integer after the top-level "code" key of a JSON body, without a JSON
+ * parser; LT_CODE_MISSING when absent or malformed. */
+long lt_scan_code(const char *body, size_t len);
+
+/* ---- http1.c ------------------------------------------------------------ */
+
+/* Where a base URL points: what curl connects to and what the request says. */
+typedef struct lt_target {
+    char url[256];  /* the base URL, for curl's CONNECT_ONLY connect */
+    char host[200]; /* Host header value, "host:port" */
+    char path[200]; /* path prefix without a trailing '/', often "" */
+} lt_target;
+
+typedef struct lt_http_resp {
+    int status;       /* 200..599 (1xx interim answers are skipped) */
+    int keep_alive;   /* 0: the server closes (Connection: close, HTTP/1.0, no length) */
+    size_t consumed;  /* bytes of the buffer this response used */
+    size_t body_len;  /* body bytes copied out (truncated to the caller's cap) */
+} lt_http_resp;
+
+int lt_target_parse(const char *base_url, lt_target *t, char *err, size_t errlen);
+/* The claim request (POST, or GET with use_get); its length, or -1 if cap is too small. */
+int lt_http_format_claim(char *buf, size_t cap, const lt_target *t, int use_get, int64_t coupon_id,
+                         const char *user);
+/* One response from buf[0..len); eof: the server has closed. Returns 1 when
+ * complete (*out filled, body copied), 0 when more bytes are needed, -1
+ * when malformed. Never reads past len. */
+int lt_http_parse(const char *buf, size_t len, int eof, char *body, size_t body_cap, lt_http_resp *out);
+
+/* ---- worker.c ----------------------------------------------------------- */
+
+/* What all workers share. */
+typedef struct lt_run {
+    const lt_options *opt;
+    lt_target *targets;               /* one per URL; owned by main */
+    atomic_uint_fast64_t next_ticket; /* request number handed out next */
+    atomic_int stop;                  /* set by SIGINT/SIGTERM or a failed worker */
+    int64_t deadline_ns;              /* CLOCK_MONOTONIC, 0 = none */
+    char user_tag[40];                /* prefix of per-request users: distinct across runs */
+    uint64_t seed;
+} lt_run;
+
+typedef struct lt_worker {
+    unsigned index;
+    unsigned first_conn;              /* global number of its first connection */
+    unsigned n_conns;                 /* connections this thread drives */
+    lt_run *run;
+    lt_stats stats;                   /* owned by the worker thread until joined */
+    atomic_uint_fast64_t done;        /* published for the progress line (relaxed) */
+    atomic_uint_fast64_t errors;
+    char err[LT_ERR_MAX];             /* set when the worker failed */
+    int failed;
+    pthread_t tid;
+    int started;
+} lt_worker;
+
+int64_t lt_now_ns(void);
+/* Start opt->threads workers sharing opt->connections connections, URLs
+ * assigned round-robin by connection. *out is calloc'd (free with
+ * lt_workers_free after lt_workers_join). */
+int lt_workers_start(lt_run *run, lt_worker **out, char *err, size_t errlen);
+void lt_workers_join(lt_worker *w, unsigned n);
+void lt_workers_free(lt_worker *w);
+
+/* ---- progress.c --------------------------------------------------------- */
+
+typedef struct lt_progress lt_progress;
+
+/* A thread that prints "done/total, rate, errors" to f: in place with '\r'
+ * when f is a terminal, else one line per second. NULL *out when quiet. */
+int lt_progress_start(FILE *f, const lt_worker *w, unsigned n, uint64_t total, lt_progress **out,
+                      char *err, size_t errlen);
+void lt_progress_stop(lt_progress *p); /* joins and frees; NULL ok */
+
+/* ---- coupon_http.c / coupon_sqlite.c ------------------------------------ */
+
+/* One reading of a coupon, from a server or from the DB. */
+typedef struct lt_coupon_view {
+    int ok;                   /* nonzero when the read succeeded */
+    int not_found;            /* the source answered: no such coupon */
+    char source[160];         /* the URL, or "db <path>" */
+    int64_t total;
+    int64_t stock;
+    int64_t issued;           /* COUNT(coupon_record) */
+    int64_t per_user_limit;   /* 0 = unlimited */
+    int has_users;            /* the two fields below are known (DB only) */
+    int64_t users_over_limit; /* users holding more than per_user_limit */
+    int64_t excess_records;   /* records beyond the per-user limit, summed over users */
+    char err[LT_ERR_MAX];
+} lt_coupon_view;
+
+/* GET <base>/api/v1/coupon/<id>; 0 when read (view->ok), else -1 and view->err. */
+int lt_coupon_http_read(const char *base_url, int64_t coupon_id, long timeout_ms,
+                        lt_coupon_view *view);
+
+typedef struct lt_db lt_db;
+/* Opens the SQLite file read-only (SQLITE_OPEN_READONLY): the audit never writes. */
+int lt_db_open(const char *path, lt_db **out, char *err, size_t errlen);
+int lt_db_read(lt_db *db, int64_t coupon_id, lt_coupon_view *view);
+void lt_db_close(lt_db *db);
+
+/* ---- audit.c ------------------------------------------------------------ */
+
+#define LT_FINDINGS_MAX 64
+
+typedef struct lt_finding {
+    char what[224];
+    int64_t excess;
+} lt_finding;
+
+typedef struct lt_audit {
+    int64_t coupon_id;
+    lt_coupon_view before;      /* first URL, before the run */
+    int have_db;
+    lt_coupon_view db_before;
+    lt_coupon_view *after;      /* one per URL; owned (lt_audit_free) */
+    size_t n_after;
+    lt_coupon_view db_after;
+    uint64_t successes_seen;    /* code 0 answers the workers got */
+    uint64_t transport_errors;  /* answers the workers never got */
+    lt_finding findings[LT_FINDINGS_MAX];
+    size_t n_findings;
+    size_t findings_dropped;    /* beyond LT_FINDINGS_MAX; still counted in oversold_by */
+    int64_t oversold_by;        /* the largest excess of any finding; 0 = NO OVERSELL */
+    int incomplete;             /* a source could not be read after the run */
+} lt_audit;
+
+/* Fill the findings and oversold_by from the views (see lt_usage for N). */
+void lt_audit_evaluate(lt_audit *a);
+void lt_audit_free(lt_audit *a); /* frees a->after; NULL ok */
+
+/* ---- report.c ----------------------------------------------------------- */
+
+typedef struct lt_summary {
+    const lt_options *opt;
+    const lt_stats *stats;      /* merged over workers */
+    double elapsed_s;
+    uint64_t requests_done;     /* answered + transport errors */
+    int interrupted;            /* stopped early by a signal */
+    const lt_audit *audit;
+} lt_summary;
+
+const char *lt_verdict(const lt_audit *a, char *buf, size_t len);
+int lt_report_text(FILE *f, const lt_summary *s);
+int lt_report_json(FILE *f, const lt_summary *s);
+
+#endif /* LOADTEST_H */

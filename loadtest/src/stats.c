@@ -1,0 +1,103 @@
+/* stats.c - the per-thread counters of the load (HTTP status, JSON code,
+ * transport errors, latency histogram), merging them, and reading "code"
+ * from a reply body without a JSON parser. */
+#include "loadtest.h"
+
+#include <string.h>
+
+void lt_stats_init(lt_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    lt_hist_init(&s->hist);
+}
+
+void lt_stats_add_code(lt_stats *s, long code, uint64_t n)
+{
+    if (code == 0)
+        s->successes += n;
+    for (size_t i = 0; i < s->n_codes; i++) {
+        if (s->codes[i].code == code) {
+            s->codes[i].count += n;
+            return;
+        }
+    }
+    if (s->n_codes < LT_CODE_SLOTS) {
+        s->codes[s->n_codes].code = code;
+        s->codes[s->n_codes].count = n;
+        s->n_codes++;
+        return;
+    }
+    s->code_other += n;
+}
+
+void lt_stats_merge(lt_stats *dst, const lt_stats *src)
+{
+    lt_hist_merge(&dst->hist, &src->hist);
+    dst->answered += src->answered;
+    for (size_t i = 0; i < LT_STATUS_SLOTS; i++)
+        dst->by_status[i] += src->by_status[i];
+    dst->status_other += src->status_other;
+    /* successes are re-derived from the code-0 entry by lt_stats_add_code. */
+    for (size_t i = 0; i < src->n_codes; i++)
+        lt_stats_add_code(dst, src->codes[i].code, src->codes[i].count);
+    dst->code_other += src->code_other;
+    dst->errors += src->errors;
+    for (size_t i = 0; i < LT_CURL_SLOTS; i++)
+        dst->errors_by_curl[i] += src->errors_by_curl[i];
+}
+
+/* memmem is a GNU extension; the key starts with '"', so memchr finds candidates. */
+static const char *find_key(const char *p, const char *end, const char *key, size_t klen)
+{
+    while ((size_t)(end - p) >= klen) {
+        const char *q = memchr(p, key[0], (size_t)(end - p) - klen + 1);
+        if (q == NULL)
+            return NULL;
+        if (memcmp(q, key, klen) == 0)
+            return q;
+        p = q + 1;
+    }
+    return NULL;
+}
+
+long lt_scan_code(const char *body, size_t len)
+{
+    static const char key[] = "\"code\"";
+    const size_t klen = sizeof key - 1;
+    const char *p = body;
+    const char *end = body + len;
+    while ((size_t)(end - p) >= klen) {
+        const char *hit = find_key(p, end, key, klen);
+        const char *q;
+        long v = 0;
+        int neg = 0, digits = 0;
+        if (hit == NULL)
+            return LT_CODE_MISSING;
+        p = hit + klen;
+        /* Inside a JSON string a quote is always escaped (\"), so an unescaped
+         * "code" followed by ':' is a key, not text in the msg. */
+        if (hit > body && hit[-1] == '\\')
+            continue;
+        q = p;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+            q++;
+        if (q >= end || *q != ':')
+            continue;
+        q++;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+            q++;
+        if (q < end && *q == '-') {
+            neg = 1;
+            q++;
+        }
+        while (q < end && *q >= '0' && *q <= '9' && digits < 9) {
+            v = v * 10 + (*q - '0');
+            q++;
+            digits++;
+        }
+        if (digits == 0 || (q < end && *q >= '0' && *q <= '9'))
+            return LT_CODE_MISSING;
+        return neg ? -v : v;
+    }
+    return LT_CODE_MISSING;
+}

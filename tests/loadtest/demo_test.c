@@ -1,0 +1,144 @@
+/* demo_test.c - scripts/demo end to end (with --no-setup): the --compare
+ * table (none oversells, atomic-sql and redlock do not), a single run, and
+ * its one-line failures; every process it started is gone afterwards. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "lt_test_util.h"
+
+static char *out;
+static char demo[512], bin_dir[512];
+
+static void init(void)
+{
+    const char *src = getenv("DLOCK_SOURCE_DIR"), *bin = getenv("DLOCK_BINARY_DIR");
+    cr_assert_not_null(src);
+    cr_assert_not_null(bin);
+    snprintf(demo, sizeof demo, "%s/scripts/demo", src);
+    snprintf(bin_dir, sizeof bin_dir, "%s/bin", bin);
+}
+
+static void fini(void)
+{
+    free(out);
+    out = NULL;
+}
+
+TestSuite(loadtest_demo, .init = init, .fini = fini);
+
+/* The line of out that starts with prefix, copied into line; asserts one exists. */
+static void line_starting(const char *prefix, char *line, size_t len)
+{
+    const char *p = out;
+    size_t n = strlen(prefix);
+    while (p != NULL && *p != '\0') {
+        const char *eol = strchr(p, '\n');
+        size_t l = eol ? (size_t)(eol - p) : strlen(p);
+        if (l >= n && strncmp(p, prefix, n) == 0) {
+            snprintf(line, len, "%.*s", (int)l, p);
+            return;
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    cr_assert_fail("no line starts with '%s':\n%s", prefix, out);
+}
+
+/* Every "pid N" the demo announced is gone, and so is its temp dir. */
+static void assert_all_stopped(void)
+{
+    const char *p = out;
+    int n = 0;
+    while ((p = strstr(p, " pid ")) != NULL) {
+        long pid = strtol(p + 5, NULL, 10);
+        cr_assert_gt(pid, 1);
+        errno = 0;
+        cr_assert(kill((pid_t)pid, 0) == -1 && errno == ESRCH, "pid %ld still running", pid);
+        n++;
+        p += 5;
+    }
+    cr_assert_gt(n, 0, "the demo named no process:\n%s", out);
+    p = strstr(out, "temp dir ");
+    cr_assert_not_null(p, "%s", out);
+    char dir[256];
+    cr_assert_eq(sscanf(p + 9, "%255s", dir), 1);
+    struct stat sb;
+    cr_assert_neq(stat(dir, &sb), 0, "temp dir %s left behind", dir);
+}
+
+Test(loadtest_demo, compare_table, .timeout = 360)
+{
+    char line[512];
+    /* 20 ms between the none strategy's read and write: 8 claims in flight
+     * all read the same stock, so it oversells on every run. */
+    const char *argv[] = {demo, "--no-setup", "--bin-dir", bin_dir, "--compare", "--stock", "50",
+                          "--threads", "8", "--requests", "400", "--instances", "2",
+                          "--redis-nodes", "3", "--unsafe-delay-us", "20000", NULL};
+    int st = run_command(argv, 300000, &out);
+    cr_assert_eq(st, 0, "demo exit %d:\n%s", st, out);
+    line_starting("strategy ", line, sizeof line);
+    cr_assert_not_null(strstr(line, "claims/s"));
+    cr_assert_not_null(strstr(line, "verdict"));
+    line_starting("none ", line, sizeof line);
+    cr_assert_not_null(strstr(line, "OVERSOLD by "), "none did not oversell: %s", line);
+    line_starting("atomic-sql ", line, sizeof line);
+    cr_assert_not_null(strstr(line, " 50/50 "), "atomic-sql: %s", line);
+    cr_assert_not_null(strstr(line, "NO OVERSELL"), "atomic-sql: %s", line);
+    line_starting("redlock ", line, sizeof line);
+    cr_assert_not_null(strstr(line, "NO OVERSELL"), "redlock: %s", line);
+    assert_all_stopped();
+}
+
+Test(loadtest_demo, single_redlock_run, .timeout = 240)
+{
+    const char *argv[] = {demo, "--no-setup", "--bin-dir", bin_dir, "--strategy", "redlock",
+                          "--instances", "2", "--redis-nodes", "3", "--stock", "20", "--threads", "4",
+                          "--requests", "100", "--users", "30", NULL};
+    int st = run_command(argv, 200000, &out);
+    cr_assert_eq(st, 0, "demo exit %d:\n%s", st, out);
+    cr_assert_not_null(strstr(out, "verdict: NO OVERSELL\n"), "%s", out);
+    cr_assert_not_null(strstr(out, "audit of coupon"), "%s", out);
+    assert_all_stopped();
+}
+
+Test(loadtest_demo, one_line_failures, .timeout = 60)
+{
+    const char *nobin[] = {demo, "--no-setup", "--bin-dir", "/nonexistent-dir", NULL};
+    const char *badstrat[] = {demo, "--no-setup", "--strategy", "optimistic", NULL};
+    const char *help[] = {demo, "--help", NULL};
+    int st = run_command(nobin, 30000, &out);
+    cr_assert_eq(st, 2, "%s", out);
+    cr_assert_not_null(strstr(out, "demo: coupon-server not found in /nonexistent-dir"), "%s", out);
+    free(out);
+    out = NULL;
+    st = run_command(badstrat, 30000, &out);
+    cr_assert_eq(st, 2, "%s", out);
+    cr_assert_not_null(strstr(out, "--strategy: 'optimistic'"), "%s", out);
+    free(out);
+    out = NULL;
+    st = run_command(help, 30000, &out);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_assert_not_null(strstr(out, "'none' is\n"), "--help must say none oversells:\n%s", out);
+}
+
+Test(loadtest_demo, port_in_use_is_named, .timeout = 60)
+{
+    /* A Redis node of our own holds the port the demo is told to use. */
+    redis_proc r;
+    char port[16];
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(redis_start(&r), 0);
+    snprintf(port, sizeof port, "%d", r.port);
+    const char *argv[] = {demo, "--no-setup", "--bin-dir", bin_dir, "--base-port", port,
+                          "--redis-nodes", "1", NULL};
+    int st = run_command(argv, 30000, &out);
+    redis_stop(&r);
+    cr_assert_eq(st, 2, "%s", out);
+    char needle[64];
+    snprintf(needle, sizeof needle, "port %d is in use", r.port);
+    cr_assert_not_null(strstr(out, needle), "%s", out);
+}
