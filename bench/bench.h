@@ -1,0 +1,119 @@
+/* bench.h - dlock-bench internals: configuration, latency histogram, worker state and loops. */
+#ifndef DLOCK_BENCH_H
+#define DLOCK_BENCH_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "dlock.h"
+
+#define BENCH_HOST "127.0.0.1"
+#define BENCH_MAX_WORKERS 1024
+#define BENCH_MAX_DURATION_S 86400.0
+#define BENCH_MAX_MS 3600000u
+#define BENCH_COUNTER_KEY "bench:counter"
+#define BENCH_SHARED_KEY "bench:lock"
+#define BENCH_KEY_FMT "bench:lock:%d"
+/* Plain hiredis connections (counter, raw mode): bounded like the library's. */
+#define BENCH_CONNECT_TIMEOUT_MS 1000
+#define BENCH_COMMAND_TIMEOUT_MS 2000
+#define BENCH_ERR_LEN 256
+
+typedef enum bench_mode { BENCH_UNCONTENDED, BENCH_CONTENDED, BENCH_RAW } bench_mode;
+typedef enum bench_retry { BENCH_RETRY_DEFAULT, BENCH_RETRY_TUNED } bench_retry;
+
+typedef struct bench_config {
+    int ports[DLOCK_MAX_NODES]; /* distinct, on BENCH_HOST; ports[0] also holds the counter */
+    size_t n_ports;             /* 1 = single instance, more = Redlock */
+    int workers;                /* 1..BENCH_MAX_WORKERS threads, one client each */
+    double duration_s;          /* run length; a cycle that started before the end is finished */
+    uint32_t hold_ms;           /* time spent inside the lock per cycle */
+    uint32_t ttl_ms;            /* lock TTL, also the longest wait for one acquisition */
+    bench_mode mode;
+    bench_retry retry;
+} bench_config;
+
+/* Parses argv into cfg. Returns 0 to run, 1 when --help was printed, -1 on a
+ * usage error (message already written to stderr). */
+int bench_parse_args(int argc, char **argv, bench_config *cfg);
+const char *bench_mode_name(bench_mode m);
+const char *bench_retry_name(const bench_config *cfg);
+
+/* Log-linear latency histogram in microseconds: values below 128 us are
+ * exact, above that each power of two is split into 128 buckets, so any
+ * reported percentile is within 0.4% of the true sample. Fixed size, no
+ * allocation per sample and no sort at the end. */
+#define HIST_SUB_BITS 7
+#define HIST_MAX_SHIFT 25 /* values are clamped below 2^32 us (about 71 minutes) */
+#define HIST_BUCKETS (((HIST_MAX_SHIFT + 1) << HIST_SUB_BITS))
+typedef struct bench_hist {
+    uint64_t counts[HIST_BUCKETS];
+    uint64_t total;
+    uint64_t max_us; /* exact, not bucketed */
+} bench_hist;
+
+void hist_record(bench_hist *h, uint64_t us);
+void hist_merge(bench_hist *into, const bench_hist *from);
+/* Value (us) at percentile p (0 < p <= 100): the middle of the bucket that
+ * holds the sample of rank ceil(p/100 * total). 0 when empty. */
+double hist_percentile_us(const bench_hist *h, double p);
+
+typedef enum bench_state { BENCH_WAIT = 0, BENCH_GO, BENCH_ABORT } bench_state;
+
+/* State every worker shares. The start gate is a mutex + condition rather
+ * than a barrier: if creating thread k fails, a barrier sized for every
+ * worker would never open and the threads already started would hang. */
+typedef struct bench_shared {
+    const bench_config *cfg;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int ready;          /* workers done with set-up (successfully or not); under mu */
+    bench_state state;  /* under mu; main sets GO or ABORT once every worker is ready */
+    int64_t start_ns;   /* written under mu before GO, read-only afterwards */
+    int64_t end_ns;
+    /* Contended mode: workers currently inside the critical section. With a
+     * correct lock it is 0 on every entry; anything else is an overlap. */
+    atomic_int inside;
+    atomic_uint_fast64_t overlaps;
+    uint64_t run_id; /* random, makes raw-mode tokens unique across runs */
+} bench_shared;
+
+typedef struct bench_worker {
+    bench_shared *sh;
+    int id;
+    pthread_t thread;
+    uint64_t successes;
+    uint64_t acquire_failures;
+    uint64_t release_failures; /* release found the lock lost (hold too near the TTL) or no quorum */
+    uint64_t lock_round_trips;
+    dlock_stats stats;      /* libdlock counters over the measured loop (lock modes only) */
+    int64_t ended_ns;       /* when this worker left its loop */
+    bench_hist *acq;        /* successful acquisitions only */
+    bench_hist *cycle;      /* acquire + hold + release, successful cycles */
+    int failed;             /* nonzero: err says why; the run is reported as broken */
+    char err[BENCH_ERR_LEN];
+} bench_worker;
+
+/* Thread entry points; arg is a bench_worker. */
+void *bench_lock_worker(void *arg);
+void *bench_raw_worker(void *arg);
+
+/* Shared helpers. */
+int64_t bench_now_ns(void);
+void bench_sleep_ms(uint32_t ms);
+/* Reports set-up done and waits for the start; nonzero when the run may go. */
+int bench_wait_start(bench_worker *w);
+void bench_fail(bench_worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Blocking hiredis connection to BENCH_HOST:port with connect and command
+ * timeouts; NULL with the reason in err on failure. */
+redisContext *bench_redis_connect(int port, char *err, size_t errlen);
+/* Runs one command built from argv; returns the reply (caller frees) or NULL
+ * with the reason in err. Error replies are failures too. */
+redisReply *bench_redis_cmd(redisContext *c, char *err, size_t errlen, int argc, const char **argv);
+
+#endif /* DLOCK_BENCH_H */
