@@ -3,6 +3,8 @@
 #include "dlock_internal.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +18,10 @@ void dlock__node_close(dlock__node *node)
     node->ctx = NULL;
     node->state = DLOCK__DOWN;
     node->auth_pending = 0;
+    /* A refusal belongs to the connection it came on: after a reconnect
+     * (the password may have been fixed meanwhile) an error reply must not
+     * be reported as an AUTH failure. */
+    node->auth_failed = 0;
     node->stale = 0;
 }
 
@@ -139,6 +145,15 @@ void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res)
                 dlock__strerror(soerr, ebuf, sizeof(ebuf));
                 fail_node(node, &res[idx[j]], "connect: ", ebuf);
                 continue;
+            }
+            /* Lock rounds are small writes that must leave at once: hiredis
+             * 0.14 sets TCP_NODELAY on non-blocking connects, 1.x only on
+             * blocking ones, so set it here or Nagle's algorithm holds a
+             * round's command back behind an unacknowledged earlier write.
+             * Best effort: a failure only costs latency. */
+            if (!node->addr.is_unix) {
+                int one = 1;
+                (void)setsockopt(node->ctx->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
             }
             node->state = DLOCK__UP;
             if (c->count_reconnects)
