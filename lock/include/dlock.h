@@ -122,8 +122,9 @@ DLOCK_API dlock_err dlock_client_new(const dlock_options *opts, dlock_client **o
  * Accepts NULL. */
 DLOCK_API void dlock_client_free(dlock_client *c);
 
-/* Detail of the last failure on this client (which node, what reply).
- * Borrowed; valid until the next call on the client from any thread. */
+/* Detail of the last failed call on this client (which node, what reply);
+ * the watchdog's renewal failures are not written here (on_lost gets the
+ * code). Borrowed; valid until the next call on the client from any thread. */
 DLOCK_API const char *dlock_client_errstr(const dlock_client *c);
 
 /* Number of nodes and the quorum (N/2 + 1) of this client. */
@@ -131,8 +132,10 @@ DLOCK_API size_t dlock_client_nodes(const dlock_client *c);
 DLOCK_API size_t dlock_client_quorum(const dlock_client *c);
 
 /* PING every node in parallel; *up_out (may be NULL) gets how many answered.
- * DLOCK_OK iff at least a quorum answered; else DLOCK_ERR_NO_QUORUM (N > 1)
- * or the single node's TIMEOUT / UNREACHABLE. */
+ * DLOCK_OK iff at least a quorum answered; else an unavailable code: with
+ * one node its own failure (TIMEOUT, UNREACHABLE, AUTH, PROTOCOL); with N
+ * nodes DLOCK_ERR_NO_QUORUM, or AUTH / PROTOCOL when every failed node
+ * failed that same way. */
 DLOCK_API dlock_err dlock_ping(dlock_client *c, size_t *up_out);
 
 /* Acquire `resource` for ttl_ms, trying until the absolute CLOCK_MONOTONIC
@@ -145,6 +148,7 @@ DLOCK_API dlock_err dlock_ping(dlock_client *c, size_t *up_out);
  *   DLOCK_ERR_EXPIRED quorum reached but no validity left (never handed out)
  *   unavailable codes (see dlock_err_is_unavailable) when nodes failed
  *   DLOCK_ERR_ARG     NULL, empty or oversized resource, ttl_ms == 0
+ *   DLOCK_ERR_NOMEM   no memory for the handle
  * Thread-safe (serialised per client). */
 DLOCK_API dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
                                   int64_t deadline_ms, dlock_lock **out);
@@ -155,15 +159,24 @@ DLOCK_API dlock_err dlock_try_acquire(dlock_client *c, const char *resource, uin
 
 /* Release: deletes the key on every node where it still holds our token
  * (token-checked script). Stops automatic renewal first.
- * DLOCK_OK: released on a quorum. DLOCK_ERR_LOST: fewer than a quorum still
- * held our token: the lock had expired or was taken over, so the critical
- * section may have run unprotected - the caller must know. Unavailable codes
- * when too few nodes answered. The handle stays owned by the caller. */
+ * DLOCK_OK: released on a quorum. DLOCK_ERR_LOST only when so many nodes
+ * answered "not our token" that no quorum can still hold it: the lock had
+ * expired or was taken over, so the critical section may have run
+ * unprotected - the caller must know (dlock_is_held() then returns 0).
+ * Otherwise, when too few nodes answered, an unavailable code (the lock is
+ * not marked lost; its keys expire with their TTL). DLOCK_ERR_ARG for a
+ * NULL lock or one auto-renewed by another client. The handle stays owned
+ * by the caller. */
 DLOCK_API dlock_err dlock_release(dlock_client *c, dlock_lock *lock);
 
 /* Extend: reset the TTL to ttl_ms on every node that still holds our token.
  * DLOCK_OK only with a quorum and a new validity > 0 (the lock's validity is
- * updated); DLOCK_ERR_LOST if a quorum no longer holds our token. */
+ * updated). DLOCK_ERR_LOST when the lock was already released or lost, and
+ * (the lock is then marked lost) when so many nodes answered "not our
+ * token" that no quorum can still hold it, or when a quorum was extended
+ * but the round used up the new validity. Otherwise, when too few nodes
+ * answered, an unavailable code and the lock keeps its old validity. DLOCK_ERR_ARG for a
+ * NULL lock, ttl_ms == 0, or a lock auto-renewed by another client. */
 DLOCK_API dlock_err dlock_extend(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms);
 
 /* Frees the handle only (no network). If automatic renewal is on for it, it
@@ -174,12 +187,13 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock);
 DLOCK_API const char *dlock_lock_resource(const dlock_lock *lock); /* without the key prefix */
 DLOCK_API const char *dlock_lock_token(const dlock_lock *lock);    /* 32 hex digits */
 DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *lock);       /* fencing token, >= 1 */
-/* Remaining validity in ms at this instant (0 once used up or lost). */
+/* Remaining validity in ms at this instant (0 once used up, released or lost). */
 DLOCK_API int64_t dlock_lock_validity_ms(const dlock_lock *lock);
 /* Absolute CLOCK_MONOTONIC ms at which the validity ends. */
 DLOCK_API int64_t dlock_lock_valid_until_ms(const dlock_lock *lock);
-/* Nonzero while the lock is held: not released, not reported lost by the
- * watchdog, and validity left. Thread-safe (the watchdog updates it). */
+/* Nonzero while the lock is held: not released, not found lost (by release,
+ * extend or the watchdog), and validity left. Thread-safe (the watchdog
+ * updates it). */
 DLOCK_API int dlock_is_held(const dlock_lock *lock);
 
 /* Automatic renewal. One watchdog thread per client (started on first use,
@@ -189,12 +203,19 @@ DLOCK_API int dlock_is_held(const dlock_lock *lock);
  * called once, from the watchdog thread, with the client's mutex held: the
  * callback must not call dlock functions on the same client (set a flag,
  * signal a condition variable). Renewal stops the moment the lock is
- * released or freed; it never re-acquires an expired lock. */
+ * released or freed; it never re-acquires an expired lock. Reaching
+ * max_renewals or max_lease_ms only stops renewal: on_lost is NOT called;
+ * dlock_is_held() turns 0 when the last validity ends.
+ * dlock_auto_renew returns DLOCK_OK, DLOCK_ERR_ARG (NULL, or the lock is
+ * auto-renewed by another client), DLOCK_ERR_LOST (already released or
+ * lost) or DLOCK_ERR_NOMEM (the watchdog thread could not start). Calling
+ * it again for a registered lock replaces its options. */
 typedef void (*dlock_lost_fn)(const dlock_lock *lock, dlock_err why, void *user);
 typedef struct dlock_renew_options {
     uint32_t ttl_ms;          /* TTL to extend to; 0 = the acquire TTL */
-    uint32_t max_renewals;    /* 0 = unlimited; after that many the lease is let run out */
-    uint32_t max_lease_ms;    /* 0 = unlimited; total time since acquisition after which renewal stops */
+    uint32_t max_renewals;    /* 0 = unlimited; after that many the lease is let run out (no on_lost) */
+    uint32_t max_lease_ms;    /* 0 = unlimited; total time since acquisition after which renewal
+                                 stops and the lease is let run out (no on_lost) */
     dlock_lost_fn on_lost;    /* may be NULL */
     void *user;               /* passed to on_lost */
 } dlock_renew_options;

@@ -87,6 +87,7 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
     pthread_condattr_t ca;
     char why[DLOCK_ERRSTR_LEN] = "";
     int oom = 0;
+    int ca_ok;
 
     memset(res, 0, sizeof(res));
     if (out != NULL)
@@ -112,8 +113,14 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
     }
     /* The watchdog sleeps until monotonic instants; a realtime condvar
      * would wake early or late when the wall clock is stepped. */
-    if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
-        pthread_cond_init(&c->wd_cond, &ca) != 0) {
+    if (pthread_condattr_init(&ca) != 0) {
+        ca_ok = 0;
+    } else {
+        ca_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+                pthread_cond_init(&c->wd_cond, &ca) == 0;
+        pthread_condattr_destroy(&ca);
+    }
+    if (!ca_ok) {
         pthread_mutex_destroy(&c->mu);
         free(c);
         c = NULL;
@@ -121,7 +128,6 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
         snprintf(why, sizeof(why), "cannot create the watchdog condition variable");
         goto out;
     }
-    pthread_condattr_destroy(&ca);
     c->n = opts->n_addrs;
     /* A majority: two majorities always share a node, so two clients can
      * never both hold a quorum of the same key. */

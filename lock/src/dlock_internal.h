@@ -77,8 +77,9 @@ typedef struct dlock__result {
     char detail[DLOCK__DETAIL_LEN]; /* why the node failed, for the client errstr */
 } dlock__result;
 
-/* Called after every reply of a round; nonzero ends the round at once (the
- * still-pending nodes keep their connection and owe a stale reply). */
+/* Called after every reply of a round; nonzero ends the round after a short
+ * grace (see dlock__round): nodes still pending then keep their connection
+ * and owe a stale reply. */
 typedef int (*dlock__stop_fn)(const dlock__result *res, size_t n, void *arg);
 
 /* ---- Lua scripts (script.c) ---- */

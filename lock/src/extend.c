@@ -93,6 +93,11 @@ dlock_err dlock_extend(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms)
     if (lock == NULL || ttl_ms == 0) {
         dlock__errf(c->errstr, "extend: %s", lock == NULL ? "lock is NULL" : "ttl_ms is 0");
         rc = DLOCK_ERR_ARG;
+    } else if (atomic_load(&lock->reg_client) != NULL && atomic_load(&lock->reg_client) != c) {
+        /* The other client's watchdog reads renew_base_ms / cur_ttl_ms under
+         * ITS mutex, not ours: writing them here would be a data race. */
+        dlock__errf(c->errstr, "extend: lock is auto-renewed by another client");
+        rc = DLOCK_ERR_ARG;
     } else {
         rc = dlock__extend_locked(c, lock, ttl_ms, c->errstr);
     }

@@ -28,12 +28,17 @@ static uint32_t renew_ttl(const dlock_lock *lock)
     return lock->ropts.ttl_ms != 0 ? lock->ropts.ttl_ms : lock->ttl_ms;
 }
 
-/* At a third of the TTL set by the last acquire/extend: two more chances
- * to extend remain before the key expires if one attempt fails or the
- * thread is delayed (the mutex is busy with another round). */
+/* At a third of the TTL set by the last acquire/extend: two thirds of the
+ * validity remain as margin for a watchdog delayed behind other rounds on
+ * the mutex and for the renewal round itself. A failed renewal is not
+ * retried (renew_one reports it lost at once), so the margin is for delay,
+ * not for second attempts. At least 1 ms after the last renewal, so a TTL
+ * under 3 ms cannot make the watchdog renew back to back with the mutex held. */
 static int64_t due_ms(const dlock_lock *lock)
 {
-    return lock->renew_base_ms + lock->cur_ttl_ms / 3;
+    int64_t third = lock->cur_ttl_ms / 3;
+
+    return lock->renew_base_ms + (third > 0 ? third : 1);
 }
 
 static void mark_lost(dlock_client *c, dlock_lock *lock, dlock_err why)

@@ -6,7 +6,10 @@
 #include <uuid/uuid.h>
 
 /* Fills buf from getrandom(); falls back to libuuid's generator (which reads
- * /dev/urandom) on kernels without the syscall. 0 on success, -1 on failure. */
+ * /dev/urandom) on kernels without the syscall. The fallback's UUIDs carry 6
+ * fixed version/variant bits per 16 bytes, so a token made that way has 122
+ * random bits, not 128 - still unique across acquisitions. Never fails (0);
+ * callers keep the -1 check so a stricter source can be swapped in. */
 int dlock__random_bytes(void *buf, size_t len)
 {
     unsigned char *p = buf;
