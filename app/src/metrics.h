@@ -22,7 +22,9 @@ void metrics_request(route_id route, unsigned status);
 void metrics_claim(claim_result r);
 /* fast: answered by the peek before the lock; else by the store under it. */
 void metrics_sold_out(int fast);
-void metrics_lock_wait_us(int64_t us); /* one observation per acquire call, any outcome */
+/* One observation per claim that went to the lock: acquired, run under a
+ * leader's acquisition (combined), or gave up (queue or lock timeout). */
+void metrics_lock_wait_us(int64_t us);
 void metrics_lock_acquired(void);
 /* A claim run under another request's acquisition (combined). */
 void metrics_lock_combined(void);

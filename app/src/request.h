@@ -18,7 +18,7 @@ typedef struct app {
     const strategy *strat;
     worker_pool *pool;
     atomic_int in_flight; /* requests between their first handler call and completion */
-    atomic_int stopping;  /* set on SIGTERM: replies ask clients to close keep-alive */
+    atomic_int stopping;  /* set on SIGINT/SIGTERM: replies ask clients to close keep-alive */
 } app;
 
 typedef struct request {

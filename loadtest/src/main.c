@@ -196,16 +196,21 @@ int main(int argc, char **argv)
     sum.requests_done = total->answered + total->errors;
     sum.interrupted = g_interrupted != 0;
     sum.audit = &audit;
-    if ((opt.json ? lt_report_json(stdout, &sum) : lt_report_text(stdout, &sum)) != 0) {
-        fprintf(stderr, "coupon-loadtest: cannot write the report\n");
-        goto out;
-    }
     if (audit.oversold_by > 0)
         rc = LT_EXIT_OVERSOLD;
     else if (audit.incomplete)
         rc = LT_EXIT_USAGE;
     else
         rc = LT_EXIT_OK;
+    /* An unwritable report (closed stdout) must not turn an oversell into
+     * exit 2: the verdict goes to stderr and exit 1 stands. */
+    if ((opt.json ? lt_report_json(stdout, &sum) : lt_report_text(stdout, &sum)) != 0) {
+        char verdict[64];
+        fprintf(stderr, "coupon-loadtest: cannot write the report (verdict: %s)\n",
+                lt_verdict(&audit, verdict, sizeof verdict));
+        if (rc == LT_EXIT_OK)
+            rc = LT_EXIT_USAGE;
+    }
 out:
     lt_progress_stop(progress);
     lt_workers_free(workers);
