@@ -1,5 +1,6 @@
-/* coupon_db.h - the coupon stock store: SQLite schema, claim transactions
- * (with the fencing check enforced by the database), and the audit.
+/* coupon_db.h - the coupon stock store: SQLite schema, the claim's critical
+ * section (read / work / write, with the fence enforced by the database),
+ * the lock-free atomic claim, and the audit.
  *
  * Knows SQLite only: nothing of Redis or HTTP. The fence a caller passes is
  * an opaque, per-coupon increasing number (libdlock's fencing token).
@@ -23,7 +24,8 @@ typedef enum db_status {
     DB_NOT_FOUND = 1,   /* no such coupon */
     DB_SOLD_OUT = 2,    /* stock is 0 */
     DB_USER_LIMIT = 3,  /* the user already holds per_user_limit records of this coupon */
-    DB_STALE_FENCE = 4, /* our fence is lower than one the row has seen: a newer lock holder wrote */
+    DB_STALE_FENCE = 4, /* our fence is lower than one the row has accepted: a newer lock holder
+                           read or wrote it (our lease ran out); nothing was changed */
     DB_BUSY = 5,        /* the database stayed locked past the busy timeout */
     DB_INVALID = 6,     /* bad argument (NULL, negative stock, name too long, ...) */
     DB_ERROR = 7        /* any other SQLite failure (see db_errmsg) */
@@ -38,7 +40,7 @@ typedef struct db_coupon {
     int64_t stock;
     int64_t issued;         /* COUNT of coupon_record rows for this coupon */
     int64_t per_user_limit; /* 0 = unlimited */
-    int64_t last_fence;     /* highest fence a claim has written (0 = none yet) */
+    int64_t last_fence;     /* highest fence the row has accepted (0 = none yet) */
 } db_coupon;
 
 typedef struct db_claim {
@@ -80,20 +82,81 @@ db_status db_list_coupons(db_store *db, db_coupon **out, size_t *n);
 /* Cheap read of the stock column only (the sold-out fast path). */
 db_status db_peek_stock(db_store *db, int64_t coupon_id, int64_t *stock);
 
-/* The claim under a distributed lock: one BEGIN IMMEDIATE transaction that
- * checks the coupon exists, stock > 0, the user is under the limit, and that
- * `fence` is not lower than the row's last_fence, then decrements stock,
- * raises last_fence and inserts the record. Nothing changes unless DB_OK. */
-db_status db_claim_coupon(db_store *db, int64_t coupon_id, const char *user_id, uint64_t fence,
-                          db_claim *out);
+/* ---- The critical section: the same read / work / write for every strategy.
+ *
+ * Written the way business code is (read the stock, do the business step,
+ * write the stock back minus what was sold), with NO transaction, `stock > 0`
+ * condition or compare-and-set spanning the read and the write. Two callers
+ * that overlap both read the same stock and both write it minus one: the
+ * lost update, i.e. an oversell. Mutual exclusion (a lock) is what makes it
+ * safe; the fence is what refuses a holder whose lease ran out. */
+
+/* How much of the section the store fences with the caller's token. */
+typedef enum db_fence_mode {
+    DB_FENCE_OFF = 0,   /* no check: a holder whose lease ran out writes anyway */
+    DB_FENCE_WRITE = 1, /* the write applies only if the row's last_fence <= fence */
+    DB_FENCE_FULL = 2   /* the read registers the fence too: once a newer holder has
+                           read, every read or write of an older one is refused */
+} db_fence_mode;
+
+/* "off", "write", "full"; NULL for an unknown mode. */
+const char *db_fence_mode_name(db_fence_mode m);
+/* 0 and *out set, or -1 for an unknown name. */
+int db_fence_mode_parse(const char *name, db_fence_mode *out);
+
+/* What step 1 saw of the coupon. */
+typedef struct db_claim_view {
+    int64_t stock;          /* the stock as read: step 3 writes this minus the claims */
+    int64_t per_user_limit; /* 0 = unlimited */
+} db_claim_view;
+
+/* One claim of a section (a section may carry a batch of them under one
+ * lock acquisition). user_id is the input; the rest is output. */
+typedef struct db_claim_req {
+    const char *user_id;
+    int64_t held;     /* the user's records as read in step 1 */
+    db_status status; /* DB_OK, DB_SOLD_OUT, DB_USER_LIMIT, or the section's failure */
+    db_claim claim;   /* on DB_OK: the record id and the stock left after this claim */
+} db_claim_req;
+
+/* Step 1, the read: the coupon's stock and per-user limit and each user's
+ * record count. DB_FENCE_FULL turns it into `UPDATE coupon SET last_fence =
+ * fence WHERE ... last_fence <= fence RETURNING ...`, so a holder older than
+ * one that already read gets DB_STALE_FENCE. Sets view and reqs[i].held. */
+db_status db_claim_read(db_store *db, int64_t coupon_id, db_fence_mode mode, uint64_t fence, db_claim_req *reqs,
+                        size_t n, db_claim_view *view);
+/* Step 1's decision, in memory: for each claim in order, DB_SOLD_OUT once
+ * the stock read is used up, DB_USER_LIMIT once the user's records (read +
+ * earlier claims of this batch) reach the limit, else DB_OK. Returns the
+ * number of DB_OK claims. */
+size_t db_claim_decide(const db_claim_view *view, db_claim_req *reqs, size_t n);
+/* Step 3, the write, in one short transaction: stock := view->stock - (the
+ * DB_OK claims) and one record per DB_OK claim (with fence), filling their
+ * record id and stock left. DB_FENCE_WRITE / FULL: applies only if the row's
+ * last_fence <= fence, else DB_STALE_FENCE and nothing changes. */
+db_status db_claim_write(db_store *db, int64_t coupon_id, db_fence_mode mode, uint64_t fence,
+                         const db_claim_view *view, db_claim_req *reqs, size_t n);
+
+/* The business step between the read and the write (may be NULL). */
+typedef void (*db_work_fn)(void *arg, size_t n_claims);
+
+/* The whole critical section: read, decide, work(arg, accepted) when at
+ * least one claim was accepted, write. Returns the section's status: DB_OK
+ * when it ran (each reqs[i].status then says DB_OK / DB_SOLD_OUT /
+ * DB_USER_LIMIT), else the failure (DB_NOT_FOUND, DB_STALE_FENCE, DB_BUSY,
+ * DB_INVALID, DB_ERROR), which is also every reqs[i].status, and nothing was
+ * written. Safe only under mutual exclusion: that is the lesson. */
+db_status db_claim_section(db_store *db, int64_t coupon_id, db_fence_mode mode, uint64_t fence, db_claim_req *reqs,
+                           size_t n, db_work_fn work, void *work_arg);
+/* One claim through db_claim_section with no business step, fully fenced:
+ * the section's status or the claim's. For tests and tools. */
+db_status db_claim_coupon(db_store *db, int64_t coupon_id, const char *user_id, uint64_t fence, db_claim *out);
+
 /* The `atomic-sql` strategy: no lock, one conditional UPDATE ... WHERE
- * stock > 0 plus the record insert in one transaction. Fence stored as 0. */
+ * stock > 0 plus the record insert in one transaction. Fence stored as 0.
+ * The baseline a distributed lock is measured against: possible only
+ * because this whole check-and-write fits one statement. */
 db_status db_claim_atomic(db_store *db, int64_t coupon_id, const char *user_id, db_claim *out);
-/* The `none` strategy, unsafe on purpose: reads stock and the user's count in
- * one transaction, sleeps delay_us, then writes stock = read - 1 and the record
- * in another. Concurrent callers oversell: this demonstrates the bug. */
-db_status db_claim_unsafe(db_store *db, int64_t coupon_id, const char *user_id, unsigned delay_us,
-                          db_claim *out);
 
 /* Audit one coupon from the tables (see db_audit_row). */
 db_status db_audit(db_store *db, int64_t coupon_id, db_audit_row *out);

@@ -58,25 +58,32 @@ db_status dbi_select_coupon(db_store *db, int64_t coupon_id, int64_t *stock, int
     return res;
 }
 
-/* DB_USER_LIMIT when the user already holds `limit` records (limit 0 = unlimited). */
-db_status dbi_check_user_limit(db_store *db, int64_t coupon_id, const char *user_id, int64_t limit)
+db_status dbi_count_user_records(db_store *db, int64_t coupon_id, const char *user_id, int64_t *held)
 {
-    sqlite3_stmt *st = NULL;
+    sqlite3_stmt *st = dbi_stmt(db, DBI_USER_COUNT);
     int has_row = 0;
-    int64_t held = 0;
-    db_status res = DB_OK;
+    db_status res = dbi_bind_int64(db, st, 1, coupon_id);
 
-    if (limit == 0)
-        return DB_OK;
-    st = dbi_stmt(db, DBI_USER_COUNT);
-    res = dbi_bind_int64(db, st, 1, coupon_id);
+    *held = 0;
     if (res == DB_OK)
         res = dbi_bind_text(db, st, 2, user_id);
     if (res == DB_OK)
         res = dbi_step(db, st, &has_row, "count user records");
     if (res == DB_OK && has_row)
-        held = sqlite3_column_int64(st, 0);
+        *held = sqlite3_column_int64(st, 0);
     dbi_done(st);
+    return res;
+}
+
+/* DB_USER_LIMIT when the user already holds `limit` records (limit 0 = unlimited). */
+db_status dbi_check_user_limit(db_store *db, int64_t coupon_id, const char *user_id, int64_t limit)
+{
+    int64_t held = 0;
+    db_status res;
+
+    if (limit == 0)
+        return DB_OK;
+    res = dbi_count_user_records(db, coupon_id, user_id, &held);
     if (res == DB_OK && held >= limit) {
         dbi_set_error(db, "user holds %lld of at most %lld", (long long)held, (long long)limit);
         res = DB_USER_LIMIT;
@@ -104,20 +111,19 @@ db_status dbi_insert_record(db_store *db, int64_t coupon_id, const char *user_id
     return res;
 }
 
-/* Run a stock UPDATE (?1 = coupon id, ?2 = value when the statement has
- * one) and report how many rows it changed. */
-db_status dbi_update_stock(db_store *db, dbi_stmt_id id, int64_t coupon_id, int64_t value, int *changed,
-                           const char *what)
+db_status dbi_update_stock(db_store *db, dbi_stmt_id id, int64_t coupon_id, const int64_t *values,
+                           int n_values, int *changed, const char *what)
 {
     sqlite3_stmt *st = dbi_stmt(db, id);
     int has_row = 0;
     db_status res = dbi_bind_int64(db, st, 1, coupon_id);
+    /* Bound by the statement's own parameter count: binding past it would
+     * fail with SQLITE_RANGE (the atomic decrement has only ?1). */
+    int n_params = sqlite3_bind_parameter_count(st);
 
     *changed = 0;
-    /* Bound by the statement's own parameter count: the atomic decrement
-     * has no ?2, and binding one would fail with SQLITE_RANGE. */
-    if (res == DB_OK && sqlite3_bind_parameter_count(st) >= 2)
-        res = dbi_bind_int64(db, st, 2, value);
+    for (int i = 0; res == DB_OK && i < n_values && i + 2 <= n_params; i++)
+        res = dbi_bind_int64(db, st, i + 2, values[i]);
     if (res == DB_OK)
         res = dbi_step(db, st, &has_row, what);
     if (res == DB_OK)

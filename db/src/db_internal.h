@@ -24,9 +24,10 @@ typedef enum dbi_stmt_id {
     DBI_STOCK_PEEK,
     DBI_CLAIM_SELECT,
     DBI_USER_COUNT,
-    DBI_FENCED_DECREMENT,
+    DBI_FENCED_READ,
+    DBI_WRITE_STOCK,
+    DBI_FENCED_WRITE_STOCK,
     DBI_ATOMIC_DECREMENT,
-    DBI_UNSAFE_SET_STOCK,
     DBI_RECORD_INSERT,
     DBI_AUDIT_COUPON,
     DBI_AUDIT_USERS,
@@ -89,13 +90,16 @@ db_status dbi_check_claim_args(db_store *db, int64_t coupon_id, const char *user
 /* The coupon's stock, per_user_limit and last_fence; DB_NOT_FOUND if absent. */
 db_status dbi_select_coupon(db_store *db, int64_t coupon_id, int64_t *stock, int64_t *limit,
                             int64_t *last_fence);
+/* *held gets the user's record count of the coupon. */
+db_status dbi_count_user_records(db_store *db, int64_t coupon_id, const char *user_id, int64_t *held);
 /* DB_USER_LIMIT when the user already holds `limit` records (0 = unlimited). */
 db_status dbi_check_user_limit(db_store *db, int64_t coupon_id, const char *user_id, int64_t limit);
-/* Run DBI_FENCED_DECREMENT (value = fence), DBI_ATOMIC_DECREMENT (value
- * unused) or DBI_UNSAFE_SET_STOCK (value = new stock); *changed gets the
- * number of rows the UPDATE changed (0 or 1); what names it in an error. */
-db_status dbi_update_stock(db_store *db, dbi_stmt_id id, int64_t coupon_id, int64_t value, int *changed,
-                           const char *what);
+/* Run a stock UPDATE: ?1 = coupon_id, then the statement's other
+ * parameters ?2.. from values[] (as many as it has, at most n_values);
+ * *changed gets the number of rows it changed (0 or 1); what names it in an
+ * error. */
+db_status dbi_update_stock(db_store *db, dbi_stmt_id id, int64_t coupon_id, const int64_t *values,
+                           int n_values, int *changed, const char *what);
 /* Insert one coupon_record row; *record_id gets its id. */
 db_status dbi_insert_record(db_store *db, int64_t coupon_id, const char *user_id, int64_t fence,
                             int64_t *record_id);

@@ -12,15 +12,16 @@
 static const char *const dbi_migrations[] = {
     /* v0 -> v1: the first schema.
      *
-     * No CHECK(stock >= 0) on coupon.stock, on purpose: the `none` strategy
-     * (db_claim_unsafe) exists to show overselling, and its lost update may
-     * drive stock below zero. A CHECK would turn that evidence into a
-     * constraint error and hide the bug the demo and the audit must expose.
-     * The safe claims never go below zero because their UPDATE says
-     * `WHERE stock > 0`. total is fixed at creation, so it does get a CHECK.
+     * No CHECK(stock >= 0) on coupon.stock, on purpose: the critical section
+     * run without mutual exclusion (`none`, or a lock whose lease ran out
+     * with the fence off) exists to show overselling, and its lost update
+     * may drive the counts past the stock. A CHECK would turn that evidence
+     * into a constraint error and hide the bug the audit must expose. total
+     * is fixed at creation, so it does get a CHECK.
      *
-     * last_fence: the highest fencing token a claim has written; a claim
-     * carrying a lower one is refused by the UPDATE itself (claim.c). */
+     * last_fence: the highest fencing token the row has accepted; a read or
+     * write carrying a lower one is refused by the statement itself
+     * (section.c). */
     "CREATE TABLE coupon ("
     " id INTEGER PRIMARY KEY,"
     " name TEXT NOT NULL,"

@@ -31,17 +31,22 @@ static const struct {
                           "SELECT stock, per_user_limit, last_fence FROM coupon WHERE id = ?1"},
     [DBI_USER_COUNT] = {"count user records",
                         "SELECT COUNT(*) FROM coupon_record WHERE coupon_id = ?1 AND user_id = ?2"},
-    /* The fence check lives in the WHERE clause, in the same statement as the
-     * decrement, so the database itself refuses a stale lock holder (see
-     * claim.c for why `<=`). */
-    [DBI_FENCED_DECREMENT] = {"fenced decrement",
-                              "UPDATE coupon SET stock = stock - 1, last_fence = ?2 "
-                              "WHERE id = ?1 AND stock > 0 AND last_fence <= ?2"},
+    /* Step 1 under --fence full: the read registers the holder's fence in
+     * the same statement that returns the stock, so the row refuses every
+     * later operation of an older holder (see section.c for why `<=`). */
+    [DBI_FENCED_READ] = {"fenced read",
+                         "UPDATE coupon SET last_fence = ?2 WHERE id = ?1 AND last_fence <= ?2 "
+                         "RETURNING stock, per_user_limit"},
+    /* Step 3: write back the value read minus what was sold. Not `stock =
+     * stock - n`: the section is written the way business code is, so that
+     * only mutual exclusion keeps two holders from writing the same value. */
+    [DBI_WRITE_STOCK] = {"write stock", "UPDATE coupon SET stock = ?2 WHERE id = ?1"},
+    /* Step 3 under --fence write|full: the fence check lives in the WHERE
+     * clause of the write itself, so the database refuses a stale holder. */
+    [DBI_FENCED_WRITE_STOCK] = {"fenced write stock",
+                                "UPDATE coupon SET stock = ?2, last_fence = ?3 WHERE id = ?1 AND last_fence <= ?3"},
     [DBI_ATOMIC_DECREMENT] = {"conditional decrement",
                               "UPDATE coupon SET stock = stock - 1 WHERE id = ?1 AND stock > 0"},
-    /* Only db_claim_unsafe uses this: writing back a value read earlier is the
-     * lost-update bug the `none` strategy demonstrates. */
-    [DBI_UNSAFE_SET_STOCK] = {"unsafe stock write", "UPDATE coupon SET stock = ?2 WHERE id = ?1"},
     [DBI_RECORD_INSERT] = {"insert record",
                            "INSERT INTO coupon_record(coupon_id, user_id, fence) VALUES (?1, ?2, ?3)"},
     [DBI_AUDIT_COUPON] = {"audit coupon",

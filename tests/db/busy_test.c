@@ -64,7 +64,7 @@ Test(db_busy, writes_answer_busy_and_change_nothing, .timeout = 30)
     cr_assert_not_null(strstr(db_errmsg(db), "locked"), "errmsg: %s", db_errmsg(db));
     cr_assert_eq(db_claim_atomic(db, id, "u", &claim), DB_BUSY, "%s", db_errmsg(db));
     /* The unsafe claim's read succeeds (WAL); its write transaction waits. */
-    cr_assert_eq(db_claim_unsafe(db, id, "u", 0, &claim), DB_BUSY, "%s", db_errmsg(db));
+    cr_assert_eq(dbt_claim_unfenced(db, id, "u", 0, &claim), DB_BUSY, "%s", db_errmsg(db));
     cr_assert_eq(db_create_coupon(db, "new", 1, 1, &c), DB_BUSY, "%s", db_errmsg(db));
     hold("COMMIT");
     expect_unchanged();

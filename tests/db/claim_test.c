@@ -1,5 +1,6 @@
 /* claim_test.c - single-connection behaviour of the three claims
- * (db_claim_coupon, db_claim_atomic, db_claim_unsafe): decrement and record,
+ * (db_claim_coupon: the fenced critical section; db_claim_atomic; the
+ * section unfenced, as `none` runs it): decrement and record,
  * sold out, per-user limit, unlimited, not found, bad input; every refusal
  * leaves the tables exactly as they were. */
 #include <criterion/criterion.h>
@@ -21,7 +22,7 @@ static db_status claim(claim_kind k, int64_t id, const char *user, uint64_t fenc
     case ATOMIC:
         return db_claim_atomic(dbt_db, id, user, out);
     case UNSAFE:
-        return db_claim_unsafe(dbt_db, id, user, 0, out);
+        return dbt_claim_unfenced(dbt_db, id, user, 0, out);
     }
     return DB_ERROR;
 }
@@ -79,8 +80,10 @@ static void check_sold_out(claim_kind k)
     cr_assert_eq(c.stock, 0);
     cr_assert_eq(stock_of(id), 0);
     cr_assert_eq(records(), 2);
+    /* The fenced read registers the holder even when it then finds nothing
+     * to sell: no older holder may act on the coupon after it. */
     if (k == FENCED)
-        cr_assert_eq(dbt_scalar(dbt_path, "SELECT last_fence FROM coupon"), 2);
+        cr_assert_eq(dbt_scalar(dbt_path, "SELECT last_fence FROM coupon"), 3);
     /* A coupon created with stock 0 is sold out from the start. */
     id = dbt_create(dbt_db, "empty", 0, 1);
     cr_assert_eq(claim(k, id, "u1", 4, &c), DB_SOLD_OUT);
@@ -102,8 +105,10 @@ static void check_user_limit(claim_kind k)
     cr_assert_eq(stock_of(id), 8);
     cr_assert_eq(records(), 2);
     if (k == FENCED)
-        cr_assert_eq(dbt_scalar(dbt_path, "SELECT last_fence FROM coupon"), 2,
-                     "a refused claim must not raise last_fence");
+        cr_assert_eq(dbt_scalar(dbt_path, "SELECT last_fence FROM coupon"), 3,
+                     "the refused claim's read registered its fence");
+    cr_assert_eq(dbt_scalar(dbt_path, "SELECT MAX(fence) FROM coupon_record"), k == FENCED ? 2 : 0,
+                 "but wrote no record");
     /* The limit is per user: another user still gets one. */
     cr_assert_eq(claim(k, id, "dave", 4, &c), DB_OK, "%s", db_errmsg(dbt_db));
     cr_assert_eq(c.stock, 7);
@@ -182,7 +187,7 @@ Test(db_claim, null_handle_is_invalid, .timeout = 30)
 
     cr_assert_eq(db_claim_coupon(NULL, 1, "u", 1, &c), DB_INVALID);
     cr_assert_eq(db_claim_atomic(NULL, 1, "u", &c), DB_INVALID);
-    cr_assert_eq(db_claim_unsafe(NULL, 1, "u", 0, &c), DB_INVALID);
+    cr_assert_eq(db_claim_section(NULL, 1, DB_FENCE_OFF, 0, NULL, 0, NULL, NULL), DB_INVALID);
 }
 
 Test(db_claim, fence_beyond_int64_is_invalid, .timeout = 30)

@@ -196,3 +196,26 @@ void dbt_shared_free(void *p, size_t size)
     if (p != NULL)
         cr_assert_eq(munmap(p, size), 0);
 }
+
+static void sleep_work(void *arg, size_t n_claims)
+{
+    (void)n_claims;
+    usleep(*(const unsigned *)arg);
+}
+
+db_status dbt_claim_unfenced(db_store *db, int64_t coupon_id, const char *user_id, unsigned delay_us,
+                             db_claim *out)
+{
+    db_claim_req req;
+
+    if (out == NULL)
+        return DB_INVALID;
+    memset(&req, 0, sizeof req);
+    req.user_id = user_id;
+    memset(out, 0, sizeof *out);
+    db_status st = db_claim_section(db, coupon_id, DB_FENCE_OFF, 0, &req, 1, sleep_work, &delay_us);
+    if (st != DB_OK)
+        return st;
+    *out = req.claim;
+    return req.status;
+}

@@ -31,6 +31,12 @@ db_store *dbt_open(void);
 /* Create a coupon; asserts DB_OK and returns its id. */
 int64_t dbt_create(db_store *db, const char *name, int64_t stock, int64_t per_user_limit);
 
+/* The critical section with no fence (DB_FENCE_OFF, fence 0) and a business
+ * step of delay_us between the read and the write: what the `none` strategy
+ * runs. One claim; returns the section's status or the claim's. */
+db_status dbt_claim_unfenced(db_store *db, int64_t coupon_id, const char *user_id, unsigned delay_us,
+                             db_claim *out);
+
 /* Raw SQLite on path, bypassing coupondb: one integer from a query with no
  * parameters (asserts one row), and a statement run for its effect. */
 int64_t dbt_scalar(const char *path, const char *sql);

@@ -89,16 +89,18 @@ Test(db_fence, fences_are_per_coupon, .timeout = 30)
     cr_assert_eq(db_claim_coupon(dbt_db, b, "u", 2, &c), DB_OK);
 }
 
-Test(db_fence, sold_out_wins_over_stale_fence, .timeout = 30)
+Test(db_fence, stale_holder_is_refused_even_when_sold_out, .timeout = 30)
 {
     db_claim c;
     int64_t id = dbt_create(dbt_db, "last one", 1, 0);
 
     cr_assert_eq(db_claim_coupon(dbt_db, id, "u", 5, &c), DB_OK);
-    /* Nothing left to protect: the precise answer is sold out. */
-    cr_assert_eq(db_claim_coupon(dbt_db, id, "v", 3, &c), DB_SOLD_OUT);
+    /* The fenced read comes first: an older holder learns nothing, not even
+     * that it is sold out (the server's fast path answers sold-out before
+     * the lock anyway). A newer holder reads the truth and registers. */
+    cr_assert_eq(db_claim_coupon(dbt_db, id, "v", 3, &c), DB_STALE_FENCE);
     cr_assert_eq(db_claim_coupon(dbt_db, id, "v", 6, &c), DB_SOLD_OUT);
-    cr_assert_eq(dbt_scalar(dbt_path, "SELECT last_fence FROM coupon"), 5);
+    cr_assert_eq(dbt_scalar(dbt_path, "SELECT last_fence FROM coupon"), 6);
 }
 
 Test(db_fence, stale_claim_does_not_count_against_the_user, .timeout = 30)

@@ -193,7 +193,7 @@ Test(db_schema, readonly_reads_and_refuses_writes, .timeout = 30)
     cr_assert_not_null(strstr(db_errmsg(ro), "readonly"), "errmsg: %s", db_errmsg(ro));
     cr_assert_eq(db_claim_coupon(ro, id, "u2", 2, &claim), DB_ERROR);
     cr_assert_eq(db_claim_atomic(ro, id, "u3", &claim), DB_ERROR);
-    cr_assert_eq(db_claim_unsafe(ro, id, "u4", 0, &claim), DB_ERROR);
+    cr_assert_eq(dbt_claim_unfenced(ro, id, "u4", 0, &claim), DB_ERROR);
     db_close(ro);
     db_close(rw);
     cr_assert_eq(dbt_scalar(dbt_path, "SELECT COUNT(*) FROM coupon"), 1);
