@@ -26,7 +26,10 @@ enum opt_id {
     OPT_STRATEGY,
     OPT_THREADS,
     OPT_ADMIN_TOKEN,
+    OPT_WORK_US,
     OPT_UNSAFE_DELAY,
+    OPT_FENCE,
+    OPT_FAULT_PAUSE,
     OPT_DB_BUSY,
     OPT_MAX_BODY,
     OPT_MAX_HEADER,
@@ -58,9 +61,9 @@ static const opt_desc OPTS[] = {
      "longest wait for the lock before answering 503 / 1005 (default 1000)"},
     {OPT_LOCK_RETRY, "lock-retry-ms", "COUPON_LOCK_RETRY_MS", "MS", 1, 1000,
      "pause between lock attempts while it is taken, +- the same jitter (default 1)"},
-    {OPT_LOCK_BATCH, "lock-batch", "COUPON_LOCK_BATCH", "N", 1, 64,
-     "claims of one coupon this server may run under one lock acquisition; 1 = a lock (and a fence)"
-     " per claim (default 8)"},
+    {OPT_LOCK_BATCH, "lock-batch", "COUPON_LOCK_BATCH", "N", 1, CONFIG_MAX_BATCH,
+     "claims of one coupon this server may run under one lock acquisition, with one read and one write"
+     " (group commit); 1 = a lock (and a fence) per claim (default 8)"},
     {OPT_REDIS_TIMEOUT, "redis-timeout-ms", "COUPON_REDIS_TIMEOUT_MS", "MS", 1, 60000,
      "per round-trip command timeout to the Redis nodes (default 200)"},
     {OPT_REDIS_CONNECT, "redis-connect-ms", "COUPON_REDIS_CONNECT_MS", "MS", 1, 60000,
@@ -71,8 +74,16 @@ static const opt_desc OPTS[] = {
      "request worker threads (default 8)"},
     {OPT_ADMIN_TOKEN, "admin-token", "COUPON_ADMIN_TOKEN", "TOKEN", 1, 0,
      "bearer token for the admin endpoints (unset: they answer 403)"},
+    {OPT_WORK_US, "work-us", "COUPON_WORK_US", "US", 0, 10000000,
+     "the business step of the critical section, between the stock read and the write (default 0)"},
     {OPT_UNSAFE_DELAY, "unsafe-delay-us", "COUPON_UNSAFE_DELAY_US", "US", 0, 10000000,
-     "strategy none: pause between the stock read and the write (default 1000)"},
+     "alias of --work-us"},
+    {OPT_FENCE, "fence", "COUPON_FENCE", "off|write|full", 1, 0,
+     "storage fencing of the lock strategies: none, on the write only, or on the read and the write"
+     " (default full)"},
+    {OPT_FAULT_PAUSE, "fault-pause-ms", "COUPON_FAULT_PAUSE", "MS[:EVERY]", 1, 0,
+     "fault injection: stall MS inside the critical section, after the read, on every EVERY-th claim"
+     " of this server (default EVERY 1; off unless given)"},
     {OPT_DB_BUSY, "db-busy-ms", "COUPON_DB_BUSY_MS", "MS", 1, 600000,
      "SQLite busy timeout (default 5000)"},
     {OPT_MAX_BODY, "max-body-bytes", "COUPON_MAX_BODY_BYTES", "N", 1, 1048576,
@@ -225,6 +236,31 @@ out:
     return result;
 }
 
+/* MS[:EVERY]: MS in 0..600000 (0 = off), EVERY in 1..1000000. */
+static int parse_fault_pause(app_config *cfg, const char *v, char *errbuf, size_t errlen, const char *who)
+{
+    char ms_s[16];
+    const char *colon = strchr(v, ':');
+    size_t len = colon != NULL ? (size_t)(colon - v) : strlen(v);
+    int64_t ms = 0, every = 1;
+
+    if (len == 0 || len >= sizeof ms_s)
+        goto bad;
+    memcpy(ms_s, v, len);
+    ms_s[len] = '\0';
+    if (parse_range(ms_s, 0, 600000, &ms) != 0)
+        goto bad;
+    if (colon != NULL && parse_range(colon + 1, 1, 1000000, &every) != 0)
+        goto bad;
+    cfg->fault_pause_ms = (unsigned)ms;
+    cfg->fault_pause_every = (unsigned)every;
+    return 0;
+bad:
+    set_err(errbuf, errlen, "%s: expected MS[:EVERY] with MS in 0..600000 and EVERY in 1..1000000, got '%s'",
+            who, v);
+    return -1;
+}
+
 static int apply(app_config *cfg, const opt_desc *o, const char *v, int from_env,
                  char *errbuf, size_t errlen)
 {
@@ -258,6 +294,17 @@ static int apply(app_config *cfg, const opt_desc *o, const char *v, int from_env
             return -1;
         }
         break;
+    case OPT_FENCE: {
+        db_fence_mode m;
+        if (db_fence_mode_parse(v, &m) != 0) {
+            set_err(errbuf, errlen, "%s: expected off, write or full, got '%s'", who, v);
+            return -1;
+        }
+        cfg->fence = m;
+        return 0;
+    }
+    case OPT_FAULT_PAUSE:
+        return parse_fault_pause(cfg, v, errbuf, errlen, who);
     case OPT_ADMIN_TOKEN:
         if (strlen(v) > 256) {
             set_err(errbuf, errlen, "%s: token longer than 256 bytes", who);
@@ -280,7 +327,8 @@ static int apply(app_config *cfg, const opt_desc *o, const char *v, int from_env
     case OPT_REDIS_TIMEOUT: cfg->redis_timeout_ms = (int)num; break;
     case OPT_REDIS_CONNECT: cfg->redis_connect_ms = (int)num; break;
     case OPT_THREADS: cfg->threads = (int)num; break;
-    case OPT_UNSAFE_DELAY: cfg->unsafe_delay_us = (unsigned)num; break;
+    case OPT_WORK_US:
+    case OPT_UNSAFE_DELAY: cfg->work_us = (unsigned)num; break;
     case OPT_DB_BUSY: cfg->db_busy_ms = (int)num; break;
     case OPT_MAX_BODY: cfg->max_body = (size_t)num; break;
     case OPT_MAX_HEADER: cfg->max_header = (size_t)num; break;
@@ -327,7 +375,12 @@ config_result config_load(app_config *cfg, int argc, char **argv, char *errbuf, 
     cfg->redis_timeout_ms = 200;
     cfg->redis_connect_ms = 200;
     cfg->threads = 8;
-    cfg->unsafe_delay_us = 1000;
+    cfg->work_us = 0;
+    /* Full fencing by default: anything less lets a holder whose lease ran
+     * out sell from a stale read (docs/fencing.md). */
+    cfg->fence = DB_FENCE_FULL;
+    cfg->fault_pause_ms = 0;
+    cfg->fault_pause_every = 1;
     cfg->db_busy_ms = 5000;
     cfg->max_body = 16384;
     cfg->max_header = 8192;

@@ -5,7 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "coupon_db.h"
+
 #define CONFIG_MAX_REDIS 16 /* == DLOCK_MAX_NODES */
+#define CONFIG_MAX_BATCH 64 /* most claims one lock acquisition may carry (--lock-batch) */
 
 typedef struct app_config {
     char *listen_host;        /* as given, without IPv6 brackets; owned */
@@ -22,7 +25,10 @@ typedef struct app_config {
     int redis_timeout_ms;     /* per round trip to the Redis nodes */
     int redis_connect_ms;
     int threads;              /* MHD pool threads == worker slots */
-    unsigned unsafe_delay_us; /* strategy none: pause between read and write */
+    unsigned work_us;         /* the business step between the read and the write */
+    db_fence_mode fence;      /* how much of the section the store fences (lock strategies) */
+    unsigned fault_pause_ms;  /* fault injection: stall inside the section (0 = off) ... */
+    unsigned fault_pause_every; /* ... on every this-many-th claim of this server */
     int db_busy_ms;           /* SQLite busy timeout */
     size_t max_body;          /* bytes; larger bodies get 413 / 1009 */
     size_t max_header;        /* bytes of request line + headers; larger gets 431 / 1009 */

@@ -20,6 +20,7 @@ enum api_code {
     API_AUTH = 1007,
     API_ROUTE = 1008,
     API_TOO_LARGE = 1009,
+    API_LEASE_LOST = 1010, /* the fence refused a holder whose lease ended: nothing applied */
     API_INTERNAL = 1500
 };
 

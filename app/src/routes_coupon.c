@@ -126,13 +126,15 @@ int route_claim(request *rq)
     case CLAIM_LOCK_TIMEOUT:
         return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_LOCK_TIMEOUT,
                            "lock not acquired within %d ms, retry later", cfg->lock_wait_ms);
-    /* A stale fence means our lease ran out and a newer holder already
-     * wrote: to the client that is the same as not getting the lock in
-     * time (1005, retry), not a server defect (1500) and not a verdict on
-     * the coupon (409). The store changed nothing, so a retry is safe. */
+    /* A stale fence means our lease ran out (a pause outlived the TTL) and
+     * a newer holder already read or wrote the coupon: the store refused us
+     * and changed nothing. Its own code (1010), because it is the one
+     * failure that proves the fence did its job; 503 + Retry-After because a
+     * retry is safe, not a server defect (1500), not a verdict on the
+     * coupon (409). */
     case CLAIM_STALE_FENCE:
-        return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_LOCK_TIMEOUT,
-                           "lock lost (stale fence): nothing was claimed, retry later");
+        return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_LEASE_LOST,
+                           "lock lost before the write; nothing was applied, retry later");
     case CLAIM_LOCK_UNAVAILABLE:
         return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_UNAVAILABLE, "lock service unavailable: %s",
                            out.detail);

@@ -1,6 +1,7 @@
 /* strategy.c - the strategy registry and the store-status mapping they share. */
 #include "strategy.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const strategy *const ALL[] = {&strategy_redlock, &strategy_none, &strategy_atomic};
@@ -31,6 +32,19 @@ claim_result claim_from_db(db_status st)
     case DB_ERROR: return CLAIM_ERROR;
     }
     return CLAIM_ERROR;
+}
+
+claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out)
+{
+    if (req->status == DB_OK) {
+        out->rec = req->claim;
+    } else if (req->status == DB_SOLD_OUT || req->status == DB_USER_LIMIT) {
+        /* Decided in memory from the read: the store's message may be another claim's. */
+        snprintf(out->detail, sizeof out->detail, "%s", db_status_str(req->status));
+    } else {
+        snprintf(out->detail, sizeof out->detail, "%s", db_errmsg(w->db));
+    }
+    return claim_from_db(req->status);
 }
 
 const char *claim_result_name(claim_result r)

@@ -20,7 +20,7 @@ typedef enum claim_result {
     CLAIM_SOLD_OUT,         /* 409 / 1003 */
     CLAIM_USER_LIMIT,       /* 409 / 1004 */
     CLAIM_LOCK_TIMEOUT,     /* 503 / 1005: lock held by others until the wait ran out */
-    CLAIM_STALE_FENCE,      /* 503 / 1005: our lease ran out and a newer holder wrote first */
+    CLAIM_STALE_FENCE,      /* 503 / 1010: our lease ran out and a newer holder read or wrote first */
     CLAIM_LOCK_UNAVAILABLE, /* 503 / 1006: no quorum, Redis unreachable or timing out */
     CLAIM_DB_BUSY,          /* 503 / 1006: SQLite stayed locked past the busy timeout */
     CLAIM_INVALID,          /* 400 / 1001: the store refused the arguments */
@@ -59,6 +59,9 @@ const strategy *strategy_by_name(const char *name);
 const char *strategy_names(void);
 /* The claim result a store status means (DB_OK -> CLAIM_OK). */
 claim_result claim_from_db(db_status st);
+/* One claim's outcome after the critical section: out->rec on success,
+ * out->detail (from w's store) on failure; returns its claim result. */
+claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out);
 const char *claim_result_name(claim_result r);
 /* Health for strategies that use no lock. */
 lock_health strategy_no_lock_health(worker *w, size_t *nodes_up, size_t *nodes);

@@ -1,17 +1,22 @@
-/* strategy_none.c - no lock: read stock, pause, write stock-1. Oversells on
- * purpose, to show the race the lock exists for. */
+/* strategy_none.c - the critical section with no lock around it (and so no
+ * fence to check). Oversells on purpose: it is the race the lock exists for,
+ * shown on the very code the lock strategies run. */
 #include "strategy.h"
 
-#include <stdio.h>
+#include <string.h>
+
+#include "section.h"
 
 static claim_result none_claim(worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
                                claim_out *out)
 {
+    db_claim_req req;
+
+    memset(&req, 0, sizeof req);
+    req.user_id = user_id;
     out->fence = 0;
-    db_status st = db_claim_unsafe(w->db, coupon_id, user_id, cfg->unsafe_delay_us, &out->rec);
-    if (st != DB_OK)
-        snprintf(out->detail, sizeof out->detail, "%s", db_errmsg(w->db));
-    return claim_from_db(st);
+    (void)section_run(w, cfg, coupon_id, DB_FENCE_OFF, 0, &req, 1);
+    return claim_from_req(w, &req, out);
 }
 
 const strategy strategy_none = {

@@ -1,54 +1,57 @@
-/* strategy_redlock.c - claim under libdlock's lock "lock:coupon:<id>" (single
- * instance with one Redis address, Redlock with several), with the lock's
- * fencing token checked by the store. Same-coupon claims of this server
- * queue locally first (combiner.h) and, with --lock-batch > 1, may share one
- * acquisition. */
+/* strategy_redlock.c - the critical section under libdlock's lock
+ * "lock:coupon:<id>" (single instance with one Redis address, Redlock with
+ * several), with the lock's fencing token checked by the store (--fence).
+ * Same-coupon claims of this server queue locally first (combiner.h) and,
+ * with --lock-batch > 1, share one acquisition, one read and one write. */
 #include "strategy.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "combiner.h"
 #include "metrics.h"
+#include "section.h"
 
-/* One claim under a held lock. The fence goes into the claim transaction:
- * if our lease ran out while we were paused (GC, swap, SIGSTOP) and a newer
- * holder already wrote, the store sees a higher last_fence and refuses us
- * (DB_STALE_FENCE) instead of letting two holders interleave writes. */
-static claim_result claim_locked(worker *w, dlock_lock *lock, int64_t coupon_id, const char *user_id,
-                                 claim_out *out)
+/* The section under a held lock: our claim plus, with --lock-batch > 1,
+ * claims of this coupon queued behind us in this server (combiner.h), with
+ * one fenced read and one write for all of them (group commit): the lock's
+ * round trips and the commit are paid once per batch. They all carry our
+ * fence, so if our lease runs out mid-way (a pause, a SIGSTOP) and a newer
+ * holder reads the coupon, the store refuses the whole batch (1010) and
+ * nothing of it is applied. */
+static claim_result run_locked(worker *w, const app_config *cfg, dlock_lock *lock, int64_t coupon_id,
+                               const char *user_id, claim_out *out, int leading)
 {
-    out->fence = dlock_lock_fence(lock);
-    db_status st = db_claim_coupon(w->db, coupon_id, user_id, out->fence, &out->rec);
-    if (st != DB_OK)
-        snprintf(out->detail, sizeof out->detail, "%s", db_errmsg(w->db));
-    if (st == DB_STALE_FENCE)
-        metrics_lock_error(LOCK_ERROR_STALE_FENCE);
-    return claim_from_db(st);
-}
+    db_claim_req reqs[CONFIG_MAX_BATCH];
+    combine_req *queued[CONFIG_MAX_BATCH];
+    uint64_t fence = dlock_lock_fence(lock);
+    size_t n = 1;
 
-/* With --lock-batch > 1: runs queued claims of this coupon under our
- * acquisition while the lock is still comfortably ours (at least half the
- * TTL left, so a claim never starts near expiry). The batch size bounds how
- * long one server keeps the lock from the others. These claims share our
- * fence, so the store's fence check (>= last_fence) still refuses them once
- * a newer holder wrote; what is given up is one distinct fence per record. */
-static void serve_queued(worker *w, const app_config *cfg, dlock_lock *lock, int64_t coupon_id)
-{
-    for (int served = 1; served < cfg->lock_batch; served++) {
-        if (dlock_lock_validity_ms(lock) < (int64_t)cfg->lock_ttl_ms / 2)
-            return;
+    memset(reqs, 0, sizeof reqs);
+    reqs[0].user_id = user_id;
+    /* Taken right after the acquisition, while the lease is fresh; the
+     * batch size bounds how long one server keeps the lock from the others. */
+    while (leading && n < (size_t)cfg->lock_batch) {
         combine_req *r = combiner_take(coupon_id);
         if (r == NULL)
-            return;
+            break;
         metrics_lock_wait_us(metrics_now_us() - r->t0_us);
         metrics_lock_combined();
-        claim_result res = claim_locked(w, lock, r->coupon_id, r->user_id, r->out);
-        combiner_complete(r, res);
-        /* Someone newer holds the lock: stop using ours. */
-        if (res == CLAIM_STALE_FENCE)
-            return;
+        queued[n] = r;
+        reqs[n].user_id = r->user_id;
+        n++;
     }
+
+    db_status st = section_run(w, cfg, coupon_id, cfg->fence, fence, reqs, n);
+    for (size_t i = 0; st == DB_STALE_FENCE && i < n; i++)
+        metrics_lock_error(LOCK_ERROR_STALE_FENCE);
+    for (size_t i = 1; i < n; i++) {
+        queued[i]->out->fence = fence;
+        combiner_complete(queued[i], claim_from_req(w, &reqs[i], queued[i]->out));
+    }
+    out->fence = fence;
+    return claim_from_req(w, &reqs[0], out);
 }
 
 static claim_result redlock_claim(worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
@@ -107,16 +110,14 @@ static claim_result redlock_claim(worker *w, const app_config *cfg, int64_t coup
         goto out;
     }
     metrics_lock_acquired();
-    result = claim_locked(w, lock, coupon_id, user_id, out);
-    if (leading && result != CLAIM_STALE_FENCE)
-        serve_queued(w, cfg, lock, coupon_id);
+    result = run_locked(w, cfg, lock, coupon_id, user_id, out, leading);
 
-    /* Every outcome stands whatever the release says: each write is already
-     * committed or refused. LOST means the lease ended before we released;
-     * the fence already protected the writes (a newer holder's higher fence
-     * makes the store refuse ours, and ours committed before theirs
-     * otherwise), so it is counted, not turned into an error. Any other
-     * failure leaves the key to expire after its TTL. */
+    /* Every outcome stands whatever the release says: the write is already
+     * committed or refused. LOST means the lease ended before we released:
+     * under --fence full the store refused our write if a newer holder had
+     * read in the meantime, so it is counted, not turned into an error
+     * (under --fence off or write, this is the window that oversells). Any
+     * other failure leaves the key to expire after its TTL. */
     dlock_err re = dlock_release(w->lock, lock);
     if (re == DLOCK_ERR_LOST)
         metrics_lock_lost();

@@ -1,6 +1,7 @@
 /* fence.c - fencing end to end: a claim whose fence is lower than the one
- * the coupon row has seen is refused by the store (503 / 1005, the server's
- * mapping of a stale fence) and changes nothing; a fresh fence is accepted. */
+ * the coupon row has seen is refused by the store (503 / 1010: the lease
+ * ended before the write, nothing applied) and changes nothing; a fresh
+ * fence is accepted. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,7 @@ static void claim_refused(long long id, const char *user)
 {
     http_reply r;
     app_claim(&g_srv, "POST", id, user, &r);
-    json_decref(app_expect(&r, 503, 1005));
+    json_decref(app_expect(&r, 503, 1010));
     cr_assert(r.retry_after[0] != '\0', "503 without Retry-After");
     http_reply_free(&r);
 }
@@ -141,7 +142,7 @@ Test(app_fence, reset_fence_counter_refuses_claim, .timeout = 30)
         http_reply r;
         app_claim(&g_srv, "POST", id, "d", &r);
         if (r.status == 503) {
-            json_decref(app_expect(&r, 503, 1005));
+            json_decref(app_expect(&r, 503, 1010));
             refused++;
         } else {
             json_t *root = app_expect(&r, 200, 0);

@@ -197,3 +197,28 @@ void procs_untrack(pid_t pid)
     }
     pthread_mutex_unlock(&g_reg_mu);
 }
+
+int procs_wait_state(pid_t pid, int flag, const char *what, const char *name)
+{
+    int64_t deadline = test_now_ms() + 10000;
+    int st;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, flag | WNOHANG);
+        if (w == pid && ((flag == WUNTRACED && WIFSTOPPED(st)) || (flag == WCONTINUED && WIFCONTINUED(st))))
+            return 0;
+        if (w == pid) {
+            fprintf(stderr, "%s: %s exited (status %d)\n", what, name, procs_exit_code(st));
+            procs_untrack(pid);
+            return -2;
+        }
+        if (w < 0 && errno != EINTR) {
+            fprintf(stderr, "%s: waitpid: %s\n", what, strerror(errno));
+            return -1;
+        }
+        if (test_now_ms() >= deadline) {
+            fprintf(stderr, "%s: %s did not change state\n", what, name);
+            return -1;
+        }
+        test_sleep_ms(1);
+    }
+}

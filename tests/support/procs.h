@@ -69,6 +69,10 @@ int server_start(server_proc *s, const char *const *extra_args);
 /* Send sig (SIGTERM for a graceful stop), wait bounded (10 s, then SIGKILL);
  * *exit_status (may be NULL) gets the exit code, or 128+signal. */
 int server_stop(server_proc *s, int sig, int *exit_status);
+/* SIGSTOP / SIGCONT the server and wait until it is stopped / running again:
+ * a GC pause or a swap storm of the whole process, for real. */
+int server_pause(server_proc *s);
+int server_resume(server_proc *s);
 
 typedef struct http_reply {
     long status;        /* HTTP status, 0 on transport error */

@@ -29,5 +29,10 @@ void procs_untrack(pid_t pid);
 
 /* Exit code, or 128+signal, from a raw wait status. */
 int procs_exit_code(int status);
+/* Wait (bounded) until the child pid reports the state change flag asks for
+ * (WUNTRACED: stopped, WCONTINUED: running again). 0 done; -2 it exited
+ * instead (reaped and untracked; the caller forgets the pid); -1 otherwise.
+ * what and name are for the message on stderr. */
+int procs_wait_state(pid_t pid, int flag, const char *what, const char *name);
 
 #endif /* TESTS_PROCS_INTERNAL_H */

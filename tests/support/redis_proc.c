@@ -541,29 +541,10 @@ int redis_restart(redis_proc *r)
  * twice, so an unbounded waitpid could hang the suite. */
 static int redis_wait_state(redis_proc *r, int flag, const char *what)
 {
-    int64_t deadline = test_now_ms() + REDIS_STOP_MS;
-    int st;
-    for (;;) {
-        pid_t w = waitpid(r->pid, &st, flag | WNOHANG);
-        if (w == r->pid && ((flag == WUNTRACED && WIFSTOPPED(st)) ||
-                            (flag == WCONTINUED && WIFCONTINUED(st))))
-            return 0;
-        if (w == r->pid) {
-            fprintf(stderr, "%s: %s exited (status %d)\n", what, r->addr, procs_exit_code(st));
-            procs_untrack(r->pid);
-            r->pid = 0;
-            return -1;
-        }
-        if (w < 0 && errno != EINTR) {
-            fprintf(stderr, "%s: waitpid: %s\n", what, strerror(errno));
-            return -1;
-        }
-        if (test_now_ms() >= deadline) {
-            fprintf(stderr, "%s: %s did not change state\n", what, r->addr);
-            return -1;
-        }
-        test_sleep_ms(1);
-    }
+    int rc = procs_wait_state(r->pid, flag, what, r->addr);
+    if (rc == -2)
+        r->pid = 0; /* it exited: reaped and untracked */
+    return rc == 0 ? 0 : -1;
 }
 
 int redis_pause(redis_proc *r)

@@ -159,3 +159,29 @@ int server_stop(server_proc *s, int sig, int *exit_status)
         *exit_status = procs_exit_code(st);
     return 0;
 }
+
+static int server_signal_wait(server_proc *s, int sig, int flag, const char *what)
+{
+    if (s == NULL || s->pid <= 0) {
+        fprintf(stderr, "%s: not running\n", what);
+        return -1;
+    }
+    if (kill(s->pid, sig) != 0) {
+        fprintf(stderr, "%s: kill: %s\n", what, strerror(errno));
+        return -1;
+    }
+    int rc = procs_wait_state(s->pid, flag, what, s->url);
+    if (rc == -2)
+        s->pid = 0;
+    return rc == 0 ? 0 : -1;
+}
+
+int server_pause(server_proc *s)
+{
+    return server_signal_wait(s, SIGSTOP, WUNTRACED, "server_pause");
+}
+
+int server_resume(server_proc *s)
+{
+    return server_signal_wait(s, SIGCONT, WCONTINUED, "server_resume");
+}

@@ -1,0 +1,23 @@
+/* section.h - the claim's critical section as every strategy runs it: the
+ * store's read / business step / write (db_claim_section), with this
+ * server's business step (--work-us) and fault injection (--fault-pause-ms)
+ * between the read and the write. `none` runs it with no lock, `redlock`
+ * under libdlock's lock with its fence: the code is the same, only the
+ * mutual exclusion around it differs. */
+#ifndef APP_SECTION_H
+#define APP_SECTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coupon_db.h"
+
+#include "config.h"
+#include "workers.h"
+
+/* Runs the section for the n claims on w's connection (see
+ * db_claim_section for the statuses). fence 0 with DB_FENCE_OFF: no lock. */
+db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fence_mode mode, uint64_t fence,
+                      db_claim_req *reqs, size_t n);
+
+#endif /* APP_SECTION_H */

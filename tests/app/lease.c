@@ -1,0 +1,179 @@
+/* lease.c - the lease outlived, end to end: two coupon-servers on one SQLite
+ * file, 3 Redis masters, and a holder that stalls inside the critical
+ * section (after its read) longer than its lock's TTL, so that the other
+ * server gets the lock and reads the same stock.
+ *
+ *   --fence off    both writes land: OVERSOLD (the lock alone cannot help
+ *                  once the lease is gone);
+ *   --fence write  the stale holder writes before the new holder does:
+ *                  both accepted, OVERSOLD (write-only fencing is not enough
+ *                  for a read-modify-write);
+ *   --fence full   the new holder's read registered its fence, the stale
+ *                  write is refused (503 / 1010), nothing of it applied.
+ *
+ * The stall is first the server's own fault injection (--fault-pause-ms,
+ * timed so the order is A.read, B.read, A.write, B.write), then a real
+ * SIGSTOP / SIGCONT of the holder's process. The off/write cases are the
+ * guard against the section ever becoming atomic again: they must oversell. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+
+#include "app_util.h"
+
+static redis_proc g_redis[3];
+static server_proc g_srv[2];
+static char g_dir[256];
+static char g_db[320];
+
+static void setup(void)
+{
+    memset(g_srv, 0, sizeof g_srv);
+    memset(g_redis, 0, sizeof g_redis);
+    if (app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "lease.db") != 0)
+        return;
+    app_redis_try(g_redis, 3, 0);
+}
+
+static void teardown(void)
+{
+    app_server_down(&g_srv[1]);
+    app_down(&g_srv[0], g_redis, 3, g_dir);
+}
+
+TestSuite(app_lease, .init = setup, .fini = teardown, .timeout = 60);
+
+/* Server i with the given fence mode and TTL plus extra options (name, value
+ * pairs, NULL-terminated, at most 2 pairs). */
+static void server_up(int i, const char *fence, const char *ttl, const char *k1, const char *v1, const char *k2,
+                      const char *v2)
+{
+    char csv[256];
+    redis_addrs_csv(g_redis, 3, csv, sizeof csv);
+    app_server_up(&g_srv[i], "--db", g_db, "--redis", csv, "--admin-token", APP_TOKEN, "--fence", fence,
+                  "--lock-ttl", ttl, "--lock-batch", "1", "--lock-wait", "5000", k1, v1, k2, v2, NULL);
+}
+
+typedef struct async_claim {
+    const server_proc *srv;
+    long long coupon_id;
+    const char *user;
+    int delay_ms;   /* sent this long after the thread starts */
+    long status;    /* out: HTTP status (0: transport error) */
+    long long code; /* out: the envelope's code */
+    pthread_t th;
+} async_claim;
+
+static void *claim_thread(void *arg)
+{
+    async_claim *c = arg;
+    char url[256];
+    app_body body;
+    CURL *h = curl_easy_init();
+
+    if (h == NULL)
+        return NULL;
+    test_sleep_ms(c->delay_ms);
+    snprintf(url, sizeof url, "%s/api/v1/coupon/add?coupon_id=%lld&user_id=%s", c->srv->url, c->coupon_id,
+             c->user);
+    if (app_curl_post(h, url, &body, 2000, &c->status) == CURLE_OK) {
+        json_t *root = NULL;
+        c->code = app_body_code(&body, &root);
+        json_decref(root);
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+static void claim_start(async_claim *c, const server_proc *srv, long long id, const char *user, int delay_ms)
+{
+    memset(c, 0, sizeof *c);
+    c->srv = srv;
+    c->coupon_id = id;
+    c->user = user;
+    c->delay_ms = delay_ms;
+    c->code = -1;
+    cr_assert_eq(pthread_create(&c->th, NULL, claim_thread, c), 0);
+}
+
+static void claim_join(async_claim *c)
+{
+    cr_assert_eq(pthread_join(c->th, NULL), 0);
+}
+
+/* What the interleaving must end with, read from the SQLite file. */
+static void expect_outcome(const char *fence, long long id, const async_claim *a, const async_claim *b)
+{
+    app_coupon_state st;
+    app_db_state(g_db, id, &st);
+    long long a_rows = app_db_int(g_db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='a'");
+    cr_log_info("--fence %s: stale holder %ld/%lld, new holder %ld/%lld; records %lld, stock %lld of %lld", fence,
+                a->status, a->code, b->status, b->code, st.records, st.stock, st.total);
+    cr_assert_eq(b->status, 200, "the new holder: %ld / %lld", b->status, b->code);
+    if (strcmp(fence, "full") == 0) {
+        cr_assert_eq(a->status, 503, "the stale holder must be refused: %ld / %lld", a->status, a->code);
+        cr_assert_eq(a->code, 1010);
+        cr_assert_eq(a_rows, 0, "the refused claim left a record");
+        cr_assert_eq(st.records, 1);
+        cr_assert_eq(st.stock, st.total - 1, "stock %lld", st.stock);
+    } else {
+        /* Both writes landed, each `5 - 1` from the same read. */
+        cr_assert_eq(a->status, 200, "--fence %s: %ld / %lld", fence, a->status, a->code);
+        cr_assert_eq(a_rows, 1);
+        cr_assert_eq(st.records, 2);
+        cr_assert_eq(st.stock, st.total - 1, "stock %lld: the lost update", st.stock);
+        cr_assert_neq(st.stock + st.records, st.total, "OVERSOLD must show");
+    }
+}
+
+/* A stalls 1000 ms after its read, B 1500 ms; TTL 200 ms. A claims at 0 and
+ * reads at once; its lease ends at ~200; B claims at 500 and reads; A writes
+ * at ~1000; B writes at ~2000. */
+static void paused_interleaving(const char *fence)
+{
+    APP_SETUP_OK();
+    async_claim a, b;
+    server_up(0, fence, "200", "--fault-pause-ms", "1000", "--threads", "2");
+    server_up(1, fence, "200", "--fault-pause-ms", "1500", "--threads", "2");
+    long long id = app_create_coupon(&g_srv[0], "lease", 5, 0);
+
+    claim_start(&a, &g_srv[0], id, "a", 0);
+    claim_start(&b, &g_srv[1], id, "b", 500);
+    claim_join(&a);
+    claim_join(&b);
+    expect_outcome(fence, id, &a, &b);
+}
+
+Test(app_lease, pause_past_ttl_fence_off_oversells) { paused_interleaving("off"); }
+Test(app_lease, pause_past_ttl_fence_write_oversells) { paused_interleaving("write"); }
+Test(app_lease, pause_past_ttl_fence_full_refuses_the_stale_write) { paused_interleaving("full"); }
+
+/* A real SIGSTOP of the holder's process: A reads and starts its 300 ms
+ * business step, is stopped at 100 ms for about a second (its 500 ms lease
+ * runs out), B claims at 800 and completes; then A is continued and writes. */
+static void sigstopped_holder(const char *fence)
+{
+    APP_SETUP_OK();
+    async_claim a, b;
+    server_up(0, fence, "500", "--work-us", "300000", "--threads", "2");
+    server_up(1, fence, "500", "--work-us", "300000", "--threads", "2");
+    long long id = app_create_coupon(&g_srv[0], "lease", 5, 0);
+
+    int64_t t0 = test_now_ms();
+    claim_start(&a, &g_srv[0], id, "a", 0);
+    test_sleep_ms(100);
+    cr_assert_eq(server_pause(&g_srv[0]), 0);
+    int64_t wait = 800 - (test_now_ms() - t0);
+    claim_start(&b, &g_srv[1], id, "b", wait > 0 ? (int)wait : 0);
+    claim_join(&b);
+    cr_assert_eq(server_resume(&g_srv[0]), 0);
+    claim_join(&a);
+    expect_outcome(fence, id, &a, &b);
+}
+
+Test(app_lease, sigstop_past_ttl_fence_off_oversells) { sigstopped_holder("off"); }
+Test(app_lease, sigstop_past_ttl_fence_full_refuses_the_stale_write) { sigstopped_holder("full"); }
