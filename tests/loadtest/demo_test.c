@@ -94,15 +94,27 @@ Test(loadtest_demo, compare_table, .timeout = 360)
         cr_assert_not_null(strstr(line, "OVERSOLD by "), "did not oversell: %s", line);
     }
     /* The rows that must sell exactly the stock. */
-    const char *safe[] = {"atomic-sql ", "redlock     full  -", "redlock     full  lease outlived"};
+    const char *safe[] = {"atomic-sql ", "redlock     full  -"};
     for (size_t i = 0; i < sizeof safe / sizeof safe[0]; i++) {
         line_starting(safe[i], line, sizeof line);
         cr_assert_not_null(strstr(line, " 50/50 "), "%s", line);
         cr_assert_not_null(strstr(line, "NO OVERSELL"), "%s", line);
     }
-    /* The full fence did refuse stale holders (the 1010s column is not 0). */
+    /* With the lease outlived and the full fence, every stale holder's
+     * batch is refused whole (1010), so on a loaded machine most of the 400
+     * requests may be refused and the stock need not sell out; what must
+     * hold is no oversell and at least one refusal. */
     line_starting("redlock     full  lease outlived", line, sizeof line);
-    cr_assert_null(strstr(line, " 50/50      0 "), "no write was refused: %s", line);
+    cr_assert_not_null(strstr(line, "NO OVERSELL"), "%s", line);
+    unsigned issued = 0, stock = 0, refused = 0;
+    const char *frac = strchr(line + strlen("redlock     full  lease outlived"), '/');
+    cr_assert_not_null(frac, "%s", line);
+    while (frac > line && frac[-1] != ' ')
+        frac--;
+    cr_assert_eq(sscanf(frac, "%u/%u %u", &issued, &stock, &refused), 3, "%s", line);
+    cr_assert_eq(stock, 50, "%s", line);
+    cr_assert_leq(issued, 50, "%s", line);
+    cr_assert_gt(refused, 0, "no write was refused: %s", line);
     assert_all_stopped();
 }
 
