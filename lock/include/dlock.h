@@ -73,6 +73,12 @@ typedef enum dlock_err {
 /* Static text for a code; never NULL (unknown codes get a generic text). */
 DLOCK_API const char *dlock_strerror(dlock_err err);
 
+/* Checks one node address exactly as dlock_client_new will parse it
+ * ("host:port", "[v6]:port" or "unix:/path"), so an application can refuse a
+ * bad --redis at start-up with the library's own rules. DLOCK_OK, or
+ * DLOCK_ERR_ARG with a one-line reason in err (NULL ok). */
+DLOCK_API dlock_err dlock_addr_check(const char *addr, char *err, size_t errlen);
+
 /* Nonzero when the error means "the lock service is unavailable" (TIMEOUT,
  * UNREACHABLE, NO_QUORUM, AUTH, PROTOCOL) as opposed to contention (TAKEN)
  * or an expired/lost lock. Apps map this to HTTP 503 "unavailable". */

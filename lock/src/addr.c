@@ -86,3 +86,16 @@ int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen)
     out->port = (int)port;
     return 0;
 }
+
+dlock_err dlock_addr_check(const char *addr, char *err, size_t errlen)
+{
+    dlock__addr parsed;
+    char scratch[DLOCK_ERRSTR_LEN];
+
+    /* The caller may not want the reason: parse into our own buffer then. */
+    if (err == NULL || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    return dlock__addr_parse(addr, &parsed, err, errlen) == 0 ? DLOCK_OK : DLOCK_ERR_ARG;
+}
