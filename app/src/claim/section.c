@@ -1,6 +1,6 @@
 /* section.c - the business step and the injected fault between the
  * critical section's read and its write (see section.h). */
-#include "section.h"
+#include "claim/section.h"
 
 #include <errno.h>
 #include <stdatomic.h>

@@ -1,11 +1,11 @@
 /* routes_admin.c - POST /api/v1/admin/coupon: bearer-token check in constant
  * time, JSON body validation, coupon creation. */
-#include "routes.h"
+#include "http/routes.h"
 
 #include <string.h>
 #include <strings.h>
 
-#include "reply.h"
+#include "http/reply.h"
 
 /* Compares in time that depends only on the length of the guess, never on
  * how many leading bytes match or on the secret's length, so response

@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "request.h"
+#include "http/request.h"
 
 enum api_code {
     API_OK = 0,

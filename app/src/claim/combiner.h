@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "strategy.h"
+#include "claim/strategy.h"
 
 typedef enum combine_state {
     COMBINE_QUEUED = 0, /* waiting in the stripe's queue */

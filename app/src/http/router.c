@@ -1,11 +1,11 @@
 /* router.c - the route table: exact paths plus /api/v1/coupon/<id>, method
  * checks (405 with Allow), 404 for the rest, and dispatch to the handlers. */
-#include "router.h"
+#include "http/router.h"
 
 #include <string.h>
 
-#include "reply.h"
-#include "routes.h"
+#include "http/reply.h"
+#include "http/routes.h"
 
 #define COUPON_PREFIX "/api/v1/coupon/"
 

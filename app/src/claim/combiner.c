@@ -12,7 +12,7 @@
  * exclusion still comes only from the distributed lock (other servers never
  * see these queues): every claim runs while its leader holds the lock, with
  * the fence checked by the store. */
-#include "combiner.h"
+#include "claim/combiner.h"
 
 #include <time.h>
 

@@ -1,12 +1,12 @@
 /* reply.c - builds and queues every response, and counts it per route and status. */
-#include "reply.h"
+#include "http/reply.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "core/metrics.h"
 
 /* Seconds a client should wait before retrying a 503: a held coupon lock is
  * released within milliseconds and a Redis failover or a busy DB takes about

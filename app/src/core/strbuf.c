@@ -1,5 +1,5 @@
 /* strbuf.c - growable text buffer with sticky out-of-memory state. */
-#include "strbuf.h"
+#include "core/strbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* params.c - strict parameter parsing for the claim and coupon routes. */
-#include "params.h"
+#include "http/params.h"
 
 #include <string.h>
 

@@ -11,8 +11,8 @@
 
 #include "coupon_db.h"
 
-#include "config.h"
-#include "workers.h"
+#include "core/config.h"
+#include "core/workers.h"
 
 typedef enum claim_result {
     CLAIM_OK = 0,

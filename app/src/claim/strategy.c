@@ -1,5 +1,5 @@
 /* strategy.c - the strategy registry and the store-status mapping they share. */
-#include "strategy.h"
+#include "claim/strategy.h"
 
 #include <stdio.h>
 #include <string.h>

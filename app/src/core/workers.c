@@ -1,5 +1,5 @@
 /* workers.c - the pool of per-thread resources (db_store + dlock_client). */
-#include "workers.h"
+#include "core/workers.h"
 
 #include <pthread.h>
 #include <stdio.h>

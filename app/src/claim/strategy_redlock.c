@@ -3,15 +3,15 @@
  * several), with the lock's fencing token checked by the store (--fence).
  * Same-coupon claims of this server queue locally first (combiner.h) and,
  * with --lock-batch > 1, share one acquisition, one read and one write. */
-#include "strategy.h"
+#include "claim/strategy.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "combiner.h"
-#include "metrics.h"
-#include "section.h"
+#include "claim/combiner.h"
+#include "core/metrics.h"
+#include "claim/section.h"
 
 /* The section under a held lock: our claim plus, with --lock-batch > 1,
  * claims of this coupon queued behind us in this server (combiner.h), with

@@ -8,7 +8,7 @@
 #include "coupon_db.h"
 #include "dlock.h"
 
-#include "config.h"
+#include "core/config.h"
 
 typedef struct worker {
     db_store *db;       /* one SQLite connection: a db_store is single-threaded */

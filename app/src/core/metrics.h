@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "router.h"
-#include "strategy.h"
+#include "http/router.h"
+#include "claim/strategy.h"
 
 typedef enum lock_error_kind {
     LOCK_ERROR_TIMEOUT = 0,   /* still taken at the deadline */

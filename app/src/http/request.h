@@ -8,10 +8,10 @@
 
 #include <microhttpd.h>
 
-#include "config.h"
-#include "router.h"
-#include "strategy.h"
-#include "workers.h"
+#include "core/config.h"
+#include "http/router.h"
+#include "claim/strategy.h"
+#include "core/workers.h"
 
 typedef struct app {
     const app_config *cfg;

@@ -6,9 +6,9 @@
 
 #include "coupon_db.h"
 
-#include "request.h"
+#include "http/request.h"
 
-int route_page(request *rq);          /* page.c */
+int route_page(request *rq);          /* routes_page.c */
 int route_claim(request *rq);         /* routes_coupon.c */
 int route_coupon_get(request *rq);    /* routes_coupon.c */
 int route_coupon_list(request *rq);   /* routes_coupon.c */

@@ -1,6 +1,6 @@
 /* server.c - the libmicrohttpd daemon: thread pool, connection limits, body
  * accumulation with our own body and header limits, and the graceful stop. */
-#include "server.h"
+#include "http/server.h"
 
 #include <netdb.h>
 #include <stdio.h>
@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "reply.h"
-#include "router.h"
+#include "http/reply.h"
+#include "http/router.h"
 
 /* MHD's own per-connection memory pool. It must be well above our header
  * limit: when headers overflow MHD's pool, MHD answers 431 itself with an

@@ -12,8 +12,8 @@
 
 #include "coupon_db.h"
 
-#include "config.h"
-#include "workers.h"
+#include "core/config.h"
+#include "core/workers.h"
 
 /* Runs the section for the n claims on w's connection (see
  * db_claim_section for the statuses). fence 0 with DB_FENCE_OFF: no lock. */

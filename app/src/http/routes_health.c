@@ -1,10 +1,10 @@
 /* routes_health.c - GET /healthz (DB and lock quorum) and GET /metrics. */
-#include "routes.h"
+#include "http/routes.h"
 
 #include <stdio.h>
 
-#include "metrics.h"
-#include "reply.h"
+#include "core/metrics.h"
+#include "http/reply.h"
 
 int route_health(request *rq)
 {

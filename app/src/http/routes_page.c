@@ -1,11 +1,11 @@
-/* page.c - GET /: the coupon table rendered on the server (so it shows
+/* routes_page.c - GET /: the coupon table rendered on the server (so it shows
  * without JavaScript), plus a small script that refreshes it every 2 s. */
-#include "routes.h"
+#include "http/routes.h"
 
 #include <stdlib.h>
 
-#include "reply.h"
-#include "strbuf.h"
+#include "http/reply.h"
+#include "core/strbuf.h"
 
 static const char PAGE_HEAD[] =
     "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

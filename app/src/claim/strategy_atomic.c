@@ -1,6 +1,6 @@
 /* strategy_atomic.c - no lock: one conditional UPDATE ... WHERE stock > 0 in
  * one transaction. The baseline a distributed lock must be measured against. */
-#include "strategy.h"
+#include "claim/strategy.h"
 
 #include <stdio.h>
 

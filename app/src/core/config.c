@@ -1,8 +1,8 @@
 /* config.c - coupon-server options: defaults, COUPON_* environment variables,
  * long options, and strict validation (every number fully consumed, in range). */
-#include "config.h"
+#include "core/config.h"
 
-#include "strategy.h"
+#include "claim/strategy.h"
 
 #include <ctype.h>
 #include <errno.h>

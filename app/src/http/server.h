@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "request.h"
+#include "http/request.h"
 
 typedef struct server server;
 

@@ -1,11 +1,11 @@
 /* strategy_none.c - the critical section with no lock around it (and so no
  * fence to check). Oversells on purpose: it is the race the lock exists for,
  * shown on the very code the lock strategies run. */
-#include "strategy.h"
+#include "claim/strategy.h"
 
 #include <string.h>
 
-#include "section.h"
+#include "claim/section.h"
 
 static claim_result none_claim(worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
                                claim_out *out)

@@ -1,11 +1,11 @@
 /* metrics.c - request, claim and lock counters as relaxed atomics, rendered
  * in the Prometheus text format (version 0.0.4). */
-#include "metrics.h"
+#include "core/metrics.h"
 
 #include <stdatomic.h>
 #include <time.h>
 
-#include "strbuf.h"
+#include "core/strbuf.h"
 
 /* Relaxed atomics: each counter is independent and only ever added to, so no
  * ordering is needed between them, and request threads never take a lock

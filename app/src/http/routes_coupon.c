@@ -1,14 +1,14 @@
 /* routes_coupon.c - the claim endpoint (validation, the sold-out fast path,
  * the strategy call, the result mapping) and the coupon read endpoints. */
-#include "routes.h"
+#include "http/routes.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "metrics.h"
-#include "params.h"
-#include "reply.h"
+#include "core/metrics.h"
+#include "http/params.h"
+#include "http/reply.h"
 
 #define USER_ID_RULE "1-64 characters of [A-Za-z0-9_.:-]"
 
