@@ -12,11 +12,8 @@
 
 #include <jansson.h>
 
-#include "core/config.h"
-#include "http/request.h"
+#include "app.h"
 #include "http/server.h"
-#include "claim/strategy.h"
-#include "core/workers.h"
 
 /* Written by the signal handler, read by main: the self-pipe turns an
  * asynchronous signal into an ordinary readable fd, so all shutdown work

@@ -1,37 +1,50 @@
-/* strategy.c - the strategy registry and the store-status mapping they share. */
+/* strategy.c - the strategy registry, and the store-status mapping the
+ * section-running strategies share. */
 #include "claim/strategy.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static const strategy *const ALL[] = {&strategy_redlock, &strategy_none, &strategy_atomic};
+extern const strategy strategy_redlock;
+extern const strategy strategy_none;
+extern const strategy strategy_atomic;
+
+/* Every strategy, once; the first is the default. --strategy, its help and
+ * its error message all read this list. */
+static const strategy *const REGISTRY[] = {
+    &strategy_redlock,
+    &strategy_none,
+    &strategy_atomic,
+};
+#define N_STRATEGIES (sizeof REGISTRY / sizeof REGISTRY[0])
+
+const strategy *strategy_at(size_t i)
+{
+    return i < N_STRATEGIES ? REGISTRY[i] : NULL;
+}
 
 const strategy *strategy_by_name(const char *name)
 {
-    for (size_t i = 0; i < sizeof ALL / sizeof ALL[0]; i++)
-        if (strcmp(ALL[i]->name, name) == 0)
-            return ALL[i];
+    for (size_t i = 0; i < N_STRATEGIES; i++)
+        if (strcmp(REGISTRY[i]->name, name) == 0)
+            return REGISTRY[i];
     return NULL;
 }
 
-const char *strategy_names(void)
+const char *strategy_names(char *buf, size_t len)
 {
-    return "redlock, none, atomic-sql";
-}
+    size_t off = 0;
 
-claim_result claim_from_db(db_status st)
-{
-    switch (st) {
-    case DB_OK: return CLAIM_OK;
-    case DB_NOT_FOUND: return CLAIM_NOT_FOUND;
-    case DB_SOLD_OUT: return CLAIM_SOLD_OUT;
-    case DB_USER_LIMIT: return CLAIM_USER_LIMIT;
-    case DB_STALE_FENCE: return CLAIM_STALE_FENCE;
-    case DB_BUSY: return CLAIM_DB_BUSY;
-    case DB_INVALID: return CLAIM_INVALID;
-    case DB_ERROR: return CLAIM_ERROR;
+    if (len == 0)
+        return "";
+    buf[0] = '\0';
+    for (size_t i = 0; i < N_STRATEGIES && off < len; i++) {
+        int n = snprintf(buf + off, len - off, "%s%s", i ? ", " : "", REGISTRY[i]->name);
+        if (n < 0)
+            break;
+        off += (size_t)n;
     }
-    return CLAIM_ERROR;
+    return buf;
 }
 
 claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out)
@@ -45,24 +58,6 @@ claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out)
         snprintf(out->detail, sizeof out->detail, "%s", db_errmsg(w->db));
     }
     return claim_from_db(req->status);
-}
-
-const char *claim_result_name(claim_result r)
-{
-    switch (r) {
-    case CLAIM_OK: return "ok";
-    case CLAIM_NOT_FOUND: return "not_found";
-    case CLAIM_SOLD_OUT: return "sold_out";
-    case CLAIM_USER_LIMIT: return "user_limit";
-    case CLAIM_LOCK_TIMEOUT: return "lock_timeout";
-    case CLAIM_STALE_FENCE: return "stale_fence";
-    case CLAIM_LOCK_UNAVAILABLE: return "lock_unavailable";
-    case CLAIM_DB_BUSY: return "db_busy";
-    case CLAIM_INVALID: return "invalid";
-    case CLAIM_ERROR: return "error";
-    case CLAIM__COUNT: break;
-    }
-    return "error";
 }
 
 lock_health strategy_no_lock_health(worker *w, size_t *nodes_up, size_t *nodes)

@@ -17,7 +17,11 @@ static claim_result atomic_claim(worker *w, const app_config *cfg, int64_t coupo
 
 const strategy strategy_atomic = {
     .name = "atomic-sql",
+    .summary = "no lock: one conditional UPDATE ... WHERE stock > 0 (the baseline)",
     .uses_lock = 0,
+    /* Its claims contend on SQLite's write lock, where more threads only add
+     * switching (hot coupon: 9.3k claims/s with 8 threads, 6.5k with 32). */
+    .default_threads = 8,
     .claim = atomic_claim,
     .health = strategy_no_lock_health,
 };

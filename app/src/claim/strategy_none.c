@@ -21,7 +21,9 @@ static claim_result none_claim(worker *w, const app_config *cfg, int64_t coupon_
 
 const strategy strategy_none = {
     .name = "none",
+    .summary = "the same section with no lock: oversells, on purpose",
     .uses_lock = 0,
+    .default_threads = 32,
     .claim = none_claim,
     .health = strategy_no_lock_health,
 };

@@ -96,17 +96,10 @@ static claim_result redlock_claim(worker *w, const app_config *cfg, int64_t coup
     dlock_client_stats(w->lock, &after);
     metrics_lock_retries(after.retries - before.retries);
     if (e != DLOCK_OK) {
+        lock_error_kind kind;
         snprintf(out->detail, sizeof out->detail, "%s: %s", dlock_strerror(e), dlock_client_errstr(w->lock));
-        if (e == DLOCK_ERR_TAKEN || e == DLOCK_ERR_EXPIRED) {
-            metrics_lock_error(e == DLOCK_ERR_TAKEN ? LOCK_ERROR_TIMEOUT : LOCK_ERROR_EXPIRED);
-            result = CLAIM_LOCK_TIMEOUT;
-        } else if (dlock_err_is_unavailable(e)) {
-            metrics_lock_error(LOCK_ERROR_UNAVAILABLE);
-            result = CLAIM_LOCK_UNAVAILABLE;
-        } else {
-            metrics_lock_error(LOCK_ERROR_OTHER);
-            result = CLAIM_ERROR;
-        }
+        result = claim_from_lock(e, &kind); /* 1005 or 1006: claim/outcome.c */
+        metrics_lock_error(kind);
         goto out;
     }
     metrics_lock_acquired();
@@ -143,7 +136,11 @@ static lock_health redlock_health(worker *w, size_t *nodes_up, size_t *nodes)
 
 const strategy strategy_redlock = {
     .name = "redlock",
+    .summary = "the critical section under libdlock's lock, fenced (the right way)",
     .uses_lock = 1,
+    /* Claims waiting for the lock wait in worker threads, so the threads
+     * bound the batch (--lock-batch): 32 lets a batch of 32 fill. */
+    .default_threads = 32,
     .claim = redlock_claim,
     .health = redlock_health,
 };

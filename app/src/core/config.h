@@ -1,4 +1,10 @@
-/* config.h - coupon-server options: defaults, environment, command line, validation. */
+/* config.h - coupon-server options: defaults, environment, command line, validation.
+ *
+ * Every option is one row of COUPON_OPTIONS below: its long name, its
+ * environment variable, its argument, how it is parsed, its range, its
+ * default and its help. The struct fields, the defaults, the parsing and the
+ * --help text are all generated from that row, so an option (and its
+ * default) is written exactly once. */
 #ifndef APP_CONFIG_H
 #define APP_CONFIG_H
 
@@ -10,32 +16,87 @@
 #define CONFIG_MAX_REDIS 16 /* == DLOCK_MAX_NODES */
 #define CONFIG_MAX_BATCH 64 /* most claims one lock acquisition may carry (--lock-batch) */
 
+/* Row kinds:
+ *   NUM     an integer in [lo, hi] stored in a field of type ctype;
+ *   STR     a non-empty string stored (owned) in a char * field;
+ *   CUSTOM  parsed by config.c's parse_<field>(), into the fields declared
+ *           by hand in app_config below (default: a string given to it);
+ *   ALIAS   another name for the NUM field `field`.
+ * Defaults: NUM a number (outside [lo, hi]: "decided later", see its help),
+ * STR and CUSTOM a string or NULL (unset).
+ *
+ *   kind    ctype     field             name                 env                         arg               lo  hi                default            help */
+#define COUPON_OPTIONS(X)                                                                                                                                        \
+    X(CUSTOM, -,        listen,           "listen",            "COUPON_LISTEN",            "HOST:PORT",      0, 0,                 "127.0.0.1:8080",                 \
+      "address to serve on (port 0 picks a free port)")                                                                                                          \
+    X(STR,    char *,   db_path,          "db",                "COUPON_DB",                "PATH",           0, 0,                 "coupon.db",                      \
+      "SQLite file, created with its schema if absent")                                                                                                          \
+    X(CUSTOM, -,        redis,            "redis",             "COUPON_REDIS",             "ADDR[,ADDR...]", 0, 0,                 "127.0.0.1:6379",                 \
+      "Redis masters, host:port, [v6]:port or unix:/path; one = single instance, several = Redlock")                                                            \
+    X(NUM,    uint32_t, lock_ttl_ms,      "lock-ttl",          "COUPON_LOCK_TTL_MS",       "MS",             10, 600000,           2000,                             \
+      "lock validity")                                                                                                                                           \
+    X(NUM,    int,      lock_wait_ms,     "lock-wait",         "COUPON_LOCK_WAIT_MS",      "MS",             0, 60000,             1000,                             \
+      "longest wait for the lock before answering 503 / 1005")                                                                                                   \
+    X(NUM,    int,      lock_retry_ms,    "lock-retry-ms",     "COUPON_LOCK_RETRY_MS",     "MS",             1, 1000,              1,                                \
+      "pause between lock attempts while it is taken, +- the same jitter")                                                                                      \
+    X(NUM,    int,      lock_batch,       "lock-batch",        "COUPON_LOCK_BATCH",        "N",              1, CONFIG_MAX_BATCH,  32,                               \
+      "claims of one coupon this server may run under one lock acquisition, with one read and one write (group commit); 1 = a lock (and a fence) per claim")     \
+    X(NUM,    int,      redis_timeout_ms, "redis-timeout-ms",  "COUPON_REDIS_TIMEOUT_MS",  "MS",             1, 60000,             200,                              \
+      "per round-trip command timeout to the Redis nodes")                                                                                                       \
+    X(NUM,    int,      redis_connect_ms, "redis-connect-ms",  "COUPON_REDIS_CONNECT_MS",  "MS",             1, 60000,             200,                              \
+      "per node connect timeout")                                                                                                                                \
+    X(CUSTOM, -,        strategy,         "strategy",          "COUPON_STRATEGY",          "NAME",           0, 0,                 "redlock",                        \
+      "claim strategy, from the list below")                                                                                                                                 \
+    X(NUM,    int,      threads,          "threads",           "COUPON_THREADS",           "N",              1, 256,               0,                                \
+      "request worker threads (default: the strategy's, listed under --strategy)")                                                                              \
+    X(CUSTOM, -,        admin_token,      "admin-token",       "COUPON_ADMIN_TOKEN",       "TOKEN",          0, 0,                 NULL,                             \
+      "bearer token for the admin endpoints (unset: they answer 403)")                                                                                          \
+    X(NUM,    unsigned, work_us,          "work-us",           "COUPON_WORK_US",           "US",             0, 10000000,          0,                                \
+      "the business step of the critical section, between the stock read and the write")                                                                        \
+    X(ALIAS,  unsigned, work_us,          "unsafe-delay-us",   "COUPON_UNSAFE_DELAY_US",   "US",             0, 10000000,          0,                                \
+      "alias of --work-us")                                                                                                                                      \
+    X(CUSTOM, -,        fence,            "fence",             "COUPON_FENCE",             "off|write|full", 0, 0,                 "full",                           \
+      "storage fencing of the lock strategies: none, on the write only, or on the read and the write")                                                          \
+    X(CUSTOM, -,        fault_pause,      "fault-pause-ms",    "COUPON_FAULT_PAUSE",       "MS[:EVERY]",     0, 0,                 NULL,                             \
+      "fault injection: stall MS inside the critical section, after the read, on every EVERY-th claim of this server (EVERY 1 if omitted; off unless given)")  \
+    X(NUM,    int,      db_busy_ms,       "db-busy-ms",        "COUPON_DB_BUSY_MS",        "MS",             1, 600000,            5000,                             \
+      "SQLite busy timeout")                                                                                                                                     \
+    X(NUM,    size_t,   max_body,         "max-body-bytes",    "COUPON_MAX_BODY_BYTES",    "N",              1, 1048576,           16384,                            \
+      "largest request body; larger: 413 / 1009")                                                                                                                \
+    X(NUM,    size_t,   max_header,       "max-header-bytes",  "COUPON_MAX_HEADER_BYTES",  "N",              256, 32768,           8192,                             \
+      "largest request line + headers; larger: 431 / 1009")                                                                                                      \
+    X(NUM,    unsigned, max_connections,  "max-connections",   "COUPON_MAX_CONNECTIONS",   "N",              1, 100000,            1024,                             \
+      "simultaneous connections")                                                                                                                                \
+    X(NUM,    unsigned, conn_timeout_s,   "conn-timeout-s",    "COUPON_CONN_TIMEOUT_S",    "S",              1, 3600,              30,                               \
+      "idle connection timeout")                                                                                                                                 \
+    X(NUM,    int,      shutdown_grace_ms, "shutdown-grace-ms", "COUPON_SHUTDOWN_GRACE_MS", "MS",            0, 600000,            5000,                             \
+      "on SIGINT/SIGTERM, longest wait for requests in flight")
+
+#define CONFIG_FIELD_NUM(ctype, field) ctype field;
+#define CONFIG_FIELD_STR(ctype, field) char *field; /* owned */
+#define CONFIG_FIELD_CUSTOM(ctype, field)
+#define CONFIG_FIELD_ALIAS(ctype, field)
+#define CONFIG_FIELD(kind, ctype, field, name, env, arg, lo, hi, def, help) CONFIG_FIELD_##kind(ctype, field)
+
 typedef struct app_config {
-    char *listen_host;        /* as given, without IPv6 brackets; owned */
-    int listen_port;          /* 0 = pick a free port */
-    char *db_path;            /* owned */
-    char *redis[CONFIG_MAX_REDIS]; /* "host:port" or "unix:/path"; owned */
+    COUPON_OPTIONS(CONFIG_FIELD)
+    /* The CUSTOM rows' fields: */
+    char *listen_host;             /* --listen: as given, without IPv6 brackets; owned */
+    int listen_port;               /* --listen: 0 = pick a free port */
+    char *redis[CONFIG_MAX_REDIS]; /* --redis: as libdlock parses them; owned */
     size_t n_redis;
-    char *strategy;           /* a name strategy_by_name() knows; owned */
-    char *admin_token;        /* NULL = admin endpoints disabled (403); owned */
-    uint32_t lock_ttl_ms;
-    int lock_wait_ms;
-    int lock_retry_ms;        /* fixed retry pause (with equal jitter) while the lock is taken */
-    int lock_batch;           /* most same-coupon claims of this process run under one acquisition */
-    int redis_timeout_ms;     /* per round trip to the Redis nodes */
-    int redis_connect_ms;
-    int threads;              /* MHD pool threads == worker slots */
-    unsigned work_us;         /* the business step between the read and the write */
-    db_fence_mode fence;      /* how much of the section the store fences (lock strategies) */
-    unsigned fault_pause_ms;  /* fault injection: stall inside the section (0 = off) ... */
-    unsigned fault_pause_every; /* ... on every this-many-th claim of this server */
-    int db_busy_ms;           /* SQLite busy timeout */
-    size_t max_body;          /* bytes; larger bodies get 413 / 1009 */
-    size_t max_header;        /* bytes of request line + headers; larger gets 431 / 1009 */
-    unsigned max_connections;
-    unsigned conn_timeout_s;  /* idle keep-alive connections are closed after this */
-    int shutdown_grace_ms;    /* longest wait for requests in flight on SIGTERM */
+    char *strategy;                /* --strategy: a name strategy_by_name() knows; owned */
+    char *admin_token;             /* --admin-token: NULL = admin endpoints disabled (403); owned */
+    db_fence_mode fence;           /* --fence: how much of the section the store fences */
+    unsigned fault_pause_ms;       /* --fault-pause-ms: stall inside the section (0 = off) ... */
+    unsigned fault_pause_every;    /* ... on every this-many-th claim of this server */
 } app_config;
+
+#undef CONFIG_FIELD
+#undef CONFIG_FIELD_NUM
+#undef CONFIG_FIELD_STR
+#undef CONFIG_FIELD_CUSTOM
+#undef CONFIG_FIELD_ALIAS
 
 typedef enum config_result {
     CONFIG_OK = 0,

@@ -20,16 +20,15 @@ static const int64_t WAIT_BUCKETS_US[] = {250, 500, 1000, 2500, 5000, 10000, 250
                                           250000, 500000, 1000000, 2500000, 5000000};
 #define N_WAIT (sizeof WAIT_BUCKETS_US / sizeof WAIT_BUCKETS_US[0])
 
-static counter requests_total[ROUTE__COUNT][N_STATUS + 1]; /* last column: other statuses */
+static counter requests_total[METRICS_MAX_ROUTES][N_STATUS + 1]; /* last column: other statuses */
+/* Set on a route's first request; the render shows only routes with a label. */
+static _Atomic(const char *) route_labels[METRICS_MAX_ROUTES];
 static counter claims_total[CLAIM__COUNT];
 static counter sold_out_fast, sold_out_locked;
 static counter lock_acquired, lock_combined, lock_retries, lock_lost;
 static counter lock_errors[LOCK_ERROR__COUNT];
 static counter wait_bucket[N_WAIT + 1]; /* non-cumulative; last = +Inf only */
 static counter wait_sum_us;
-
-static const char *const LOCK_ERROR_NAMES[LOCK_ERROR__COUNT] = {
-    "timeout", "expired", "unavailable", "stale_fence", "release", "other"};
 
 static void inc(counter *c, uint64_t n)
 {
@@ -48,14 +47,18 @@ int64_t metrics_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-void metrics_request(route_id route, unsigned status)
+void metrics_request(unsigned route, const char *route_label, unsigned status)
 {
     size_t col = N_STATUS;
     for (size_t i = 0; i < N_STATUS; i++)
         if (STATUSES[i] == status)
             col = i;
-    if ((unsigned)route < ROUTE__COUNT)
-        inc(&requests_total[route][col], 1);
+    if (route >= METRICS_MAX_ROUTES)
+        return;
+    /* The label goes in before the count (release; the render acquires), so
+     * a rendered label always points at the caller's whole static string. */
+    atomic_store_explicit(&route_labels[route], route_label, memory_order_release);
+    inc(&requests_total[route][col], 1);
 }
 
 void metrics_claim(claim_result r)
@@ -120,23 +123,26 @@ char *metrics_render(size_t *len)
     strbuf sb = {0};
 
     header(&sb, "coupon_http_requests_total", "counter", "HTTP requests answered, by route and status.");
-    for (size_t r = 0; r < ROUTE__COUNT; r++) {
+    for (size_t r = 0; r < METRICS_MAX_ROUTES; r++) {
+        const char *label = atomic_load_explicit(&route_labels[r], memory_order_acquire);
+        if (label == NULL)
+            continue;
         for (size_t s = 0; s <= N_STATUS; s++) {
             uint64_t v = get(&requests_total[r][s]);
             if (v == 0)
                 continue;
             if (s < N_STATUS)
                 sb_printf(&sb, "coupon_http_requests_total{route=\"%s\",status=\"%u\"} %llu\n",
-                          router_route_name((route_id)r), STATUSES[s], (unsigned long long)v);
+                          label, STATUSES[s], (unsigned long long)v);
             else
                 sb_printf(&sb, "coupon_http_requests_total{route=\"%s\",status=\"other\"} %llu\n",
-                          router_route_name((route_id)r), (unsigned long long)v);
+                          label, (unsigned long long)v);
         }
     }
 
     header(&sb, "coupon_claims_total", "counter", "Claim attempts that reached the store or the lock, by result.");
     for (size_t c = 0; c < CLAIM__COUNT; c++)
-        sb_printf(&sb, "coupon_claims_total{result=\"%s\"} %llu\n", claim_result_name((claim_result)c),
+        sb_printf(&sb, "coupon_claims_total{result=\"%s\"} %llu\n", claim_outcome_of((claim_result)c)->label,
                   (unsigned long long)get(&claims_total[c]));
 
     header(&sb, "coupon_sold_out_total", "counter",
@@ -170,7 +176,7 @@ char *metrics_render(size_t *len)
 
     header(&sb, "coupon_lock_errors_total", "counter", "Lock failures, by kind.");
     for (size_t k = 0; k < LOCK_ERROR__COUNT; k++)
-        sb_printf(&sb, "coupon_lock_errors_total{kind=\"%s\"} %llu\n", LOCK_ERROR_NAMES[k],
+        sb_printf(&sb, "coupon_lock_errors_total{kind=\"%s\"} %llu\n", lock_error_label((lock_error_kind)k),
                   (unsigned long long)get(&lock_errors[k]));
 
     header(&sb, "coupon_lock_lost_total", "counter",

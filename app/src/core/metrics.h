@@ -5,20 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "http/router.h"
-#include "claim/strategy.h"
+#include "claim/outcome.h"
 
-typedef enum lock_error_kind {
-    LOCK_ERROR_TIMEOUT = 0,   /* still taken at the deadline */
-    LOCK_ERROR_EXPIRED,       /* quorum reached but validity used up */
-    LOCK_ERROR_UNAVAILABLE,   /* no quorum / unreachable / timeout */
-    LOCK_ERROR_STALE_FENCE,   /* the store refused our fence */
-    LOCK_ERROR_RELEASE,       /* release could not reach a quorum (the TTL frees the key) */
-    LOCK_ERROR_OTHER,
-    LOCK_ERROR__COUNT
-} lock_error_kind;
+/* Routes are counted by their index in the caller's route table (below
+ * this bound) and shown with the label the caller passes. */
+#define METRICS_MAX_ROUTES 16
 
-void metrics_request(route_id route, unsigned status);
+/* One answered request. route_label must be a static string. */
+void metrics_request(unsigned route, const char *route_label, unsigned status);
 void metrics_claim(claim_result r);
 /* fast: answered by the peek before the lock; else by the store under it. */
 void metrics_sold_out(int fast);

@@ -1,4 +1,4 @@
-/* reply.c - builds and queues every response, and counts it per route and status. */
+/* reply.c - builds and queues every response. */
 #include "http/reply.h"
 
 #include <stdarg.h>
@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/metrics.h"
 
 /* Seconds a client should wait before retrying a 503: a held coupon lock is
  * released within milliseconds and a Redis failover or a busy DB takes about
@@ -15,7 +14,8 @@
 
 static const char ERROR_FALLBACK[] = "{\"code\":1500,\"msg\":\"out of memory\",\"data\":null}";
 
-static int queue(request *rq, unsigned status, const char *content_type, char *body, size_t len)
+static int queue(request *rq, unsigned status, int retry_after, const char *content_type, char *body,
+                 size_t len)
 {
     int ret = MHD_NO;
     struct MHD_Response *resp = NULL;
@@ -40,7 +40,7 @@ static int queue(request *rq, unsigned status, const char *content_type, char *b
     }
     if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) != MHD_YES)
         goto out;
-    if (status == MHD_HTTP_SERVICE_UNAVAILABLE &&
+    if (retry_after &&
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S) != MHD_YES)
         goto out;
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED && rq->route.allow != NULL &&
@@ -57,7 +57,7 @@ static int queue(request *rq, unsigned status, const char *content_type, char *b
     ret = MHD_queue_response(rq->conn, status, resp);
     if (ret == MHD_YES) {
         rq->replied = 1;
-        metrics_request(rq->route.id, status);
+        rq->status = status; /* counted by the server once the handler returns */
     }
 out:
     /* MHD keeps its own reference once queued; ours ends here on every path. */
@@ -68,10 +68,10 @@ out:
 
 int reply_text(request *rq, unsigned status, const char *content_type, char *body, size_t len)
 {
-    return queue(rq, status, content_type, body, len);
+    return queue(rq, status, status == MHD_HTTP_SERVICE_UNAVAILABLE, content_type, body, len);
 }
 
-int reply_json(request *rq, unsigned status, int code, const char *msg, json_t *data)
+static int envelope(request *rq, unsigned status, int retry_after, int code, const char *msg, json_t *data)
 {
     char *text = NULL;
     json_t *env = json_object();
@@ -98,7 +98,13 @@ int reply_json(request *rq, unsigned status, int code, const char *msg, json_t *
     text = json_dumps(env, JSON_COMPACT);
 out:
     json_decref(env);
-    return queue(rq, status, "application/json", text, text != NULL ? strlen(text) : 0);
+    return queue(rq, status, retry_after, "application/json", text, text != NULL ? strlen(text) : 0);
+}
+
+/* The contract: every 503 tells the client when to come back. */
+int reply_json(request *rq, unsigned status, int code, const char *msg, json_t *data)
+{
+    return envelope(rq, status, status == MHD_HTTP_SERVICE_UNAVAILABLE, code, msg, data);
 }
 
 int reply_error(request *rq, unsigned status, int code, const char *fmt, ...)
@@ -110,4 +116,16 @@ int reply_error(request *rq, unsigned status, int code, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return reply_json(rq, status, code, msg, NULL);
+}
+
+int reply_outcome(request *rq, claim_result r, const char *detail)
+{
+    const claim_outcome *o = claim_outcome_of(r);
+    char msg[512];
+
+    if (detail != NULL && detail[0] != '\0')
+        snprintf(msg, sizeof msg, "%s: %s", o->msg, detail);
+    else
+        snprintf(msg, sizeof msg, "%s", o->msg);
+    return envelope(rq, o->http, o->retry_after, o->code, msg, NULL);
 }

@@ -1,5 +1,5 @@
-/* request.h - the process-wide app state and the per-request state that
- * libmicrohttpd carries between calls of the access handler. */
+/* request.h - the per-request state that libmicrohttpd carries between
+ * calls of the access handler. */
 #ifndef APP_REQUEST_H
 #define APP_REQUEST_H
 
@@ -8,18 +8,8 @@
 
 #include <microhttpd.h>
 
-#include "core/config.h"
+#include "app.h"
 #include "http/router.h"
-#include "claim/strategy.h"
-#include "core/workers.h"
-
-typedef struct app {
-    const app_config *cfg;
-    const strategy *strat;
-    worker_pool *pool;
-    atomic_int in_flight; /* requests between their first handler call and completion */
-    atomic_int stopping;  /* set on SIGINT/SIGTERM: replies ask clients to close keep-alive */
-} app;
 
 typedef struct request {
     app *app;
@@ -31,6 +21,7 @@ typedef struct request {
     size_t body_cap;
     int body_too_large; /* the upload passed max_body: the rest was dropped */
     int replied;        /* a response is queued */
+    unsigned status;    /* its HTTP status, once replied */
     worker *w;          /* slot checked out for the handler, else NULL */
 } request;
 

@@ -1,5 +1,6 @@
 /* routes_coupon.c - the claim endpoint (validation, the sold-out fast path,
- * the strategy call, the result mapping) and the coupon read endpoints. */
+ * the strategy call, the reply from the outcome table) and the coupon read
+ * endpoints. */
 #include "http/routes.h"
 
 #include <stdlib.h>
@@ -21,22 +22,11 @@ json_t *coupon_to_json(const db_coupon *c)
 
 int reply_db_error(request *rq, db_status st)
 {
-    switch (st) {
-    case DB_NOT_FOUND:
-        return reply_error(rq, MHD_HTTP_NOT_FOUND, API_NO_COUPON, "no such coupon");
-    /* A database that stays locked past the busy timeout is a backing
-     * service that is momentarily unavailable, like a Redis without quorum:
-     * 503 + Retry-After (1006) tells clients to retry, whereas 500 (1500)
-     * would report a server defect that retrying cannot fix. */
-    case DB_BUSY:
-        return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_UNAVAILABLE, "database busy, retry later");
-    case DB_INVALID:
-        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "invalid parameter: %s",
-                           db_errmsg(rq->w->db));
-    default:
-        return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "internal error: %s",
-                           db_errmsg(rq->w->db));
-    }
+    claim_result r = claim_from_db(st);
+    /* The store's message helps only where the request or the server is at
+     * fault; "no such coupon" and "database busy" say it all. */
+    int detailed = r == CLAIM_INVALID || r == CLAIM_ERROR;
+    return reply_outcome(rq, r, detailed ? db_errmsg(rq->w->db) : NULL);
 }
 
 static int body_is_form(request *rq)
@@ -102,51 +92,34 @@ int route_claim(request *rq)
     db_status peek = db_peek_stock(rq->w->db, coupon_id, &stock);
     if (peek == DB_NOT_FOUND) {
         metrics_claim(CLAIM_NOT_FOUND);
-        return reply_error(rq, MHD_HTTP_NOT_FOUND, API_NO_COUPON, "no such coupon");
+        return reply_outcome(rq, CLAIM_NOT_FOUND, NULL);
     }
     if (peek == DB_OK && stock <= 0) {
         metrics_claim(CLAIM_SOLD_OUT);
         metrics_sold_out(1);
-        return reply_error(rq, MHD_HTTP_CONFLICT, API_SOLD_OUT, "sold out");
+        return reply_outcome(rq, CLAIM_SOLD_OUT, NULL);
     }
 
     claim_result r = rq->app->strat->claim(rq->w, cfg, coupon_id, uid, &out);
     metrics_claim(r);
-    switch (r) {
-    case CLAIM_OK:
+    if (r == CLAIM_OK)
         return reply_claim_ok(rq, coupon_id, uid, &out);
-    case CLAIM_NOT_FOUND:
-        return reply_error(rq, MHD_HTTP_NOT_FOUND, API_NO_COUPON, "no such coupon");
-    case CLAIM_SOLD_OUT:
+    if (r == CLAIM_SOLD_OUT)
         metrics_sold_out(0);
-        return reply_error(rq, MHD_HTTP_CONFLICT, API_SOLD_OUT, "sold out");
-    case CLAIM_USER_LIMIT:
-        return reply_error(rq, MHD_HTTP_CONFLICT, API_USER_LIMIT,
-                           "user_id %s reached the per-user limit of this coupon", uid);
+    /* Status, code, Retry-After and msg come from the one outcome table
+     * (claim/outcome.h); only the detail is this request's. */
+    char detail[sizeof out.detail + 96];
+    switch (r) {
+    case CLAIM_USER_LIMIT: snprintf(detail, sizeof detail, "user_id %s", uid); break;
     case CLAIM_LOCK_TIMEOUT:
-        return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_LOCK_TIMEOUT,
-                           "lock not acquired within %d ms, retry later", cfg->lock_wait_ms);
-    /* A stale fence means our lease ran out (a pause outlived the TTL) and
-     * a newer holder already read or wrote the coupon: the store refused us
-     * and changed nothing. Its own code (1010), because it is the one
-     * failure that proves the fence did its job; 503 + Retry-After because a
-     * retry is safe, not a server defect (1500), not a verdict on the
-     * coupon (409). */
-    case CLAIM_STALE_FENCE:
-        return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_LEASE_LOST,
-                           "lock lost before the write; nothing was applied, retry later");
-    case CLAIM_LOCK_UNAVAILABLE:
-        return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_UNAVAILABLE, "lock service unavailable: %s",
-                           out.detail);
-    case CLAIM_DB_BUSY:
-        return reply_error(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_UNAVAILABLE, "database busy, retry later");
-    case CLAIM_INVALID:
-        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "invalid parameter: %s", out.detail);
-    case CLAIM_ERROR:
-    case CLAIM__COUNT:
+        snprintf(detail, sizeof detail, "waited %d ms (--lock-wait): %s", cfg->lock_wait_ms, out.detail);
         break;
+    case CLAIM_LOCK_UNAVAILABLE:
+    case CLAIM_INVALID:
+    case CLAIM_ERROR: snprintf(detail, sizeof detail, "%s", out.detail); break;
+    default: detail[0] = '\0'; break;
     }
-    return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "internal error: %s", out.detail);
+    return reply_outcome(rq, r, detail);
 }
 
 int route_coupon_get(request *rq)

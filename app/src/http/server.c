@@ -2,6 +2,7 @@
  * accumulation with our own body and header limits, and the graceful stop. */
 #include "http/server.h"
 
+#include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "http/reply.h"
 #include "http/router.h"
+#include "core/metrics.h"
 
 /* MHD's own per-connection memory pool. It must be well above our header
  * limit: when headers overflow MHD's pool, MHD answers 431 itself with an
@@ -82,6 +84,21 @@ static int append_body(request *rq, const char *data, size_t n, size_t max)
     return 0;
 }
 
+/* Every answered request is counted here, right after its response was
+ * queued: the server is the one place that sees every reply (the router's
+ * and its own 413/431), so reply.c and the router need not know metrics.
+ * Not in the completed callback: that runs after the last byte is sent, and
+ * a client that scrapes /metrics the moment it has its answer must find
+ * the answer counted. */
+_Static_assert(ROUTE__COUNT <= METRICS_MAX_ROUTES, "metrics has a counter row per route");
+
+static enum MHD_Result counted(request *rq, int ret)
+{
+    if (rq->replied)
+        metrics_request((unsigned)rq->route.id, router_route_name(rq->route.id), rq->status);
+    return (enum MHD_Result)ret;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
@@ -103,14 +120,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         atomic_fetch_add(&a->in_flight, 1);
         router_match(url, method, &rq->route);
         if (request_head_bytes(conn, url, method) > cfg->max_header)
-            return (enum MHD_Result)reply_error(rq, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE, API_TOO_LARGE,
-                                                "request headers too large (limit %zu bytes)", cfg->max_header);
+            return counted(rq, reply_error(rq, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE, API_TOO_LARGE,
+                                           "request headers too large (limit %zu bytes)", cfg->max_header));
         /* Refuse a declared oversized body before reading it (and before
          * MHD sends "100 Continue" for it). */
         long long cl = content_length(conn);
         if (cl >= 0 && (unsigned long long)cl > cfg->max_body)
-            return (enum MHD_Result)reply_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, API_TOO_LARGE,
-                                                "request body too large (limit %zu bytes)", cfg->max_body);
+            return counted(rq, reply_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, API_TOO_LARGE,
+                                           "request body too large (limit %zu bytes)", cfg->max_body));
         return MHD_YES;
     }
     if (*upload_data_size > 0) {
@@ -121,9 +138,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (rq->replied)
         return MHD_YES;
     if (rq->body_too_large)
-        return (enum MHD_Result)reply_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, API_TOO_LARGE,
-                                            "request body too large (limit %zu bytes)", cfg->max_body);
-    return (enum MHD_Result)router_dispatch(rq);
+        return counted(rq, reply_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, API_TOO_LARGE,
+                                       "request body too large (limit %zu bytes)", cfg->max_body));
+    return counted(rq, router_dispatch(rq));
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -208,7 +225,8 @@ out:
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
+    /* Only a signal resumes the rest; any other failure (EINVAL) would spin. */
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
 

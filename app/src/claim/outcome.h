@@ -1,0 +1,77 @@
+/* outcome.h - the one table from every outcome of a claim to what the client
+ * gets: HTTP status, the contract's code, the metric label, Retry-After.
+ *
+ * Three 503s, three different lessons, told apart on purpose:
+ *   1005  contention: the lock was held by others until --lock-wait ran out;
+ *         the service is fine, retrying later may succeed;
+ *   1006  a backing service is down: no quorum / Redis unreachable, or SQLite
+ *         locked past its busy timeout; the server refuses, it never guesses;
+ *   1010  our lease ran out inside the critical section and a newer holder
+ *         read the coupon first: the fence refused us and nothing was applied.
+ * Which lock error (dlock_err) and which store status (db_status) lands on
+ * which row is decided in outcome.c, and nowhere else. */
+#ifndef APP_CLAIM_OUTCOME_H
+#define APP_CLAIM_OUTCOME_H
+
+#include "coupon_db.h"
+#include "dlock.h"
+
+#include "api.h"
+
+/*  row               metric label        HTTP code              Retry-After  message */
+#define CLAIM_OUTCOMES(X)                                                                                   \
+    X(OK,               "ok",               200, API_OK,           0, "ok")                                  \
+    X(NOT_FOUND,        "not_found",        404, API_NO_COUPON,    0, "no such coupon")                      \
+    X(SOLD_OUT,         "sold_out",         409, API_SOLD_OUT,     0, "sold out")                            \
+    X(USER_LIMIT,       "user_limit",       409, API_USER_LIMIT,   0, "per-user limit of this coupon reached") \
+    X(LOCK_TIMEOUT,     "lock_timeout",     503, API_LOCK_TIMEOUT, 1, "lock not acquired in time, retry later") \
+    X(LOCK_UNAVAILABLE, "lock_unavailable", 503, API_UNAVAILABLE,  1, "lock service unavailable")            \
+    X(DB_BUSY,          "db_busy",          503, API_UNAVAILABLE,  1, "database busy, retry later")          \
+    X(STALE_FENCE,      "stale_fence",      503, API_LEASE_LOST,   1,                                        \
+      "lock lost before the write; nothing was applied, retry later")                                       \
+    X(INVALID,          "invalid",          400, API_BAD_PARAM,    0, "invalid parameter")                   \
+    X(ERROR,            "error",            500, API_INTERNAL,     0, "internal error")
+
+typedef enum claim_result {
+#define CLAIM_OUTCOME_ENUM(row, label, http, code, retry, msg) CLAIM_##row,
+    CLAIM_OUTCOMES(CLAIM_OUTCOME_ENUM)
+#undef CLAIM_OUTCOME_ENUM
+    CLAIM__COUNT
+} claim_result;
+
+typedef struct claim_outcome {
+    const char *label;  /* coupon_claims_total{result=...} */
+    unsigned http;      /* HTTP status */
+    int code;           /* enum api_code */
+    int retry_after;    /* the reply carries Retry-After: a retry may succeed */
+    const char *msg;    /* the reply's msg, before any detail */
+} claim_outcome;
+
+/* The row of r (the ERROR row for an out-of-range value). */
+const claim_outcome *claim_outcome_of(claim_result r);
+
+/* Lock failures as counted in coupon_lock_errors_total{kind=...}: finer than
+ * the claim rows (TAKEN and EXPIRED both answer 1005). */
+#define LOCK_ERRORS(X)                                                                     \
+    X(TIMEOUT, "timeout")         /* still taken at the deadline */                         \
+    X(EXPIRED, "expired")         /* quorum reached but validity used up */                 \
+    X(UNAVAILABLE, "unavailable") /* no quorum / unreachable / timeout / auth / protocol */ \
+    X(STALE_FENCE, "stale_fence") /* the store refused our fence */                         \
+    X(RELEASE, "release")         /* release could not reach a quorum (the TTL frees the key) */ \
+    X(OTHER, "other")
+
+typedef enum lock_error_kind {
+#define LOCK_ERROR_ENUM(row, label) LOCK_ERROR_##row,
+    LOCK_ERRORS(LOCK_ERROR_ENUM)
+#undef LOCK_ERROR_ENUM
+    LOCK_ERROR__COUNT
+} lock_error_kind;
+
+const char *lock_error_label(lock_error_kind k);
+
+/* The row a store status lands on (DB_OK -> CLAIM_OK). */
+claim_result claim_from_db(db_status st);
+/* The row a failed acquisition lands on, and the lock error it counts as. */
+claim_result claim_from_lock(dlock_err e, lock_error_kind *kind);
+
+#endif /* APP_CLAIM_OUTCOME_H */
