@@ -5,16 +5,22 @@
 #include <stdio.h>
 #include <string.h>
 
-extern const strategy strategy_redlock;
-extern const strategy strategy_none;
-extern const strategy strategy_atomic;
+/* Every strategy, once, by the name of its `const strategy strategy_<x>` in
+ * claim/strategy_<x>.c; --strategy, its help and its error message all read
+ * this list. Adding a strategy is its file plus one line here. */
+#define STRATEGIES(X) \
+    X(redlock)        \
+    X(none)           \
+    X(atomic)
 
-/* Every strategy, once; the first is the default. --strategy, its help and
- * its error message all read this list. */
+#define STRATEGY_DECLARE(x) extern const strategy strategy_##x;
+STRATEGIES(STRATEGY_DECLARE)
+#undef STRATEGY_DECLARE
+
 static const strategy *const REGISTRY[] = {
-    &strategy_redlock,
-    &strategy_none,
-    &strategy_atomic,
+#define STRATEGY_ENTRY(x) &strategy_##x,
+    STRATEGIES(STRATEGY_ENTRY)
+#undef STRATEGY_ENTRY
 };
 #define N_STRATEGIES (sizeof REGISTRY / sizeof REGISTRY[0])
 
