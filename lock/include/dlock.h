@@ -78,6 +78,10 @@ DLOCK_API const char *dlock_strerror(dlock_err err);
  * bad --redis at start-up with the library's own rules. DLOCK_OK, or
  * DLOCK_ERR_ARG with a one-line reason in err (NULL ok). */
 DLOCK_API dlock_err dlock_addr_check(const char *addr, char *err, size_t errlen);
+/* The same parse, with its parts: host (IPv6 without brackets, or the unix
+ * socket path) into host[hostlen], *port the TCP port or 0 for a unix socket. */
+DLOCK_API dlock_err dlock_addr_parse(const char *addr, char *host, size_t hostlen, int *port, char *err,
+                                     size_t errlen);
 
 /* Nonzero when the error means "the lock service is unavailable" (TIMEOUT,
  * UNREACHABLE, NO_QUORUM, AUTH, PROTOCOL) as opposed to contention (TAKEN)

@@ -87,7 +87,7 @@ int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen)
     return 0;
 }
 
-dlock_err dlock_addr_check(const char *addr, char *err, size_t errlen)
+dlock_err dlock_addr_parse(const char *addr, char *host, size_t hostlen, int *port, char *err, size_t errlen)
 {
     dlock__addr parsed;
     char scratch[DLOCK_ERRSTR_LEN];
@@ -97,5 +97,21 @@ dlock_err dlock_addr_check(const char *addr, char *err, size_t errlen)
         err = scratch;
         errlen = sizeof scratch;
     }
-    return dlock__addr_parse(addr, &parsed, err, errlen) == 0 ? DLOCK_OK : DLOCK_ERR_ARG;
+    if (dlock__addr_parse(addr, &parsed, err, errlen) != 0)
+        return DLOCK_ERR_ARG;
+    if (host != NULL) {
+        if (strlen(parsed.host) >= hostlen) {
+            snprintf(err, errlen, "address \"%s\": host longer than the caller's %zu bytes", addr, hostlen);
+            return DLOCK_ERR_ARG;
+        }
+        memcpy(host, parsed.host, strlen(parsed.host) + 1);
+    }
+    if (port != NULL)
+        *port = parsed.is_unix ? 0 : parsed.port;
+    return DLOCK_OK;
+}
+
+dlock_err dlock_addr_check(const char *addr, char *err, size_t errlen)
+{
+    return dlock_addr_parse(addr, NULL, 0, NULL, err, errlen);
 }
