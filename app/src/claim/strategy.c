@@ -8,10 +8,19 @@
 /* Every strategy, once, by the name of its `const strategy strategy_<x>` in
  * claim/strategy_<x>.c; --strategy, its help and its error message all read
  * this list. Adding a strategy is its file plus one line here. */
-#define STRATEGIES(X) \
-    X(redlock)        \
-    X(none)           \
-    X(atomic)
+#define STRATEGIES(X)      \
+    X(redlock)             \
+    X(none)                \
+    X(atomic)              \
+    /* the seeds' recipes, wrong on purpose (claim/recipes/) */ \
+    X(get_set)             \
+    X(setnx)               \
+    X(multi_setnx_pexpire) \
+    X(lua_setnx_pexpire)   \
+    X(setnx_expire)        \
+    X(del_no_token)        \
+    X(setnx_getset)        \
+    X(failover)
 
 #define STRATEGY_DECLARE(x) extern const strategy strategy_##x;
 STRATEGIES(STRATEGY_DECLARE)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "claim/combiner.h"
+#include "claim/fault.h"
 #include "core/metrics.h"
 #include "claim/section.h"
 
@@ -103,6 +104,8 @@ static claim_result redlock_claim(worker *w, const app_config *cfg, int64_t coup
         goto out;
     }
     metrics_lock_acquired();
+    /* --fault-crash-after-lock: dying here leaves the key to its TTL. */
+    fault_lock_acquired(cfg);
     result = run_locked(w, cfg, lock, coupon_id, user_id, out, leading);
 
     /* Every outcome stands whatever the release says: the write is already

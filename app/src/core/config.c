@@ -357,7 +357,7 @@ static void print_help(const char *prog)
         /* The strategies come from their registry, each with its threads. */
         if (i == OPT_CUSTOM_strategy)
             for (size_t k = 0; strategy_at(k) != NULL; k++)
-                printf("  %-32s   %-11s %s (threads %d)\n", "", strategy_at(k)->name, strategy_at(k)->summary,
+                printf("  %-32s   %-20s %s (threads %d)\n", "", strategy_at(k)->name, strategy_at(k)->summary,
                        strategy_at(k)->default_threads);
     }
     fflush(stdout);

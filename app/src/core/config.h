@@ -59,6 +59,10 @@
       "storage fencing of the lock strategies: none, on the write only, or on the read and the write")                                                          \
     X(CUSTOM, -,        fault_pause,      "fault-pause-ms",    "COUPON_FAULT_PAUSE",       "MS[:EVERY]",     0, 0,                 NULL,                             \
       "fault injection: stall MS inside the critical section, after the read, on every EVERY-th claim of this server (EVERY 1 if omitted; off unless given)")  \
+    X(NUM,    unsigned, fault_crash_after_lock, "fault-crash-after-lock", "COUPON_FAULT_CRASH_AFTER_LOCK", "N", 0, 1000000000, 0,                     \
+      "fault injection: on this server's N-th successful lock acquisition, _exit at once without releasing (setnx-expire: between SETNX and EXPIRE); 0 = off") \
+    X(NUM,    unsigned, clock_offset_ms,  "clock-offset-ms",   "COUPON_CLOCK_OFFSET_MS",   "MS",             0, 86400000,          0,                                \
+      "fault injection: added to the wall clock the setnx-getset recipe reads (a clock running ahead)")                                                        \
     X(NUM,    int,      db_busy_ms,       "db-busy-ms",        "COUPON_DB_BUSY_MS",        "MS",             1, 600000,            5000,                             \
       "SQLite busy timeout")                                                                                                                                     \
     X(NUM,    size_t,   max_body,         "max-body-bytes",    "COUPON_MAX_BODY_BYTES",    "N",              1, 1048576,           16384,                            \

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hiredis/hiredis.h>
+
 struct worker_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -62,6 +64,7 @@ pool_error pool_new(const app_config *cfg, size_t n, int with_lock, worker_pool 
     for (size_t i = 0; i < n; i++) {
         worker *w = &p->slots[i];
         w->index = i;
+        w->cfg = cfg;
         p->n = i + 1; /* slots [0, n) are freed by pool_free on failure */
         if (db_open(cfg->db_path, cfg->db_busy_ms, &w->db, errbuf, errlen) != DB_OK) {
             result = POOL_ERR_DB;
@@ -113,6 +116,8 @@ void pool_free(worker_pool *p)
         return;
     for (size_t i = 0; p->slots != NULL && i < p->n; i++) {
         dlock_client_free(p->slots[i].lock);
+        if (p->slots[i].redis != NULL)
+            redisFree(p->slots[i].redis);
         db_close(p->slots[i].db);
     }
     if (p->sync_ready) {

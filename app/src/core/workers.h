@@ -10,9 +10,15 @@
 
 #include "core/config.h"
 
+struct redisContext;
+
 typedef struct worker {
     db_store *db;       /* one SQLite connection: a db_store is single-threaded */
     dlock_client *lock; /* NULL for strategies without a lock */
+    /* The seeds' recipes (claim/recipes/) talk to Redis themselves: this
+     * slot's connection, opened on first use and closed by pool_free. */
+    struct redisContext *redis;
+    const app_config *cfg; /* the server's, for code that gets only the slot */
     size_t index;
 } worker;
 
