@@ -1,4 +1,4 @@
-/* stress.h - tiny check macro for the plain (non-Criterion) stress program.
+/* stress.h - tiny check macro for the plain (non-Criterion) stress programs.
  * They exist because Criterion cannot start under ThreadSanitizer
  * (Snaipe/Criterion#274), so the TSan build runs these instead. */
 #ifndef TESTS_STRESS_H

@@ -1,4 +1,4 @@
-/* busy_test.c - another connection holds the write lock: every write answers
+/* busy.c - another connection holds the write lock: every write answers
  * DB_BUSY after the busy timeout and changes nothing, while reads keep
  * answering from the last commit (WAL) and never see uncommitted writes. */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* schema_test.c - opening the coupon store: schema creation at user_version
+/* schema.c - opening the coupon store: schema creation at user_version
  * 1, idempotent reopen, refusal of foreign/newer/unreadable files, read-only
  * opens, and several processes creating one fresh file at the same time. */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* test_renewal.c - automatic renewal: keeps a lock past its TTL, stops the
+/* renewal.c - automatic renewal: keeps a lock past its TTL, stops the
  * moment it is released or freed, honours max_renewals / max_lease_ms,
  * reports unavailability and loss through on_lost, and never re-creates a
  * key that is gone. */

@@ -1,4 +1,4 @@
-/* tsan_stress.c - the libdlock threading paths as one plain program (no
+/* lock_stress.c - the libdlock threading paths as one plain program (no
  * Criterion: its sandbox cannot start under ThreadSanitizer, upstream
  * Snaipe/Criterion#274), so the TSan build can check them: one client
  * shared by many threads, the watchdog racing release / free / client_free,
@@ -13,17 +13,9 @@
 #include <unistd.h>
 
 #include "lock_common.h"
+#include "stress.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                    \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);        \
-            fprintf(stderr, __VA_ARGS__);                                                   \
-            fputc('\n', stderr);                                                            \
-            failures++;                                                                     \
-        }                                                                                   \
-    } while (0)
+int stress_failures;
 
 #define NODES 3
 static redis_proc nodes[NODES];
@@ -47,7 +39,7 @@ static dlock_client *patient_client(void)
     return dlock_client_new(&o, &c, NULL, 0) == DLOCK_OK ? c : NULL;
 }
 
-/* Non-atomic increment under the lock, as in test_mutex.c. */
+/* Non-atomic increment under the lock, as in tests/lock/mutex.c. */
 static void *contend(void *p)
 {
     shared_arg *s = p;
@@ -244,7 +236,7 @@ int main(void)
     lost_by_delete();
     redis_stop_n(nodes, NODES);
     redis_stop(&counter);
-    if (failures)
-        fprintf(stderr, "tsan_stress: %d checks failed\n", failures);
-    return failures ? 1 : 0;
+    if (stress_failures)
+        fprintf(stderr, "lock_stress: %d checks failed\n", stress_failures);
+    return stress_failures ? 1 : 0;
 }

@@ -1,4 +1,4 @@
-/* test_unavailable.c - single instance: a dead Redis gives UNREACHABLE, a
+/* unavailable.c - single instance: a dead Redis gives UNREACHABLE, a
  * paused one TIMEOUT within the command timeout, and the same client works
  * again once the node is back (reconnect, no stale replies). */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* section_test.c - the critical section step by step, with two holders'
+/* section.c - the critical section step by step, with two holders'
  * steps interleaved by hand (deterministic, one connection each):
  *   - the lease-outlived interleaving A.read(10) B.read(11) A.write B.write
  *     sells one unit twice under --fence off and --fence write, and is

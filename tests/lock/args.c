@@ -1,4 +1,4 @@
-/* test_args.c - bad input gives DLOCK_ERR_ARG with NULL outputs, never a
+/* args.c - bad input gives DLOCK_ERR_ARG with NULL outputs, never a
  * crash; error texts and the unavailable classification of every code. */
 #include <criterion/criterion.h>
 #include <stdio.h>

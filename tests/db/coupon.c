@@ -1,4 +1,4 @@
-/* coupon_test.c - creating and reading coupons: exact values from create,
+/* coupon.c - creating and reading coupons: exact values from create,
  * get, list and peek, and DB_INVALID with no partial write on bad input. */
 #include <criterion/criterion.h>
 #include <stdio.h>

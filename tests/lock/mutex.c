@@ -1,4 +1,4 @@
-/* test_mutex.c - mutual exclusion under contention: threads and forked
+/* mutex.c - mutual exclusion under contention: threads and forked
  * processes do a deliberately non-atomic read-modify-write of a counter
  * under the lock, on 1, 3 and 5 nodes; the final count must be exact and
  * every fence handed out distinct. */

@@ -1,4 +1,4 @@
-/* test_fencing.c - fencing tokens: a paused holder's successor gets a larger
+/* fencing.c - fencing tokens: a paused holder's successor gets a larger
  * fence and the holder learns it lost the lock; fences keep increasing over
  * 10 000 acquisitions while persistent nodes are killed and restarted; and
  * without persistence, restarting a majority makes fences go backwards (the

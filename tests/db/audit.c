@@ -1,4 +1,4 @@
-/* audit_test.c - db_audit reads the tables and reports every kind of
+/* audit.c - db_audit reads the tables and reports every kind of
  * oversell in the contract: more records than total, negative stock, stock
  * and records that disagree, users beyond the per-user limit. Tampering is
  * done with raw SQL behind the store's back. */

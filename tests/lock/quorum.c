@@ -1,4 +1,4 @@
-/* test_quorum.c - Redlock over 3 and 5 nodes: a minority down or paused is
+/* quorum.c - Redlock over 3 and 5 nodes: a minority down or paused is
  * tolerated, a majority gives NO_QUORUM with nothing left behind, and the
  * nodes are asked in parallel (a paused node costs one timeout, not one
  * per node). */

@@ -1,4 +1,4 @@
-/* concurrency_test.c - several processes, each with its own connection, claim
+/* concurrency.c - several processes, each with its own connection, claim
  * from one SQLite file at once: the fenced claim (with and without a stand-in
  * for the distributed lock) and the atomic claim hand out exactly the stock;
  * the unfenced critical section without a lock oversells, which the audit

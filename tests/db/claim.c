@@ -1,4 +1,4 @@
-/* claim_test.c - single-connection behaviour of the three claims
+/* claim.c - single-connection behaviour of the three claims
  * (db_claim_coupon: the fenced critical section; db_claim_atomic; the
  * section unfenced, as `none` runs it): decrement and record,
  * sold out, per-user limit, unlimited, not found, bad input; every refusal

@@ -1,4 +1,4 @@
-/* test_validity.c - Redlock validity: time spent waiting for a slow node is
+/* validity.c - Redlock validity: time spent waiting for a slow node is
  * taken off the validity, and a quorum reached after the TTL is no lock. */
 #include <criterion/criterion.h>
 

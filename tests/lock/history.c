@@ -1,4 +1,4 @@
-/* test_history.c - Jepsen-style history check: forked processes lock one
+/* history.c - Jepsen-style history check: forked processes lock one
  * resource over 3 persistent nodes while one node at a time is killed and
  * restarted; every recorded critical section must be disjoint from the
  * others (within its validity) and fences must rise in interval order. */

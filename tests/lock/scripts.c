@@ -1,4 +1,4 @@
-/* test_scripts.c - the Lua scripts survive SCRIPT FLUSH and a restarted
+/* scripts.c - the Lua scripts survive SCRIPT FLUSH and a restarted
  * node: EVALSHA's NOSCRIPT reply falls back to sending the script in full. */
 #include <criterion/criterion.h>
 

@@ -1,4 +1,4 @@
-/* test_deadline.c - dlock_acquire retries until its deadline and no
+/* deadline.c - dlock_acquire retries until its deadline and no
  * longer, try-once means one attempt, and a freed lock is picked up. */
 #include <criterion/criterion.h>
 #include <string.h>

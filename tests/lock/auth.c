@@ -1,4 +1,4 @@
-/* test_auth.c - AUTH with a password and with an ACL user: the right
+/* auth.c - AUTH with a password and with an ACL user: the right
  * credentials work, wrong ones give DLOCK_ERR_AUTH, none an error. */
 #include <criterion/criterion.h>
 #include <string.h>

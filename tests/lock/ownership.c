@@ -1,4 +1,4 @@
-/* test_ownership.c - single instance: only the token holder can release or
+/* ownership.c - single instance: only the token holder can release or
  * extend, the key expires after the TTL, validity and fence as reported. */
 #include <criterion/criterion.h>
 #include <ctype.h>

@@ -1,4 +1,4 @@
-/* fence_test.c - the fencing check enforced by the database: a claim whose
+/* fence.c - the fencing check enforced by the database: a claim whose
  * fence is lower than the coupon's last_fence is refused and changes nothing;
  * the same fence again is accepted (`<=`); a higher one is accepted. */
 #include <criterion/criterion.h>
