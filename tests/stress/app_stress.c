@@ -49,7 +49,7 @@ static void *claimer(void *arg)
 int main(void)
 {
     redis_proc nodes[NODES];
-    char dir[] = "/tmp/app_stress.XXXXXX", db[96], redis_csv[256], url[160];
+    char dir[256] = "", db[320], redis_csv[256], url[160];
     const char *hdr[] = {"Authorization: Bearer stress-token", "Content-Type: application/json", NULL};
     pthread_t th[THREADS];
     http_reply r;
@@ -57,7 +57,7 @@ int main(void)
 
     memset(nodes, 0, sizeof(nodes));
     memset(servers, 0, sizeof(servers));
-    if (mkdtemp(dir) == NULL || redis_start_n(nodes, NODES) != 0)
+    if (test_mkdtemp(dir, sizeof dir, "app_stress.") != 0 || redis_start_n(nodes, NODES) != 0)
         goto out;
     snprintf(db, sizeof(db), "%s/coupon.db", dir);
     redis_addrs_csv(nodes, NODES, redis_csv, sizeof(redis_csv));
@@ -96,14 +96,6 @@ out:
         if (servers[i].pid > 0)
             server_stop(&servers[i], SIGKILL, NULL);
     redis_stop_n(nodes, NODES);
-    if (dir[0] != '\0') {
-        char path[128];
-        const char *suffix[] = {"", "-wal", "-shm"};
-        for (int i = 0; i < 3; i++) {
-            snprintf(path, sizeof(path), "%s%s", db, suffix[i]);
-            unlink(path);
-        }
-        rmdir(dir);
-    }
+    test_rmtree(dir);
     return rc;
 }

@@ -30,13 +30,7 @@ typedef struct shared_arg {
 
 static dlock_client *patient_client(void)
 {
-    dlock_options o;
-    tc_addrs a;
-    dlock_client *c = NULL;
-    tc_options(&o, &a, nodes, NODES);
-    o.command_timeout_ms = 2000; /* TSan makes everything slow */
-    o.retry_unavailable = 1;
-    return dlock_client_new(&o, &c, NULL, 0) == DLOCK_OK ? c : NULL;
+    return tc_patient_client(nodes, NODES, 2000); /* TSan makes everything slow */
 }
 
 /* Non-atomic increment under the lock, as in tests/lock/mutex.c. */
@@ -76,13 +70,6 @@ out:
     return NULL;
 }
 
-static long long counter_value(void)
-{
-    char out[64];
-    tc_get(&counter, "counter", out, sizeof out);
-    return atoll(out);
-}
-
 static void reset_counter(void)
 {
     char out[16];
@@ -108,8 +95,8 @@ static void run_contention(int shared, int threads, int iters, int kill_node)
     for (int t = 0; t < threads; t++)
         pthread_join(th[t], NULL);
     CHECK(s.bad == 0, "%d failed calls (shared=%d)", s.bad, shared);
-    CHECK(counter_value() == (long long)threads * iters, "counter %lld, want %d",
-          counter_value(), threads * iters);
+    CHECK(tc_get_ll(&counter, "counter") == (long long)threads * iters, "counter %lld, want %d",
+          tc_get_ll(&counter, "counter"), threads * iters);
     dlock_client_free(s.c);
 }
 
@@ -222,9 +209,7 @@ static void lost_by_delete(void)
 
 int main(void)
 {
-    memset(nodes, 0, sizeof nodes);
-    memset(&counter, 0, sizeof counter);
-    if (redis_start_n(nodes, NODES) != 0 || redis_start(&counter) != 0) {
+    if (tc_nodes_up(nodes, NODES, 0) != 0 || tc_nodes_up(&counter, 1, 0) != 0) {
         redis_stop_n(nodes, NODES);
         return 2;
     }

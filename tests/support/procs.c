@@ -222,3 +222,19 @@ int procs_wait_state(pid_t pid, int flag, const char *what, const char *name)
         test_sleep_ms(1);
     }
 }
+
+int procs_signal_wait(pid_t *pid, int sig, int flag, const char *what, const char *name)
+{
+    if (!pid || *pid <= 0) {
+        fprintf(stderr, "%s: not running\n", what);
+        return -1;
+    }
+    if (kill(*pid, sig) != 0) {
+        fprintf(stderr, "%s: kill: %s\n", what, strerror(errno));
+        return -1;
+    }
+    int rc = procs_wait_state(*pid, flag, what, name);
+    if (rc == -2)
+        *pid = 0; /* it exited: reaped and untracked */
+    return rc == 0 ? 0 : -1;
+}

@@ -20,6 +20,17 @@ int64_t test_now_ms(void);
 /* Sleep ms milliseconds (restarts on EINTR). */
 void test_sleep_ms(int64_t ms);
 
+/* Temp dirs: $TMPDIR, or /tmp when it is unset or empty. */
+const char *test_tmp_base(void);
+/* mkdtemp of "<test_tmp_base()>/<prefix>XXXXXX" (prefix printf-formatted,
+ * ending in its separator) into dir[len]: 0, or -1 with dir "". */
+int test_mkdtemp(char *dir, size_t len, const char *prefix_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Removes dir and everything below it, depth first, links not followed;
+ * best effort (what cannot go is named on stderr, the rest still goes).
+ * -1 only when dir could not be walked; NULL, "" and a missing dir are 0. */
+int test_rmtree(const char *dir);
+
 typedef struct redis_proc {
     pid_t pid;          /* 0 when not running */
     int port;           /* fixed at first start; restart reuses it */

@@ -35,4 +35,9 @@ int procs_exit_code(int status);
  * what and name are for the message on stderr. */
 int procs_wait_state(pid_t pid, int flag, const char *what, const char *name);
 
+/* Sends sig (SIGSTOP / SIGCONT) to *pid and waits for the state change
+ * flag asks for (procs_wait_state); when the child exited instead, *pid
+ * becomes 0. 0 done, -1 otherwise (also when *pid is not running). */
+int procs_signal_wait(pid_t *pid, int sig, int flag, const char *what, const char *name);
+
 #endif /* TESTS_PROCS_INTERNAL_H */

@@ -1,8 +1,6 @@
 /* redis_proc.c - real redis-server processes for the suites: start on a
  * free loopback port, kill, restart, pause, resume, stop, and a tiny RESP
  * client (redis_cmd) that needs no hiredis. */
-/* nftw is an XSI interface: not visible with _POSIX_C_SOURCE alone. */
-#define _XOPEN_SOURCE 700
 #include "procs.h"
 #include "procs_internal.h"
 
@@ -10,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -427,17 +424,6 @@ static int redis_launch(redis_proc *r, int pick_ports)
     return -1;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    if (remove(path) != 0)
-        fprintf(stderr, "redis_stop: remove %s: %s\n", path, strerror(errno));
-    return 0;
-}
-
-
 /* Removes dlock-redis-<pid>-* dirs under base whose owner process is gone:
  * its servers died with it (PR_SET_PDEATHSIG), so nobody uses them. */
 static void sweep_dead_owners(const char *base)
@@ -454,7 +440,7 @@ static void sweep_dead_owners(const char *base)
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
         snprintf(path, sizeof path, "%s/%s", base, e->d_name);
-        nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        test_rmtree(path);
     }
     closedir(d);
 }
@@ -472,18 +458,11 @@ int redis_start(redis_proc *r)
     if (!r->dir[0]) {
         /* $TMPDIR lets a suite put fsync-always AOF files on tmpfs: kill -9
          * of the server still loses nothing, and 10 000 fsyncs stay fast. */
-        const char *base = getenv("TMPDIR");
-        if (!base || !base[0])
-            base = "/tmp";
-        sweep_dead_owners(base);
+        sweep_dead_owners(test_tmp_base());
         /* The owner's PID in the name lets a later run sweep the dir if this
          * process dies without redis_stop (Criterion timeout: SIGKILL). */
-        snprintf(r->dir, sizeof r->dir, "%s/dlock-redis-%d-XXXXXX", base, (int)getpid());
-        if (!mkdtemp(r->dir)) {
-            fprintf(stderr, "redis_start: mkdtemp: %s\n", strerror(errno));
-            r->dir[0] = '\0';
+        if (test_mkdtemp(r->dir, sizeof r->dir, "dlock-redis-%d-", (int)getpid()) != 0)
             return -1;
-        }
     }
     return redis_launch(r, 1);
 }
@@ -500,11 +479,8 @@ int redis_stop(redis_proc *r)
     r->pid = 0;
     r->paused = 0;
     if (r->dir[0]) {
-        /* FTW_DEPTH: files before their directory; FTW_PHYS: never follow links out. */
-        if (nftw(r->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT) {
-            fprintf(stderr, "redis_stop: cannot remove %s: %s\n", r->dir, strerror(errno));
+        if (test_rmtree(r->dir) != 0)
             result = -1;
-        }
         r->dir[0] = '\0';
     }
     return result;
@@ -536,28 +512,12 @@ int redis_restart(redis_proc *r)
     return redis_launch(r, 0);
 }
 
-/* Waits (bounded) for the wait-status change `flag` reports (WUNTRACED or
- * WCONTINUED); a stop or continue that was already reaped is not reported
- * twice, so an unbounded waitpid could hang the suite. */
-static int redis_wait_state(redis_proc *r, int flag, const char *what)
-{
-    int rc = procs_wait_state(r->pid, flag, what, r->addr);
-    if (rc == -2)
-        r->pid = 0; /* it exited: reaped and untracked */
-    return rc == 0 ? 0 : -1;
-}
-
+/* A stop or continue that was already reaped is not reported twice, so the
+ * wait for it is bounded (procs_wait_state): an unbounded waitpid could hang
+ * the suite. */
 int redis_pause(redis_proc *r)
 {
-    if (!r || r->pid <= 0) {
-        fprintf(stderr, "redis_pause: not running\n");
-        return -1;
-    }
-    if (kill(r->pid, SIGSTOP) != 0) {
-        fprintf(stderr, "redis_pause: kill: %s\n", strerror(errno));
-        return -1;
-    }
-    if (redis_wait_state(r, WUNTRACED, "redis_pause") != 0)
+    if (procs_signal_wait(r ? &r->pid : NULL, SIGSTOP, WUNTRACED, "redis_pause", r ? r->addr : "") != 0)
         return -1;
     r->paused = 1;
     return 0;
@@ -565,15 +525,7 @@ int redis_pause(redis_proc *r)
 
 int redis_resume(redis_proc *r)
 {
-    if (!r || r->pid <= 0) {
-        fprintf(stderr, "redis_resume: not running\n");
-        return -1;
-    }
-    if (kill(r->pid, SIGCONT) != 0) {
-        fprintf(stderr, "redis_resume: kill: %s\n", strerror(errno));
-        return -1;
-    }
-    if (redis_wait_state(r, WCONTINUED, "redis_resume") != 0)
+    if (procs_signal_wait(r ? &r->pid : NULL, SIGCONT, WCONTINUED, "redis_resume", r ? r->addr : "") != 0)
         return -1;
     r->paused = 0;
     return 0;

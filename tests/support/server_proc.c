@@ -160,28 +160,13 @@ int server_stop(server_proc *s, int sig, int *exit_status)
     return 0;
 }
 
-static int server_signal_wait(server_proc *s, int sig, int flag, const char *what)
-{
-    if (s == NULL || s->pid <= 0) {
-        fprintf(stderr, "%s: not running\n", what);
-        return -1;
-    }
-    if (kill(s->pid, sig) != 0) {
-        fprintf(stderr, "%s: kill: %s\n", what, strerror(errno));
-        return -1;
-    }
-    int rc = procs_wait_state(s->pid, flag, what, s->url);
-    if (rc == -2)
-        s->pid = 0;
-    return rc == 0 ? 0 : -1;
-}
-
 int server_pause(server_proc *s)
 {
-    return server_signal_wait(s, SIGSTOP, WUNTRACED, "server_pause");
+    return procs_signal_wait(s ? &s->pid : NULL, SIGSTOP, WUNTRACED, "server_pause", s ? s->url : "");
 }
 
 int server_resume(server_proc *s)
 {
-    return server_signal_wait(s, SIGCONT, WCONTINUED, "server_resume");
+    return procs_signal_wait(s ? &s->pid : NULL, SIGCONT, WCONTINUED, "server_resume",
+                             s ? s->url : "");
 }
