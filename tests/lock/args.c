@@ -11,22 +11,8 @@
 static redis_proc node;
 static dlock_client *cli;
 
-static void setup(void)
-{
-    memset(&node, 0, sizeof node);
-    cr_assert_eq(redis_start(&node), 0);
-    cli = tc_client(&node, 1, 0);
-    cr_assert_not_null(cli);
-}
-
-static void teardown(void)
-{
-    dlock_client_free(cli);
-    cli = NULL;
-    redis_stop(&node);
-}
-
-TestSuite(lock_args, .init = setup, .fini = teardown);
+TC_NODE_CLIENTS_FIXTURE(node, &cli)
+TestSuite(lock_args, .init = tc_suite_init, .fini = tc_suite_fini);
 
 /* A pointer that is never a real handle: the library must overwrite it. */
 #define SENTINEL ((void *)0x1)

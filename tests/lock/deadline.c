@@ -8,25 +8,8 @@
 static redis_proc node;
 static dlock_client *holder, *waiter;
 
-static void setup(void)
-{
-    memset(&node, 0, sizeof node);
-    cr_assert_eq(redis_start(&node), 0);
-    holder = tc_client(&node, 1, 0);
-    waiter = tc_client(&node, 1, 0);
-    cr_assert_not_null(holder);
-    cr_assert_not_null(waiter);
-}
-
-static void teardown(void)
-{
-    dlock_client_free(holder);
-    dlock_client_free(waiter);
-    holder = waiter = NULL;
-    redis_stop(&node);
-}
-
-TestSuite(lock_deadline, .init = setup, .fini = teardown);
+TC_NODE_CLIENTS_FIXTURE(node, &holder, &waiter)
+TestSuite(lock_deadline, .init = tc_suite_init, .fini = tc_suite_fini);
 
 /* Generous upper margin: a loaded two-core machine may deschedule us, but
  * sleeping a whole backoff past the deadline (up to retry_max_ms) or

@@ -17,18 +17,12 @@ static redis_proc nodes[NODES];
 
 static void start_nodes(int persistent)
 {
-    memset(nodes, 0, sizeof nodes);
-    for (size_t i = 0; i < NODES; i++)
-        nodes[i].persistent = persistent;
-    cr_assert_eq(redis_start_n(nodes, NODES), 0);
+    cr_assert_eq(tc_nodes_up(nodes, NODES, persistent), 0);
 }
 
 static void setup(void)
 {
-    /* AOF with fsync always on tmpfs: survives kill -9 of the server (what
-     * the tests need) and keeps 10 000 fsyncs fast. */
-    if (access("/dev/shm", W_OK) == 0)
-        setenv("TMPDIR", "/dev/shm", 1);
+    tc_tmpdir_on_tmpfs();
 }
 
 static void teardown(void)

@@ -19,12 +19,8 @@ static redis_proc nodes[NODES];
 
 static void setup(void)
 {
-    if (access("/dev/shm", W_OK) == 0)
-        setenv("TMPDIR", "/dev/shm", 1);
-    memset(nodes, 0, sizeof nodes);
-    for (size_t i = 0; i < NODES; i++)
-        nodes[i].persistent = 1;
-    cr_assert_eq(redis_start_n(nodes, NODES), 0);
+    tc_tmpdir_on_tmpfs();
+    cr_assert_eq(tc_nodes_up(nodes, NODES, 1), 0);
 }
 
 static void teardown(void)

@@ -11,9 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
-int tc_nodes_up(redis_proc *rs, size_t n)
+int tc_nodes_up(redis_proc *rs, size_t n, int persistent)
 {
     memset(rs, 0, n * sizeof *rs);
+    for (size_t i = 0; i < n; i++)
+        rs[i].persistent = persistent;
     return redis_start_n(rs, n);
 }
 
@@ -25,6 +27,31 @@ void tc_nodes_down(redis_proc *rs, size_t n)
     redis_stop_n(rs, n);
 }
 
+int tc_node_clients_up(redis_proc *node, dlock_client **const *cs, size_t n)
+{
+    if (tc_nodes_up(node, 1, 0) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if ((*cs[i] = tc_client(node, 1, 0)) == NULL)
+            return -1;
+    return 0;
+}
+
+void tc_node_clients_down(redis_proc *node, dlock_client **const *cs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        dlock_client_free(*cs[i]);
+        *cs[i] = NULL;
+    }
+    tc_nodes_down(node, 1);
+}
+
+void tc_tmpdir_on_tmpfs(void)
+{
+    if (access("/dev/shm", W_OK) == 0)
+        setenv("TMPDIR", "/dev/shm", 1);
+}
+
 void tc_options(dlock_options *opts, tc_addrs *hold, const redis_proc *rs, size_t n)
 {
     dlock_options_init(opts);
@@ -34,7 +61,8 @@ void tc_options(dlock_options *opts, tc_addrs *hold, const redis_proc *rs, size_
     opts->n_addrs = n;
 }
 
-dlock_client *tc_client(const redis_proc *rs, size_t n, int command_timeout_ms)
+static dlock_client *new_client(const redis_proc *rs, size_t n, int command_timeout_ms,
+                                int retry_unavailable)
 {
     dlock_options o;
     tc_addrs a;
@@ -43,11 +71,22 @@ dlock_client *tc_client(const redis_proc *rs, size_t n, int command_timeout_ms)
     tc_options(&o, &a, rs, n);
     if (command_timeout_ms > 0)
         o.command_timeout_ms = command_timeout_ms;
+    o.retry_unavailable = retry_unavailable;
     if (dlock_client_new(&o, &c, err, sizeof err) != DLOCK_OK) {
         fprintf(stderr, "tc_client: %s\n", err);
         return NULL;
     }
     return c;
+}
+
+dlock_client *tc_client(const redis_proc *rs, size_t n, int command_timeout_ms)
+{
+    return new_client(rs, n, command_timeout_ms, 0);
+}
+
+dlock_client *tc_patient_client(const redis_proc *rs, size_t n, int command_timeout_ms)
+{
+    return new_client(rs, n, command_timeout_ms, 1);
 }
 
 void tc_cmd(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv)
@@ -78,6 +117,13 @@ void tc_get(const redis_proc *r, const char *key, char *out, size_t outlen)
 {
     const char *argv[] = {"GET", key};
     tc_cmd(r, out, outlen, 2, argv);
+}
+
+long long tc_get_ll(const redis_proc *r, const char *key)
+{
+    char out[64];
+    tc_get(r, key, out, sizeof out);
+    return atoll(out);
 }
 
 int tc_count_holding(const redis_proc *rs, size_t n, const char *key)

@@ -11,10 +11,49 @@
 #include "dlock.h"
 #include "procs.h"
 
-/* .init / .fini of the suites on plain nodes: zero rs[0..n) and start them
- * (0, or -1 when one did not start); resume any paused node, then stop all. */
-int tc_nodes_up(redis_proc *rs, size_t n);
+/* .init / .fini of the suites on nodes: zero rs[0..n), set persistent
+ * (appendonly + fsync always) and start them (0, or -1 when one did not
+ * start); resume any paused node, then stop all. */
+int tc_nodes_up(redis_proc *rs, size_t n, int persistent);
 void tc_nodes_down(redis_proc *rs, size_t n);
+/* One plain node and a client on it for each of cs[0..n) (*cs[i] =
+ * tc_client(node, 1, 0)): 0, or -1 when the node or a client did not
+ * start. _down frees the clients (setting them NULL) and stops the node. */
+int tc_node_clients_up(redis_proc *node, dlock_client **const *cs, size_t n);
+void tc_node_clients_down(redis_proc *node, dlock_client **const *cs, size_t n);
+
+/* For Criterion suites: defines their .init and .fini, tc_suite_init and
+ * tc_suite_fini, for TestSuite(name, .init = tc_suite_init, .fini =
+ * tc_suite_fini). TC_NODES_FIXTURE: n plain nodes rs[0..n) (tc_nodes_up /
+ * tc_nodes_down). TC_NODE_CLIENTS_FIXTURE: one plain node and a client
+ * for each dlock_client ** that follows (tc_node_clients_up / _down). */
+#define TC_NODES_FIXTURE(rs, n)                                                                    \
+    static void tc_suite_init(void)                                                                \
+    {                                                                                              \
+        cr_assert_eq(tc_nodes_up(rs, n, 0), 0, "redis nodes did not start");                       \
+    }                                                                                              \
+    static void tc_suite_fini(void)                                                                \
+    {                                                                                              \
+        tc_nodes_down(rs, n);                                                                      \
+    }
+#define TC_NODE_CLIENTS_FIXTURE(node, ...)                                                         \
+    static void tc_suite_init(void)                                                                \
+    {                                                                                              \
+        dlock_client **const cs[] = {__VA_ARGS__};                                                 \
+        cr_assert_eq(tc_node_clients_up(&(node), cs, sizeof cs / sizeof cs[0]), 0,                 \
+                     "redis node or client did not start");                                        \
+    }                                                                                              \
+    static void tc_suite_fini(void)                                                                \
+    {                                                                                              \
+        dlock_client **const cs[] = {__VA_ARGS__};                                                 \
+        tc_node_clients_down(&(node), cs, sizeof cs / sizeof cs[0]);                               \
+    }
+
+/* Suites whose nodes write an AOF with fsync always: point TMPDIR (where
+ * tests/support makes the nodes' dirs) at tmpfs when there is one. The data
+ * still survives kill -9 of the server (what the tests need), and 10 000
+ * fsyncs stay fast. */
+void tc_tmpdir_on_tmpfs(void);
 
 /* Fills opts for nodes rs[0..n) with the library defaults otherwise; the
  * address strings live in *hold, which must outlive dlock_client_new. */
@@ -26,6 +65,10 @@ void tc_options(dlock_options *opts, tc_addrs *hold, const redis_proc *rs, size_
 /* New client on rs[0..n) with the given command timeout (0 = default);
  * NULL on failure (usable in forked children: no Criterion asserts). */
 dlock_client *tc_client(const redis_proc *rs, size_t n, int command_timeout_ms);
+/* Same with retry_unavailable on: for code about exclusion, not
+ * availability, where a slow round on a loaded machine is retried until
+ * the deadline instead of failing. */
+dlock_client *tc_patient_client(const redis_proc *rs, size_t n, int command_timeout_ms);
 
 /* Reply of one command as text (see redis_cmd); "" after a transport error. */
 void tc_cmd(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv);
@@ -35,6 +78,8 @@ int tc_exists(const redis_proc *r, const char *key);
 long long tc_pttl(const redis_proc *r, const char *key);
 /* GET key into out ("(nil)" when missing). */
 void tc_get(const redis_proc *r, const char *key, char *out, size_t outlen);
+/* GET key as a number (0 when missing or not answered). */
+long long tc_get_ll(const redis_proc *r, const char *key);
 /* How many of rs[0..n) hold key (nodes that do not answer count as 0). */
 int tc_count_holding(const redis_proc *rs, size_t n, const char *key);
 

@@ -17,9 +17,8 @@ static redis_proc counter; /* outside the lock nodes: the protected "storage" */
 
 static void setup(void)
 {
-    memset(&counter, 0, sizeof counter);
-    cr_assert_eq(tc_nodes_up(nodes, NODES), 0);
-    cr_assert_eq(redis_start(&counter), 0);
+    cr_assert_eq(tc_nodes_up(nodes, NODES, 0), 0);
+    cr_assert_eq(tc_nodes_up(&counter, 1, 0), 0);
 }
 
 static void teardown(void)
@@ -44,16 +43,8 @@ typedef struct worker {
  * one increment is lost, so the final count comes out short. */
 static int worker_loop(worker *w)
 {
-    dlock_options o;
-    tc_addrs a;
-    dlock_client *c = NULL;
-    tc_options(&o, &a, nodes, w->n_nodes);
-    /* This suite is about exclusion, not availability: a slow round on a
-     * loaded machine is retried until the deadline instead of failing. */
-    o.command_timeout_ms = 1000;
-    o.retry_unavailable = 1;
-    if (dlock_client_new(&o, &c, NULL, 0) != DLOCK_OK)
-        c = NULL;
+    /* This suite is about exclusion, not availability. */
+    dlock_client *c = tc_patient_client(nodes, w->n_nodes, 1000);
     redisContext *rc = redisConnect("127.0.0.1", counter.port);
     struct timeval tv = {2, 0};
     if (!c || !rc || rc->err) {
@@ -103,13 +94,6 @@ static void *worker_thread(void *p)
     return NULL;
 }
 
-static long long counter_value(void)
-{
-    char out[64];
-    tc_get(&counter, "counter", out, sizeof out);
-    return atoll(out);
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -141,7 +125,7 @@ static void run_threads(size_t n_nodes, int threads, int iters)
         pthread_join(th[t], NULL);
     for (int t = 0; t < threads; t++)
         cr_assert_eq(w[t].failures, 0, "thread %d: %s", t, w[t].why);
-    cr_assert_eq(counter_value(), (long long)threads * iters);
+    cr_assert_eq(tc_get_ll(&counter, "counter"), (long long)threads * iters);
     assert_fences_distinct(all, (size_t)(threads * iters));
     for (size_t i = 0; i < n_nodes; i++)
         cr_assert_eq(tc_wait_exists(&nodes[i], "mutex", 0, TC_SETTLE_MS), 0, "lock key left on node %zu", i);
@@ -183,7 +167,7 @@ static void run_processes(size_t n_nodes, int procs, int iters)
     close(pfd[0]);
     for (int p = 0; p < procs; p++)
         cr_assert_eq(tc_wait_child(pid[p], 10000), 0, "child %d failed", p);
-    cr_assert_eq(counter_value(), (long long)procs * iters);
+    cr_assert_eq(tc_get_ll(&counter, "counter"), (long long)procs * iters);
     assert_fences_distinct(all, (size_t)(procs * iters));
     for (size_t i = 0; i < n_nodes; i++)
         cr_assert_eq(tc_wait_exists(&nodes[i], "mutex", 0, TC_SETTLE_MS), 0, "lock key left on node %zu", i);

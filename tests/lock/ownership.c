@@ -10,25 +10,8 @@
 static redis_proc node;
 static dlock_client *ca, *cb;
 
-static void setup(void)
-{
-    memset(&node, 0, sizeof node);
-    cr_assert_eq(redis_start(&node), 0);
-    ca = tc_client(&node, 1, 0);
-    cb = tc_client(&node, 1, 0);
-    cr_assert_not_null(ca);
-    cr_assert_not_null(cb);
-}
-
-static void teardown(void)
-{
-    dlock_client_free(ca);
-    dlock_client_free(cb);
-    ca = cb = NULL;
-    redis_stop(&node);
-}
-
-TestSuite(lock_ownership, .init = setup, .fini = teardown);
+TC_NODE_CLIENTS_FIXTURE(node, &ca, &cb)
+TestSuite(lock_ownership, .init = tc_suite_init, .fini = tc_suite_fini);
 
 Test(lock_ownership, expired_holder_cannot_release_or_extend, .timeout = 10)
 {

@@ -9,17 +9,8 @@
 #define NODES 5
 static redis_proc nodes[NODES];
 
-static void setup(void)
-{
-    cr_assert_eq(tc_nodes_up(nodes, NODES), 0);
-}
-
-static void teardown(void)
-{
-    tc_nodes_down(nodes, NODES);
-}
-
-TestSuite(lock_quorum, .init = setup, .fini = teardown);
+TC_NODES_FIXTURE(nodes, NODES)
+TestSuite(lock_quorum, .init = tc_suite_init, .fini = tc_suite_fini);
 
 /* Timeouts large enough that "one timeout" (parallel) and "two timeouts"
  * (sequential) stay apart even with a generous margin for a loaded machine. */

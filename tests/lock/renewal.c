@@ -19,7 +19,7 @@ static tc_lost lost;
 
 static void setup(void)
 {
-    cr_assert_eq(tc_nodes_up(nodes, NODES), 0);
+    cr_assert_eq(tc_nodes_up(nodes, NODES, 0), 0);
     tc_lost_init(&lost);
 }
 

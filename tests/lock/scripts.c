@@ -6,17 +6,8 @@
 
 static redis_proc nodes[3];
 
-static void setup(void)
-{
-    cr_assert_eq(tc_nodes_up(nodes, 3), 0);
-}
-
-static void teardown(void)
-{
-    redis_stop_n(nodes, 3);
-}
-
-TestSuite(lock_scripts, .init = setup, .fini = teardown);
+TC_NODES_FIXTURE(nodes, 3)
+TestSuite(lock_scripts, .init = tc_suite_init, .fini = tc_suite_fini);
 
 static void flush_scripts(size_t n)
 {

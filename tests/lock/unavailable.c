@@ -8,20 +8,8 @@
 
 static redis_proc node;
 
-static void setup(void)
-{
-    memset(&node, 0, sizeof node);
-    cr_assert_eq(redis_start(&node), 0);
-}
-
-static void teardown(void)
-{
-    if (node.paused)
-        redis_resume(&node);
-    redis_stop(&node);
-}
-
-TestSuite(lock_unavailable, .init = setup, .fini = teardown);
+TC_NODES_FIXTURE(&node, 1)
+TestSuite(lock_unavailable, .init = tc_suite_init, .fini = tc_suite_fini);
 
 #define CMD_TIMEOUT 200
 #define MARGIN_MS 400

@@ -7,17 +7,8 @@
 #define NODES 3
 static redis_proc nodes[NODES];
 
-static void setup(void)
-{
-    cr_assert_eq(tc_nodes_up(nodes, NODES), 0);
-}
-
-static void teardown(void)
-{
-    tc_nodes_down(nodes, NODES);
-}
-
-TestSuite(lock_validity, .init = setup, .fini = teardown);
+TC_NODES_FIXTURE(nodes, NODES)
+TestSuite(lock_validity, .init = tc_suite_init, .fini = tc_suite_fini);
 
 typedef struct resumer {
     redis_proc *node;
