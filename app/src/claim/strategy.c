@@ -7,20 +7,13 @@
 
 /* Every strategy, once, by the name of its `const strategy strategy_<x>` in
  * claim/strategy_<x>.c; --strategy, its help and its error message all read
- * this list. Adding a strategy is its file plus one line here. */
+ * this list, then the seeds' recipes (one strategy each, strategy_recipe.c,
+ * from the recipes library's own registry). Adding a strategy is its file
+ * plus one line here; adding a recipe, its file plus one line in recipes/. */
 #define STRATEGIES(X)      \
     X(redlock)             \
     X(none)                \
-    X(atomic)              \
-    /* the seeds' recipes, wrong on purpose (claim/recipes/) */ \
-    X(get_set)             \
-    X(setnx)               \
-    X(multi_setnx_pexpire) \
-    X(lua_setnx_pexpire)   \
-    X(setnx_expire)        \
-    X(del_no_token)        \
-    X(setnx_getset)        \
-    X(failover)
+    X(atomic)
 
 #define STRATEGY_DECLARE(x) extern const strategy strategy_##x;
 STRATEGIES(STRATEGY_DECLARE)
@@ -35,14 +28,15 @@ static const strategy *const REGISTRY[] = {
 
 const strategy *strategy_at(size_t i)
 {
-    return i < N_STRATEGIES ? REGISTRY[i] : NULL;
+    return i < N_STRATEGIES ? REGISTRY[i] : strategy_recipe_at(i - N_STRATEGIES);
 }
 
 const strategy *strategy_by_name(const char *name)
 {
-    for (size_t i = 0; i < N_STRATEGIES; i++)
-        if (strcmp(REGISTRY[i]->name, name) == 0)
-            return REGISTRY[i];
+    const strategy *s;
+    for (size_t i = 0; (s = strategy_at(i)) != NULL; i++)
+        if (strcmp(s->name, name) == 0)
+            return s;
     return NULL;
 }
 
@@ -53,8 +47,9 @@ const char *strategy_names(char *buf, size_t len)
     if (len == 0)
         return "";
     buf[0] = '\0';
-    for (size_t i = 0; i < N_STRATEGIES && off < len; i++) {
-        int n = snprintf(buf + off, len - off, "%s%s", i ? ", " : "", REGISTRY[i]->name);
+    const strategy *s;
+    for (size_t i = 0; (s = strategy_at(i)) != NULL && off < len; i++) {
+        int n = snprintf(buf + off, len - off, "%s%s", i ? ", " : "", s->name);
         if (n < 0)
             break;
         off += (size_t)n;
@@ -75,8 +70,9 @@ claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out)
     return claim_from_db(req->status);
 }
 
-lock_health strategy_no_lock_health(worker *w, size_t *nodes_up, size_t *nodes)
+lock_health strategy_no_lock_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes)
 {
+    (void)self;
     (void)w;
     *nodes_up = 0;
     *nodes = 0;

@@ -27,15 +27,18 @@ typedef enum lock_health {
     LOCK_HEALTH_UNUSED = 2
 } lock_health;
 
+struct recipe;
+
 typedef struct strategy {
     const char *name;
     const char *summary;  /* one line for --help */
     int uses_lock;        /* nonzero: worker slots get a dlock_client */
     int default_threads;  /* --threads when not given: what this strategy runs best with */
-    claim_result (*claim)(worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
-                          claim_out *out);
+    claim_result (*claim)(const struct strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
+                          const char *user_id, claim_out *out);
     /* nodes_up / nodes for the health report (0 / 0 when unused). */
-    lock_health (*health)(worker *w, size_t *nodes_up, size_t *nodes);
+    lock_health (*health)(const struct strategy *self, worker *w, size_t *nodes_up, size_t *nodes);
+    const struct recipe *recipe; /* the seed recipe it runs (strategy_recipe.c), else NULL */
 } strategy;
 
 /* The registry: strategy.c lists every strategy once; adding one is its
@@ -45,10 +48,12 @@ const strategy *strategy_by_name(const char *name);
 const strategy *strategy_at(size_t i);
 /* "redlock, none, atomic-sql" into buf, for messages; returns buf. */
 const char *strategy_names(char *buf, size_t len);
+/* The seeds' recipes as strategies (strategy_recipe.c): the i-th, NULL past the end. */
+const strategy *strategy_recipe_at(size_t i);
 /* One claim's outcome after the critical section: out->rec on success,
  * out->detail (from w's store) on failure; returns its claim result. */
 claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out);
 /* Health for strategies that use no lock. */
-lock_health strategy_no_lock_health(worker *w, size_t *nodes_up, size_t *nodes);
+lock_health strategy_no_lock_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes);
 
 #endif /* APP_STRATEGY_H */

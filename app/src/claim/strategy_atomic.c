@@ -4,9 +4,10 @@
 
 #include <stdio.h>
 
-static claim_result atomic_claim(worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
+static claim_result atomic_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
                                  claim_out *out)
 {
+    (void)self;
     (void)cfg;
     out->fence = 0;
     db_status st = db_claim_atomic(w->db, coupon_id, user_id, &out->rec);

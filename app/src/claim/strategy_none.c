@@ -7,9 +7,10 @@
 
 #include "claim/section.h"
 
-static claim_result none_claim(worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
+static claim_result none_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
                                claim_out *out)
 {
+    (void)self;
     db_claim_req req;
 
     memset(&req, 0, sizeof req);

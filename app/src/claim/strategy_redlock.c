@@ -55,9 +55,10 @@ static claim_result run_locked(worker *w, const app_config *cfg, dlock_lock *loc
     return claim_from_req(w, &reqs[0], out);
 }
 
-static claim_result redlock_claim(worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
+static claim_result redlock_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
                                   claim_out *out)
 {
+    (void)self;
     claim_result result = CLAIM_ERROR;
     dlock_lock *lock = NULL;
     dlock_stats before, after;
@@ -130,8 +131,9 @@ out:
     return result;
 }
 
-static lock_health redlock_health(worker *w, size_t *nodes_up, size_t *nodes)
+static lock_health redlock_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes)
 {
+    (void)self;
     *nodes = dlock_client_nodes(w->lock);
     *nodes_up = 0;
     return dlock_ping(w->lock, nodes_up) == DLOCK_OK ? LOCK_HEALTH_OK : LOCK_HEALTH_DOWN;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/hiredis.h>
+#include "seed_recipes.h"
 
 struct worker_pool {
     pthread_mutex_t mu;
@@ -116,8 +116,7 @@ void pool_free(worker_pool *p)
         return;
     for (size_t i = 0; p->slots != NULL && i < p->n; i++) {
         dlock_client_free(p->slots[i].lock);
-        if (p->slots[i].redis != NULL)
-            redisFree(p->slots[i].redis);
+        recipe_conn_free(p->slots[i].recipe);
         db_close(p->slots[i].db);
     }
     if (p->sync_ready) {

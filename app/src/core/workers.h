@@ -10,14 +10,14 @@
 
 #include "core/config.h"
 
-struct redisContext;
+struct recipe_conn;
 
 typedef struct worker {
     db_store *db;       /* one SQLite connection: a db_store is single-threaded */
     dlock_client *lock; /* NULL for strategies without a lock */
-    /* The seeds' recipes (claim/recipes/) talk to Redis themselves: this
-     * slot's connection, opened on first use and closed by pool_free. */
-    struct redisContext *redis;
+    /* The seeds' recipes (recipes/) keep their own Redis connection: this
+     * slot's, opened on first use by strategy_recipe.c, freed by pool_free. */
+    struct recipe_conn *recipe;
     const app_config *cfg; /* the server's, for code that gets only the slot */
     size_t index;
 } worker;

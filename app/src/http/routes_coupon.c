@@ -100,7 +100,7 @@ int route_claim(request *rq)
         return reply_outcome(rq, CLAIM_SOLD_OUT, NULL);
     }
 
-    claim_result r = rq->app->strat->claim(rq->w, cfg, coupon_id, uid, &out);
+    claim_result r = rq->app->strat->claim(rq->app->strat, rq->w, cfg, coupon_id, uid, &out);
     metrics_claim(r);
     if (r == CLAIM_OK)
         return reply_claim_ok(rq, coupon_id, uid, &out);

@@ -10,7 +10,7 @@ int route_health(request *rq)
 {
     size_t up = 0, nodes = 0;
     int db_ok = db_ping(rq->w->db) == DB_OK;
-    lock_health lh = rq->app->strat->health(rq->w, &up, &nodes);
+    lock_health lh = rq->app->strat->health(rq->app->strat, rq->w, &up, &nodes);
     const char *lock_s = lh == LOCK_HEALTH_OK ? "ok" : lh == LOCK_HEALTH_DOWN ? "down" : "unused";
     int healthy = db_ok && lh != LOCK_HEALTH_DOWN;
 
