@@ -15,6 +15,7 @@
 
 #include "dlock.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -169,6 +170,14 @@ void dlock__sha1_hex(const void *data, size_t len, char out[41]);
 /* ---- conn.c ---- */
 void dlock__node_close(dlock__node *node);
 void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res);
+int dlock__poll(struct pollfd *pfd, size_t k, int timeout_ms, char *ebuf, size_t ebuflen);
+
+/* The reply stream of a node's connection: rounds go through these and
+ * never touch auth_pending, auth_failed or stale themselves. */
+void dlock__conn_prepare(dlock_client *c, uint32_t mask, dlock__result *res);
+int dlock__conn_next_reply(dlock__node *node, redisReply **out);
+const char *dlock__conn_auth_refusal(const dlock__node *node, const redisReply *reply);
+int dlock__conn_owe(dlock__node *node);
 
 typedef struct dlock__sigpipe_guard {
     sigset_t old;   /* the caller thread's mask before the guard */

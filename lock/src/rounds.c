@@ -1,17 +1,13 @@
 /* rounds.c - the parallel request engine: one command to N nodes at once,
  * one poll() loop, one deadline; plus result helpers and the mapping of
- * failed nodes to an "unavailable" error code. */
+ * failed nodes to an "unavailable" error code. What each connection's reply
+ * stream still owes (AUTH answer, replies to rounds that ended early) is
+ * kept by conn.c. */
 #include "dlock_internal.h"
 
-#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-
-/* A node may owe at most this many replies to rounds that ended early; past
- * that it is not keeping up (paused, overloaded) and its connection is
- * dropped rather than letting a backlog of stale commands grow. */
-#define DLOCK__MAX_STALE 4
 
 size_t dlock__popcount(uint32_t mask)
 {
@@ -58,88 +54,75 @@ static void fail(dlock__node *node, dlock__result *r, dlock__status st, const ch
     dlock__node_close(node);
 }
 
-/* An idle connection has nothing to say in RESP2: if it is readable before
- * we send, the server closed it (restart, idle timeout, kill) or sent junk.
- * Dropping it now lets the connect phase replace it, instead of failing this
- * round on a socket known to be dead. */
-static void drop_dead_idle(dlock_client *c, uint32_t mask)
-{
-    struct pollfd pfd[DLOCK_MAX_NODES];
-    size_t idx[DLOCK_MAX_NODES];
-    size_t k = 0;
+/* One node's part in a round. */
+typedef struct round_slot {
+    dlock__node *node;
+    dlock__result *res; /* the caller's entry for this node */
+    int waiting;        /* the command went out (or is queued): its answer is due */
+    int written;        /* hiredis has handed the whole command to the kernel */
+} round_slot;
 
+/* A round in progress: a slot per node of the client, and the clock. */
+typedef struct round_run {
+    dlock_client *c;
+    dlock__result *res; /* the caller's array, as stop() sees it */
+    round_slot slot[DLOCK_MAX_NODES];
+    int64_t start;      /* when the commands went out */
+    int64_t deadline;   /* start + command_timeout_ms, or sooner once decided */
+    int stopped;        /* stop() said the outcome is decided */
+} round_run;
+
+/* What every round and send-only does before sending: clears the results of
+ * the nodes in mask, drops dead connections and (re)connects, and blocks
+ * SIGPIPE for the writes. Returns mask limited to the client's nodes. */
+static uint32_t round_open(dlock_client *c, uint32_t mask, dlock__result *res,
+                           dlock__sigpipe_guard *guard)
+{
+    mask &= dlock__all_nodes(c);
     for (size_t i = 0; i < c->n; i++) {
-        dlock__node *node = &c->nodes[i];
-        if ((mask & (1u << i)) && node->state == DLOCK__UP && node->stale == 0 &&
-            !node->auth_pending) {
-            pfd[k].fd = node->ctx->fd;
-            pfd[k].events = POLLIN;
-            pfd[k].revents = 0;
-            idx[k++] = i;
-        }
+        if (mask & (1u << i))
+            dlock__results_clear(&res[i], 1);
     }
-    if (k == 0 || poll(pfd, (nfds_t)k, 0) <= 0)
-        return;
-    for (size_t j = 0; j < k; j++) {
-        if (pfd[j].revents != 0)
-            dlock__node_close(&c->nodes[idx[j]]);
-    }
-}
-
-static int is_auth_refusal(const redisReply *r)
-{
-    return r->type == REDIS_REPLY_ERROR && r->str != NULL &&
-           (strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0);
+    c->stats.round_trips++;
+    dlock__conn_prepare(c, mask, res);
+    dlock__sigpipe_block(guard);
+    return mask;
 }
 
 /* Reads what the node sent and dispatches every complete reply in stream
- * order: our AUTH answer first, then replies owed to earlier rounds, then
- * this round's answer. */
-static void read_node(dlock__node *node, dlock__result *r, int *waiting)
+ * order: our AUTH answer first, then replies owed to earlier rounds (those
+ * two are conn.c's business: dlock__conn_next_reply), then this round's
+ * answer. */
+static void read_node(round_slot *s)
 {
+    dlock__node *node = s->node;
+    dlock__result *r = s->res;
+
     if (redisBufferRead(node->ctx) != REDIS_OK) {
         fail(node, r, DLOCK__R_IOERR, "connection lost: ", node->ctx->errstr);
-        *waiting = 0;
+        s->waiting = 0;
         return;
     }
     for (;;) {
-        void *p = NULL;
         redisReply *reply;
+        const char *refused;
 
-        if (redisGetReplyFromReader(node->ctx, &p) != REDIS_OK) {
+        if (dlock__conn_next_reply(node, &reply) != 0) {
             fail(node, r, DLOCK__R_IOERR, "protocol error: ", node->ctx->errstr);
-            *waiting = 0;
+            s->waiting = 0;
             return;
         }
-        if (p == NULL)
+        if (reply == NULL)
             return;
-        reply = p;
-        if (node->auth_pending) {
-            node->auth_pending = 0;
-            if (reply->type == REDIS_REPLY_ERROR) {
-                node->auth_failed = 1;
-                dlock__detailf(node->auth_detail, "AUTH refused: %s",
-                               reply->str != NULL ? reply->str : "(no text)");
-            }
-            freeReplyObject(reply);
-            continue;
-        }
-        if (node->stale > 0) {
-            node->stale--;
-            freeReplyObject(reply);
-            continue;
-        }
-        if (!*waiting) {
+        if (!s->waiting) {
             freeReplyObject(reply);
             fail(node, r, DLOCK__R_IOERR, "unsolicited reply (stream out of step)", "");
             return;
         }
-        *waiting = 0;
-        /* A refused AUTH makes the server answer NOAUTH; a server without a
-         * password answers our AUTH with an error but runs the command, and
-         * then the command's own reply stands. */
-        if (is_auth_refusal(reply) || (node->auth_failed && reply->type == REDIS_REPLY_ERROR)) {
-            dlock__detailf(r->detail, "%s", node->auth_failed ? node->auth_detail : reply->str);
+        s->waiting = 0;
+        refused = dlock__conn_auth_refusal(node, reply);
+        if (refused != NULL) {
+            dlock__detailf(r->detail, "%s", refused);
             freeReplyObject(reply);
             r->status = DLOCK__R_AUTH;
             /* Closed so the next call authenticates afresh (the password
@@ -149,6 +132,130 @@ static void read_node(dlock__node *node, dlock__result *r, int *waiting)
         }
         r->status = DLOCK__R_REPLY;
         r->reply = reply;
+    }
+}
+
+/* Step 1: queues the command on every connected node of mask and writes
+ * what the kernel takes at once; the rest goes out when poll() says there
+ * is room. */
+static void send_all(round_run *rr, uint32_t mask, int argc, const char **argv,
+                     const size_t *argvlen)
+{
+    for (size_t i = 0; i < rr->c->n; i++) {
+        round_slot *s = &rr->slot[i];
+
+        if (!(mask & (1u << i)) || s->node->state != DLOCK__UP)
+            continue;
+        if (redisAppendCommandArgv(s->node->ctx, argc, argv, argvlen) != REDIS_OK) {
+            fail(s->node, s->res, DLOCK__R_IOERR, "out of memory queueing the command", "");
+            continue;
+        }
+        s->waiting = 1;
+        if (redisBufferWrite(s->node->ctx, &s->written) != REDIS_OK) {
+            fail(s->node, s->res, DLOCK__R_IOERR, "write: ", s->node->ctx->errstr);
+            s->waiting = 0;
+        }
+    }
+}
+
+/* Acts on what poll() reported for a slot: finishes the write, then reads. */
+static void serve(round_slot *s, short revents)
+{
+    if (revents == 0 || !s->waiting)
+        return;
+    if ((revents & POLLOUT) && !s->written &&
+        redisBufferWrite(s->node->ctx, &s->written) != REDIS_OK) {
+        fail(s->node, s->res, DLOCK__R_IOERR, "write: ", s->node->ctx->errstr);
+        s->waiting = 0;
+        return;
+    }
+    if (revents & (POLLIN | POLLERR | POLLHUP))
+        read_node(s);
+}
+
+/* Asks stop() whether the outcome is decided and, the first time it is,
+ * brings the deadline forward to the end of the grace. */
+static void check_stop(round_run *rr, dlock__stop_fn stop, void *stop_arg)
+{
+    int64_t t, grace;
+
+    if (rr->stopped || stop == NULL || !stop(rr->res, rr->c->n, stop_arg))
+        return;
+    t = dlock_now_ms();
+    grace = t - rr->start;
+    /* Decided - but give the other nodes as long again as the deciding
+     * replies took (at least 2 ms). A healthy node that is merely a little
+     * slower answers within that and stays in step; without the grace it
+     * would fall one reply behind each round and never catch up. A paused
+     * node costs only the grace. */
+    rr->stopped = 1;
+    if (grace < 2)
+        grace = 2;
+    if (t + grace < rr->deadline)
+        rr->deadline = t + grace;
+}
+
+/* Step 2: one poll() over every node whose answer is still due, until all
+ * answered or the deadline passed. */
+static void collect(round_run *rr, dlock__stop_fn stop, void *stop_arg)
+{
+    for (;;) {
+        struct pollfd pfd[DLOCK_MAX_NODES];
+        round_slot *polled[DLOCK_MAX_NODES]; /* polled[j] is the slot pfd[j] watches */
+        size_t k = 0;
+        int64_t now;
+        char ebuf[64];
+        int rc;
+
+        for (size_t i = 0; i < rr->c->n; i++) {
+            round_slot *s = &rr->slot[i];
+
+            if (!s->waiting)
+                continue;
+            pfd[k].fd = s->node->ctx->fd;
+            pfd[k].events = (short)(POLLIN | (s->written ? 0 : POLLOUT));
+            pfd[k].revents = 0;
+            polled[k++] = s;
+        }
+        if (k == 0)
+            return;
+        now = dlock_now_ms();
+        if (now >= rr->deadline)
+            return;
+        rc = dlock__poll(pfd, k, (int)(rr->deadline - now), ebuf, sizeof(ebuf));
+        if (rc == 0)
+            continue;
+        if (rc < 0) {
+            for (size_t j = 0; j < k; j++) {
+                fail(polled[j]->node, polled[j]->res, DLOCK__R_IOERR, "poll: ", ebuf);
+                polled[j]->waiting = 0;
+            }
+            return;
+        }
+        for (size_t j = 0; j < k; j++)
+            serve(polled[j], pfd[j].revents);
+        check_stop(rr, stop, stop_arg);
+    }
+}
+
+/* Step 3: a node whose answer is still due either owes it (the round was
+ * decided; the next round discards it) or, if the round was not decided or
+ * the node is too far behind already, has timed out. */
+static void finish(round_run *rr)
+{
+    for (size_t i = 0; i < rr->c->n; i++) {
+        round_slot *s = &rr->slot[i];
+        char ms[24];
+
+        if (!s->waiting)
+            continue;
+        if (rr->stopped && dlock__conn_owe(s->node) == 0) {
+            s->res->status = DLOCK__R_PENDING;
+            dlock__detailf(s->res->detail, "no reply yet (round decided)");
+            continue;
+        }
+        snprintf(ms, sizeof(ms), "%d ms", rr->c->command_timeout_ms);
+        fail(s->node, s->res, DLOCK__R_TIMEOUT, "timeout after ", ms);
     }
 }
 
@@ -169,115 +276,24 @@ static void read_node(dlock__node *node, dlock__result *r, int *waiting)
 int dlock__round(dlock_client *c, uint32_t mask, int argc, const char **argv,
                  const size_t *argvlen, dlock__result *res, dlock__stop_fn stop, void *stop_arg)
 {
-    struct pollfd pfd[DLOCK_MAX_NODES];
-    size_t idx[DLOCK_MAX_NODES];
-    int waiting[DLOCK_MAX_NODES] = {0};
-    int wdone[DLOCK_MAX_NODES] = {0};
+    round_run rr;
     dlock__sigpipe_guard guard;
-    int64_t start, deadline;
-    int stopped = 0;
 
-    mask &= dlock__all_nodes(c);
+    mask = round_open(c, mask, res, &guard);
+    memset(&rr, 0, sizeof(rr));
+    rr.c = c;
+    rr.res = res;
     for (size_t i = 0; i < c->n; i++) {
-        if (mask & (1u << i))
-            dlock__results_clear(&res[i], 1);
+        rr.slot[i].node = &c->nodes[i];
+        rr.slot[i].res = &res[i];
     }
-    c->stats.round_trips++;
-    drop_dead_idle(c, mask);
-    dlock__connect_nodes(c, mask, res);
-    dlock__sigpipe_block(&guard);
-    for (size_t i = 0; i < c->n; i++) {
-        dlock__node *node = &c->nodes[i];
-        if (!(mask & (1u << i)) || node->state != DLOCK__UP)
-            continue;
-        if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK) {
-            fail(node, &res[i], DLOCK__R_IOERR, "out of memory queueing the command", "");
-            continue;
-        }
-        waiting[i] = 1;
-        if (redisBufferWrite(node->ctx, &wdone[i]) != REDIS_OK) {
-            fail(node, &res[i], DLOCK__R_IOERR, "write: ", node->ctx->errstr);
-            waiting[i] = 0;
-        }
-    }
-    start = dlock_now_ms();
-    deadline = start + c->command_timeout_ms;
-    for (;;) {
-        size_t k = 0;
-        int64_t now;
-        int rc;
-
-        for (size_t i = 0; i < c->n; i++) {
-            if (!waiting[i])
-                continue;
-            pfd[k].fd = c->nodes[i].ctx->fd;
-            pfd[k].events = (short)(POLLIN | (wdone[i] ? 0 : POLLOUT));
-            pfd[k].revents = 0;
-            idx[k++] = i;
-        }
-        if (k == 0)
-            break;
-        now = dlock_now_ms();
-        if (now >= deadline)
-            break;
-        rc = poll(pfd, (nfds_t)k, (int)(deadline - now));
-        if (rc < 0) {
-            char ebuf[64];
-            if (errno == EINTR)
-                continue;
-            dlock__strerror(errno, ebuf, sizeof(ebuf));
-            for (size_t j = 0; j < k; j++) {
-                fail(&c->nodes[idx[j]], &res[idx[j]], DLOCK__R_IOERR, "poll: ", ebuf);
-                waiting[idx[j]] = 0;
-            }
-            break;
-        }
-        for (size_t j = 0; j < k; j++) {
-            size_t i = idx[j];
-            dlock__node *node = &c->nodes[i];
-
-            if (pfd[j].revents == 0 || !waiting[i])
-                continue;
-            if ((pfd[j].revents & POLLOUT) && !wdone[i] &&
-                redisBufferWrite(node->ctx, &wdone[i]) != REDIS_OK) {
-                fail(node, &res[i], DLOCK__R_IOERR, "write: ", node->ctx->errstr);
-                waiting[i] = 0;
-                continue;
-            }
-            if (pfd[j].revents & (POLLIN | POLLERR | POLLHUP))
-                read_node(node, &res[i], &waiting[i]);
-        }
-        if (!stopped && stop != NULL && stop(res, c->n, stop_arg)) {
-            int64_t t = dlock_now_ms(), grace = t - start;
-            /* Decided - but give the other nodes as long again as the
-             * deciding replies took (at least 2 ms). A healthy node that is
-             * merely a little slower answers within that and stays in step;
-             * without the grace it would fall one reply behind each round
-             * and never catch up. A paused node costs only the grace. */
-            stopped = 1;
-            if (grace < 2)
-                grace = 2;
-            if (t + grace < deadline)
-                deadline = t + grace;
-        }
-    }
-    for (size_t i = 0; i < c->n; i++) {
-        dlock__node *node = &c->nodes[i];
-        char ms[24];
-
-        if (!waiting[i])
-            continue;
-        if (stopped && node->stale < DLOCK__MAX_STALE) {
-            node->stale++;
-            res[i].status = DLOCK__R_PENDING;
-            dlock__detailf(res[i].detail, "no reply yet (round decided)");
-            continue;
-        }
-        snprintf(ms, sizeof(ms), "%d ms", c->command_timeout_ms);
-        fail(node, &res[i], DLOCK__R_TIMEOUT, "timeout after ", ms);
-    }
+    send_all(&rr, mask, argc, argv, argvlen);
+    rr.start = dlock_now_ms();
+    rr.deadline = rr.start + c->command_timeout_ms;
+    collect(&rr, stop, stop_arg);
+    finish(&rr);
     dlock__sigpipe_restore(&guard);
-    return stopped;
+    return rr.stopped;
 }
 
 /* Sends one command to every node in mask without waiting for the answers
@@ -289,27 +305,22 @@ void dlock__send_only(dlock_client *c, uint32_t mask, int argc, const char **arg
     dlock__result res[DLOCK_MAX_NODES];
     dlock__sigpipe_guard guard;
 
-    mask &= dlock__all_nodes(c);
     memset(res, 0, sizeof(res));
-    c->stats.round_trips++;
-    drop_dead_idle(c, mask);
-    dlock__connect_nodes(c, mask, res);
-    dlock__sigpipe_block(&guard);
+    mask = round_open(c, mask, res, &guard);
     for (size_t i = 0; i < c->n; i++) {
         dlock__node *node = &c->nodes[i];
         int done = 0;
 
         if (!(mask & (1u << i)) || node->state != DLOCK__UP)
             continue;
-        if (node->stale >= DLOCK__MAX_STALE) {
-            dlock__node_close(node);
+        /* Counted as owed before it is queued: a node already too far
+         * behind is dropped (by conn.c) instead of sent more. */
+        if (dlock__conn_owe(node) != 0)
             continue;
-        }
         if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK) {
             dlock__node_close(node);
             continue;
         }
-        node->stale++;
         /* One non-blocking write; whatever the kernel does not take now goes
          * out first thing in the next round (same buffer, same order). */
         if (redisBufferWrite(node->ctx, &done) != REDIS_OK)
