@@ -4,8 +4,8 @@
 
 #include <stdio.h>
 
-static claim_result atomic_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
-                                 claim_out *out)
+static claim_result atomic_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
+                                 const char *user_id, claim_out *out)
 {
     (void)self;
     (void)cfg;

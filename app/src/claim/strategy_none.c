@@ -7,8 +7,8 @@
 
 #include "claim/section.h"
 
-static claim_result none_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
-                               claim_out *out)
+static claim_result none_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
+                               const char *user_id, claim_out *out)
 {
     (void)self;
     db_claim_req req;

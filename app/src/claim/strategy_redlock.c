@@ -55,8 +55,8 @@ static claim_result run_locked(worker *w, const app_config *cfg, dlock_lock *loc
     return claim_from_req(w, &reqs[0], out);
 }
 
-static claim_result redlock_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id,
-                                  claim_out *out)
+static claim_result redlock_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
+                                  const char *user_id, claim_out *out)
 {
     (void)self;
     claim_result result = CLAIM_ERROR;

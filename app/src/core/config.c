@@ -429,7 +429,10 @@ config_result config_load(app_config *cfg, int argc, char **argv, char *errbuf, 
     memset(cfg, 0, sizeof *cfg);
     if (apply_defaults(cfg, errbuf, errlen) != 0)
         return CONFIG_ERROR;
-    if ((r = load_env(cfg, errbuf, errlen)) != CONFIG_OK || (r = load_argv(cfg, argc, argv, errbuf, errlen)) != CONFIG_OK)
+    /* The command line wins over the environment, which wins over the table. */
+    if ((r = load_env(cfg, errbuf, errlen)) != CONFIG_OK)
+        return r;
+    if ((r = load_argv(cfg, argc, argv, errbuf, errlen)) != CONFIG_OK)
         return r;
     /* Unset --threads: the strategy's own default (its row in the registry). */
     if (cfg->threads == 0)
