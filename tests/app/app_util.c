@@ -1,9 +1,6 @@
 /* app_util.c - shared helpers of the coupon-server end-to-end suites. */
-#define _XOPEN_SOURCE 700
 #include "app_util.h"
 
-#include <errno.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,7 +24,7 @@ static void remove_left_dirs(void)
         return;
     for (size_t i = 0; i < APP_MAX_DIRS; i++)
         if (g_dirs[i][0])
-            app_rmtree(g_dirs[i]);
+            test_rmtree(g_dirs[i]);
 }
 
 char app_setup_error[512];
@@ -42,22 +39,9 @@ void app_setup_fail(const char *fmt, ...)
     va_end(ap);
 }
 
-int app_tmpdir_try(char *dir, size_t len)
+/* Remembers dir for remove_left_dirs (this process's table). */
+static void remember_dir(const char *dir)
 {
-    const char *base = getenv("TMPDIR");
-    if (!base || !*base)
-        base = "/tmp";
-    int n = snprintf(dir, len, "%s/coupon-apptest.XXXXXX", base);
-    if (n <= 0 || (size_t)n >= len) {
-        dir[0] = '\0';
-        app_setup_fail("temp dir name too long");
-        return -1;
-    }
-    if (!mkdtemp(dir)) {
-        app_setup_fail("mkdtemp %s: %s", dir, strerror(errno));
-        dir[0] = '\0';
-        return -1;
-    }
     if (g_dirs_owner != getpid()) {
         memset(g_dirs, 0, sizeof g_dirs);
         g_dirs_owner = getpid();
@@ -70,44 +54,35 @@ int app_tmpdir_try(char *dir, size_t len)
             break;
         }
     }
-    return 0;
 }
 
-void app_tmpdir(char *dir, size_t len)
-{
-    cr_assert_eq(app_tmpdir_try(dir, len), 0, "%s", app_setup_error);
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    /* Best effort: a file that cannot go must not stop the rest going. */
-    if (flag == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path);
-    return 0;
-}
-
-void app_rmtree(const char *dir)
+static void app_rmtree(const char *dir)
 {
     if (!dir || !*dir)
         return;
-    /* FTW_PHYS: a symlink a server or chromium left must not lead the
-     * clean-up outside the temp dir. */
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    test_rmtree(dir);
     for (size_t i = 0; i < APP_MAX_DIRS; i++)
         if (strcmp(g_dirs[i], dir) == 0)
             g_dirs[i][0] = '\0';
 }
 
-int app_dir_try(char *dir, size_t dirlen, char *db, size_t dblen, const char *db_name)
+int app_env_init(app_env *e, const char *db_name, unsigned flags)
 {
-    if (app_tmpdir_try(dir, dirlen) != 0)
+    memset(e, 0, sizeof *e);
+    if (flags & APP_ENV_CURL) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+            app_setup_fail("curl_global_init failed");
+            return -1;
+        }
+        e->curl = 1;
+    }
+    if (test_mkdtemp(e->dir, sizeof e->dir, "coupon-apptest.") != 0) {
+        app_setup_fail("no temp dir (see stderr)");
         return -1;
-    int n = snprintf(db, dblen, "%s/%s", dir, db_name);
-    if (n <= 0 || (size_t)n >= dblen) {
+    }
+    remember_dir(e->dir);
+    int n = snprintf(e->db, sizeof e->db, "%s/%s", e->dir, db_name);
+    if (n <= 0 || (size_t)n >= sizeof e->db) {
         app_setup_fail("db path too long");
         return -1;
     }
@@ -116,11 +91,10 @@ int app_dir_try(char *dir, size_t dirlen, char *db, size_t dblen, const char *db
 
 #define APP_MAX_ARGS 48
 
-static int server_vtry(server_proc *s, va_list ap)
+/* Appends the NULL-terminated options of ap to args[n..]; the new count, or
+ * -1 with app_setup_error set. args keeps room for the final NULL. */
+static int append_args(const char **args, int n, va_list ap)
 {
-    const char *args[APP_MAX_ARGS + 1];
-    size_t n = 0;
-    memset(s, 0, sizeof *s);
     for (const char *a = va_arg(ap, const char *); a; a = va_arg(ap, const char *)) {
         if (n == APP_MAX_ARGS) {
             app_setup_fail("too many server options");
@@ -129,6 +103,12 @@ static int server_vtry(server_proc *s, va_list ap)
         args[n++] = a;
     }
     args[n] = NULL;
+    return n;
+}
+
+static int start_server(server_proc *s, const char *const *args)
+{
+    memset(s, 0, sizeof *s);
     if (server_start(s, args) != 0) {
         app_setup_fail("coupon-server did not start (COUPON_SERVER_BIN=%s)",
                        getenv("COUPON_SERVER_BIN") ? getenv("COUPON_SERVER_BIN") : "(unset)");
@@ -137,42 +117,97 @@ static int server_vtry(server_proc *s, va_list ap)
     return 0;
 }
 
-int app_server_try(server_proc *s, ...)
+/* args = the options every server of e gets, then those of ap: the count,
+ * or -1. csv holds the node list the args point to. */
+static int env_args(const app_env *e, const char **args, char *csv, size_t csvlen, va_list ap)
+{
+    redis_addrs_csv(e->redis, e->nredis, csv, csvlen);
+    args[0] = "--db";
+    args[1] = e->db;
+    args[2] = "--redis";
+    args[3] = csv;
+    args[4] = "--admin-token";
+    args[5] = APP_TOKEN;
+    return append_args(args, 6, ap);
+}
+
+static int env_vtry(app_env *e, size_t nredis, int persistent, size_t nservers, va_list ap)
+{
+    const char *args[APP_MAX_ARGS + 1];
+    char csv[256];
+    if (nredis > APP_MAX_REDIS || nservers > APP_MAX_SERVERS) {
+        app_setup_fail("app_env: %zu nodes / %zu servers is more than it holds", nredis, nservers);
+        return -1;
+    }
+    e->nredis = nredis;
+    for (size_t i = 0; i < nredis; i++) {
+        memset(&e->redis[i], 0, sizeof e->redis[i]);
+        e->redis[i].persistent = persistent;
+    }
+    for (size_t i = 0; i < nredis; i++) {
+        if (redis_start(&e->redis[i]) != 0) {
+            app_setup_fail("redis-server %zu of %zu did not start", i + 1, nredis);
+            return -1;
+        }
+    }
+    if (env_args(e, args, csv, sizeof csv, ap) < 0)
+        return -1;
+    for (size_t i = 0; i < nservers; i++)
+        if (start_server(&e->srv[i], args) != 0)
+            return -1;
+    return 0;
+}
+
+int app_env_try(app_env *e, size_t nredis, int persistent, size_t nservers, ...)
 {
     va_list ap;
-    va_start(ap, s);
-    int rc = server_vtry(s, ap);
+    va_start(ap, nservers);
+    int rc = env_vtry(e, nredis, persistent, nservers, ap);
     va_end(ap);
     return rc;
 }
 
-void app_server_up(server_proc *s, ...)
+void app_env_up(app_env *e, size_t nredis, int persistent, size_t nservers, ...)
 {
     va_list ap;
-    va_start(ap, s);
-    int rc = server_vtry(s, ap);
+    va_start(ap, nservers);
+    int rc = env_vtry(e, nredis, persistent, nservers, ap);
     va_end(ap);
     cr_assert_eq(rc, 0, "%s", app_setup_error);
 }
 
-int app_redis_try(redis_proc *rs, size_t n, int persistent)
+void app_env_server_up(app_env *e, size_t i, ...)
 {
-    for (size_t i = 0; i < n; i++) {
-        memset(&rs[i], 0, sizeof rs[i]);
-        rs[i].persistent = persistent;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (redis_start(&rs[i]) != 0) {
-            app_setup_fail("redis-server %zu of %zu did not start", i + 1, n);
-            return -1;
-        }
-    }
-    return 0;
+    const char *args[APP_MAX_ARGS + 1];
+    char csv[256];
+    va_list ap;
+    cr_assert_lt(i, APP_MAX_SERVERS, "server %zu: app_env holds %d", i, APP_MAX_SERVERS);
+    va_start(ap, i);
+    int n = env_args(e, args, csv, sizeof csv, ap);
+    va_end(ap);
+    cr_assert(n >= 0 && start_server(&e->srv[i], args) == 0, "%s", app_setup_error);
 }
 
-void app_redis_up(redis_proc *rs, size_t n, int persistent)
+void app_env_down(app_env *e)
 {
-    cr_assert_eq(app_redis_try(rs, n, persistent), 0, "%s", app_setup_error);
+    for (size_t i = 0; i < APP_MAX_SERVERS; i++)
+        app_server_down(&e->srv[i]);
+    /* A paused node must be resumed to take SIGTERM; redis_stop handles it. */
+    redis_stop_n(e->redis, APP_MAX_REDIS);
+    app_rmtree(e->dir);
+    if (e->curl)
+        curl_global_cleanup();
+    e->curl = 0;
+}
+
+void app_server_up(server_proc *s, ...)
+{
+    const char *args[APP_MAX_ARGS + 1];
+    va_list ap;
+    va_start(ap, s);
+    int n = append_args(args, 0, ap);
+    va_end(ap);
+    cr_assert(n >= 0 && start_server(s, args) == 0, "%s", app_setup_error);
 }
 
 int app_server_down(server_proc *s)
@@ -181,26 +216,6 @@ int app_server_down(server_proc *s)
     if (s->pid > 0 && server_stop(s, SIGTERM, &code) != 0)
         code = -1;
     return code;
-}
-
-int app_single_try(redis_proc *r, server_proc *s, const char *db)
-{
-    if (app_redis_try(r, 1, 0) != 0)
-        return -1;
-    return app_server_try(s, "--db", db, "--redis", r->addr, "--admin-token", APP_TOKEN, NULL);
-}
-
-void app_single_up(redis_proc *r, server_proc *s, const char *db)
-{
-    cr_assert_eq(app_single_try(r, s, db), 0, "%s", app_setup_error);
-}
-
-void app_down(server_proc *s, redis_proc *rs, size_t n, const char *dir)
-{
-    app_server_down(s);
-    /* A paused node must be resumed to take SIGTERM; redis_stop handles it. */
-    redis_stop_n(rs, n);
-    app_rmtree(dir);
 }
 
 void app_url(char *out, size_t len, const server_proc *s, const char *path_fmt, ...)
@@ -295,6 +310,27 @@ void app_claim(const server_proc *s, const char *method, long long coupon_id, co
     cr_assert_neq(out->status, 0, "%s %s: no HTTP status", method, url);
 }
 
+void app_claim_expect(const server_proc *s, const char *method, long long coupon_id,
+                      const char *user, long status, long long code, unsigned flags)
+{
+    http_reply r;
+    app_claim(s, method, coupon_id, user, &r);
+    json_decref(app_expect(&r, status, code));
+    if ((flags & APP_RETRY_AFTER) && status == 503)
+        cr_assert(r.retry_after[0] != '\0', "503 without Retry-After");
+    http_reply_free(&r);
+}
+
+void app_request(const server_proc *s, const char *method, const char *path, const char *body,
+                 const char *const *headers, http_reply *out)
+{
+    char url[1024];
+    app_url(url, sizeof url, s, "%s", path);
+    memset(out, 0, sizeof *out);
+    cr_assert_eq(http_request(method, url, body, headers, out), 0, "%s %s: transport error",
+                 method, path);
+}
+
 static sqlite3 *db_open_rw(const char *db_path)
 {
     sqlite3 *db = NULL;
@@ -312,10 +348,13 @@ static sqlite3 *db_open_rw(const char *db_path)
     return db;
 }
 
-static void format_sql(char *sql, size_t len, const char *sql_fmt, va_list ap)
+/* Formats the SQL into sql[len] and opens the file (db_open_rw). */
+static sqlite3 *db_open_sql(const char *db_path, char *sql, size_t len, const char *sql_fmt,
+                            va_list ap)
 {
     int n = vsnprintf(sql, len, sql_fmt, ap);
     cr_assert(n >= 0 && (size_t)n < len, "sql too long");
+    return db_open_rw(db_path);
 }
 
 long long app_db_int(const char *db_path, const char *sql_fmt, ...)
@@ -323,10 +362,9 @@ long long app_db_int(const char *db_path, const char *sql_fmt, ...)
     char sql[8192];
     va_list ap;
     va_start(ap, sql_fmt);
-    format_sql(sql, sizeof sql, sql_fmt, ap);
+    sqlite3 *db = db_open_sql(db_path, sql, sizeof sql, sql_fmt, ap);
     va_end(ap);
 
-    sqlite3 *db = db_open_rw(db_path);
     sqlite3_stmt *st = NULL;
     char err[512] = "";
     long long v = 0;
@@ -352,10 +390,9 @@ void app_db_exec(const char *db_path, const char *sql_fmt, ...)
     char sql[8192];
     va_list ap;
     va_start(ap, sql_fmt);
-    format_sql(sql, sizeof sql, sql_fmt, ap);
+    sqlite3 *db = db_open_sql(db_path, sql, sizeof sql, sql_fmt, ap);
     va_end(ap);
 
-    sqlite3 *db = db_open_rw(db_path);
     char *emsg = NULL;
     char err[512] = "";
     int rc = sqlite3_exec(db, sql, NULL, NULL, &emsg);
@@ -381,6 +418,14 @@ void app_db_state(const char *db_path, long long coupon_id, app_coupon_state *ou
                                  "AND c.per_user_limit>0 GROUP BY r.user_id "
                                  "HAVING COUNT(*)>MAX(c.per_user_limit))",
                                  coupon_id);
+}
+
+void app_expect_db(const char *db_path, long long coupon_id, long long stock, long long records,
+                   app_coupon_state *out)
+{
+    app_db_state(db_path, coupon_id, out);
+    cr_assert_eq(out->stock, stock, "stock %lld, expected %lld", out->stock, stock);
+    cr_assert_eq(out->records, records, "records %lld, expected %lld", out->records, records);
 }
 
 void app_redis(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv)

@@ -1,6 +1,7 @@
-/* app_util.h - shared helpers of the coupon-server end-to-end suites: temp
- * dirs, starting servers with options, the JSON envelope checks, admin
- * coupon creation, claims, and direct reads/writes of the SQLite file. */
+/* app_util.h - shared helpers of the coupon-server end-to-end suites: the
+ * suite fixture (temp dir, Redis nodes, coupon-servers), the JSON envelope
+ * checks, admin coupon creation, claims, and direct reads/writes of the
+ * SQLite file. */
 #ifndef TESTS_APP_UTIL_H
 #define TESTS_APP_UTIL_H
 
@@ -25,33 +26,45 @@ extern char app_setup_error[512];
 void app_setup_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define APP_SETUP_OK() cr_assert(app_setup_error[0] == '\0', "setup failed: %s", app_setup_error)
 
-/* mkdtemp under $TMPDIR or /tmp: 0, or -1 with app_setup_error set. */
-int app_tmpdir_try(char *dir, size_t len);
-/* Same, asserting (for test bodies). */
-void app_tmpdir(char *dir, size_t len);
-/* Removes dir and everything below it (depth first, no symlink following). NULL / "" ok. */
-void app_rmtree(const char *dir);
-/* .init: app_tmpdir_try into dir, then db = "<dir>/<db_name>": 0, or -1
- * with app_setup_error set. */
-int app_dir_try(char *dir, size_t dirlen, char *db, size_t dblen, const char *db_name);
+/* The processes and files of a suite: up to APP_MAX_REDIS Redis nodes and
+ * APP_MAX_SERVERS coupon-servers, the temp dir and the SQLite file in it. */
+#define APP_MAX_REDIS 3
+#define APP_MAX_SERVERS 2
+typedef struct app_env {
+    redis_proc redis[APP_MAX_REDIS];
+    size_t nredis;                    /* nodes started by app_env_up / _try */
+    server_proc srv[APP_MAX_SERVERS];
+    char dir[256];
+    char db[320];                     /* "<dir>/<db_name>": the servers' --db */
+    int curl;                         /* app_env_init called curl_global_init */
+} app_env;
 
-/* Starts coupon-server with the NULL-terminated options (after the
- * --listen 127.0.0.1:0 the support adds): app_server_up asserts,
- * app_server_try returns 0 or -1 with app_setup_error set. */
+/* app_env_init flag: curl_global_init first, for the suites whose threads
+ * use curl handles of their own (it is not thread-safe: before any thread). */
+#define APP_ENV_CURL 1u
+
+/* .init: zeroes e, then the temp dir and e->db = "<dir>/<db_name>": 0, or
+ * -1 with app_setup_error set. */
+int app_env_init(app_env *e, const char *db_name, unsigned flags);
+/* Starts nredis nodes (persistent: appendonly + fsync always), then
+ * servers srv[0..nservers) each with the options app_env_server_up gives
+ * and the same NULL-terminated extra options. app_env_up asserts;
+ * app_env_try returns 0, or -1 with app_setup_error set (for .init). */
+void app_env_up(app_env *e, size_t nredis, int persistent, size_t nservers, ...);
+int app_env_try(app_env *e, size_t nredis, int persistent, size_t nservers, ...);
+/* Starts srv[i] with --db e->db --redis <every node of e> --admin-token
+ * APP_TOKEN and the NULL-terminated extra options; asserts. */
+void app_env_server_up(app_env *e, size_t i, ...);
+/* .fini: stops the servers and the nodes (resuming paused ones), removes
+ * the temp dir, and curl_global_cleanup when app_env_init did the init. */
+void app_env_down(app_env *e);
+
+/* Starts coupon-server with exactly the NULL-terminated options (after the
+ * --listen 127.0.0.1:0 the support adds), for servers app_env_server_up
+ * does not describe (no admin token, one node of several); asserts. */
 void app_server_up(server_proc *s, ...);
-int app_server_try(server_proc *s, ...);
-/* Starts n Redis nodes (persistent: appendonly + fsync always). */
-void app_redis_up(redis_proc *rs, size_t n, int persistent);
-int app_redis_try(redis_proc *rs, size_t n, int persistent);
 /* Stops a server if running with SIGTERM and returns its exit code (-1 if not running). */
 int app_server_down(server_proc *s);
-/* One Redis node (not persistent) and a server on db with APP_TOKEN and
- * default options: app_single_up asserts, app_single_try returns 0 or -1
- * with app_setup_error set. */
-void app_single_up(redis_proc *r, server_proc *s, const char *db);
-int app_single_try(redis_proc *r, server_proc *s, const char *db);
-/* .fini: app_server_down(s), stop the n Redis nodes, remove dir. */
-void app_down(server_proc *s, redis_proc *rs, size_t n, const char *dir);
 
 /* url = s->url + path (path starts with '/'). */
 void app_url(char *out, size_t len, const server_proc *s, const char *path_fmt, ...);
@@ -74,6 +87,15 @@ long long app_create_coupon(const server_proc *s, const char *name, long long st
  * user must be URL-safe. Asserts the transport worked (status != 0). */
 void app_claim(const server_proc *s, const char *method, long long coupon_id, const char *user,
                http_reply *out);
+/* app_claim whose reply must be status / code (app_expect); with
+ * APP_RETRY_AFTER a 503 must also carry a Retry-After header. */
+#define APP_RETRY_AFTER 1u
+void app_claim_expect(const server_proc *s, const char *method, long long coupon_id,
+                      const char *user, long status, long long code, unsigned flags);
+/* method url_path (from s->url) with the optional body and NULL-terminated
+ * headers; asserts the transport worked. */
+void app_request(const server_proc *s, const char *method, const char *path, const char *body,
+                 const char *const *headers, http_reply *out);
 
 /* One integer from a query on the SQLite file (opened read-write, busy
  * timeout 10 s); asserts the query returns exactly one row. */
@@ -90,6 +112,9 @@ typedef struct app_coupon_state {
 } app_coupon_state;
 /* Reads the coupon's row and its records straight from the file. */
 void app_db_state(const char *db_path, long long coupon_id, app_coupon_state *out);
+/* app_db_state, then asserts the coupon's stock and its record count. */
+void app_expect_db(const char *db_path, long long coupon_id, long long stock, long long records,
+                   app_coupon_state *out);
 
 /* A reply body read by app_curl_post (truncated to fit, always terminated). */
 typedef struct app_body {

@@ -16,21 +16,16 @@
 
 #include "app_util.h"
 
-static char g_dir[256];
-static char g_db[320];
-static redis_proc g_redis;
-static server_proc g_srv;
+static app_env g_app;
 /* A server this suite spawned itself (to read its stdout exactly). */
 static pid_t g_child;
 static int g_child_out = -1;
 
 static void setup(void)
 {
-    memset(&g_srv, 0, sizeof g_srv);
-    memset(&g_redis, 0, sizeof g_redis);
     g_child = 0;
     g_child_out = -1;
-    if (app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "coupon.db") != 0)
+    if (app_env_init(&g_app, "coupon.db", 0) != 0)
         return;
     /* The suite decides every option itself: nothing from the caller's shell. */
     const char *vars[] = {"COUPON_LISTEN",      "COUPON_DB",     "COUPON_REDIS",
@@ -69,7 +64,7 @@ static void teardown(void)
     if (g_child_out >= 0)
         close(g_child_out);
     g_child_out = -1;
-    app_down(&g_srv, &g_redis, 1, g_dir);
+    app_env_down(&g_app);
 }
 
 TestSuite(app_cli, .init = setup, .fini = teardown, .timeout = 30);
@@ -154,7 +149,7 @@ static void expect_usage_error(const char *const *args, size_t nargs, int with_b
     size_t n = 0;
     argv[n++] = server_bin();
     if (with_base) {
-        const char *base[][2] = {{"--listen", "127.0.0.1:0"}, {"--db", g_db},
+        const char *base[][2] = {{"--listen", "127.0.0.1:0"}, {"--db", g_app.db},
                                  {"--redis", "127.0.0.1:1"}};
         for (size_t b = 0; b < 3; b++) {
             int overridden = 0;
@@ -207,7 +202,7 @@ Test(app_cli, bad_options_exit_2, .timeout = 30)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_usage_error(cases[i].a, cases[i].n, 1);
     /* Nothing of the refused runs was left behind as a database. */
-    cr_assert_neq(access(g_db, F_OK), 0, "a refused start created %s", g_db);
+    cr_assert_neq(access(g_app.db, F_OK), 0, "a refused start created %s", g_app.db);
 }
 
 Test(app_cli, bad_env_exit_2, .timeout = 30)
@@ -230,7 +225,7 @@ Test(app_cli, bad_env_exit_2, .timeout = 30)
         }
         if (strcmp(vars[i][0], "COUPON_DB") != 0) {
             args[n++] = "--db";
-            args[n++] = g_db;
+            args[n++] = g_app.db;
         }
         args[n++] = "--redis";
         args[n++] = "127.0.0.1:1";
@@ -243,14 +238,14 @@ Test(app_cli, env_vars_are_read, .timeout = 40)
 {
     APP_SETUP_OK();
     char env_db[320], listen[64], line[256];
-    app_redis_up(&g_redis, 1, 0);
+    app_env_up(&g_app, 1, 0, 0, NULL);
     int want_port = free_loopback_port();
     cr_assert_gt(want_port, 0);
-    snprintf(env_db, sizeof env_db, "%s/from-env.db", g_dir);
+    snprintf(env_db, sizeof env_db, "%s/from-env.db", g_app.dir);
     snprintf(listen, sizeof listen, "127.0.0.1:%d", want_port);
     cr_assert_eq(setenv("COUPON_LISTEN", listen, 1), 0);
     cr_assert_eq(setenv("COUPON_DB", env_db, 1), 0);
-    cr_assert_eq(setenv("COUPON_REDIS", g_redis.addr, 1), 0);
+    cr_assert_eq(setenv("COUPON_REDIS", g_app.redis[0].addr, 1), 0);
     cr_assert_eq(setenv("COUPON_ADMIN_TOKEN", APP_TOKEN, 1), 0);
     /* atomic-sql stores fence 0: the records show the variable was read. */
     cr_assert_eq(setenv("COUPON_STRATEGY", "atomic-sql", 1), 0);
@@ -267,10 +262,7 @@ Test(app_cli, env_vars_are_read, .timeout = 40)
     s.port = want_port;
     snprintf(s.url, sizeof s.url, "http://127.0.0.1:%d", want_port);
     long long id = app_create_coupon(&s, "env coupon", 5, 1);
-    http_reply r;
-    app_claim(&s, "POST", id, "envuser", &r);
-    json_decref(app_expect(&r, 200, 0));
-    http_reply_free(&r);
+    app_claim_expect(&s, "POST", id, "envuser", 200, 0, 0);
 
     cr_assert_eq(wait_child(g_child, SIGTERM), 0);
     g_child = 0;
@@ -286,8 +278,8 @@ Test(app_cli, start_line_has_real_port, .timeout = 30)
 {
     APP_SETUP_OK();
     char line[256];
-    const char *argv[] = {NULL, "--listen", "127.0.0.1:0", "--db", g_db, "--redis", "127.0.0.1:1",
-                          NULL};
+    const char *argv[] = {NULL, "--listen", "127.0.0.1:0", "--db", g_app.db,
+                          "--redis", "127.0.0.1:1", NULL};
     spawn_line(argv, line, sizeof line);
     int port = parse_start_line(line);
 
@@ -306,32 +298,27 @@ Test(app_cli, start_line_has_real_port, .timeout = 30)
 Test(app_cli, sigterm_exits_0, .timeout = 30)
 {
     APP_SETUP_OK();
-    app_single_up(&g_redis, &g_srv, g_db);
-    long long id = app_create_coupon(&g_srv, "t", 2, 1);
-    http_reply r;
-    app_claim(&g_srv, "POST", id, "u", &r);
-    json_decref(app_expect(&r, 200, 0));
-    http_reply_free(&r);
+    app_env_up(&g_app, 1, 0, 1, NULL);
+    long long id = app_create_coupon(&g_app.srv[0], "t", 2, 1);
+    app_claim_expect(&g_app.srv[0], "POST", id, "u", 200, 0, 0);
     int code = -1;
-    cr_assert_eq(server_stop(&g_srv, SIGTERM, &code), 0);
+    cr_assert_eq(server_stop(&g_app.srv[0], SIGTERM, &code), 0);
     cr_assert_eq(code, 0, "exit status %d after SIGTERM", code);
     /* The DB was closed cleanly: the claim is there and the file is consistent. */
-    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon_record"), 1);
-    cr_assert_eq(app_db_int(g_db, "SELECT stock FROM coupon WHERE id=%lld", id), 1);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record"), 1);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT stock FROM coupon WHERE id=%lld", id), 1);
 }
 
 Test(app_cli, sigint_exits_0, .timeout = 30)
 {
     APP_SETUP_OK();
-    app_redis_up(&g_redis, 1, 0);
-    app_server_up(&g_srv, "--db", g_db, "--redis", g_redis.addr, NULL);
-    char url[128];
-    app_url(url, sizeof url, &g_srv, "/api/v1/coupon");
-    http_reply r = {0};
-    cr_assert_eq(http_request("GET", url, NULL, NULL, &r), 0);
+    app_env_up(&g_app, 1, 0, 0, NULL);
+    app_server_up(&g_app.srv[0], "--db", g_app.db, "--redis", g_app.redis[0].addr, NULL);
+    http_reply r;
+    app_request(&g_app.srv[0], "GET", "/api/v1/coupon", NULL, NULL, &r);
     json_decref(app_expect(&r, 200, 0));
     http_reply_free(&r);
     int code = -1;
-    cr_assert_eq(server_stop(&g_srv, SIGINT, &code), 0);
+    cr_assert_eq(server_stop(&g_app.srv[0], SIGINT, &code), 0);
     cr_assert_eq(code, 0, "exit status %d after SIGINT", code);
 }

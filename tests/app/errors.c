@@ -10,26 +10,18 @@
 
 #include "app_util.h"
 
-static redis_proc g_redis;
-static server_proc g_srv;
-static server_proc g_srv2;
-static char g_dir[256];
-static char g_db[320];
+/* srv[0]: the suite's server; srv[1]: a second one some tests start. */
+static app_env g_app;
 
 static void setup(void)
 {
-    memset(&g_srv2, 0, sizeof g_srv2);
-    memset(&g_srv, 0, sizeof g_srv);
-    memset(&g_redis, 0, sizeof g_redis);
-    if (app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "coupon.db") != 0)
-        return;
-    app_single_try(&g_redis, &g_srv, g_db);
+    if (app_env_init(&g_app, "coupon.db", 0) == 0)
+        app_env_try(&g_app, 1, 0, 1, NULL);
 }
 
 static void teardown(void)
 {
-    app_server_down(&g_srv2);
-    app_down(&g_srv, &g_redis, 1, g_dir);
+    app_env_down(&g_app);
 }
 
 TestSuite(app_errors, .init = setup, .fini = teardown, .timeout = 30);
@@ -38,11 +30,7 @@ TestSuite(app_errors, .init = setup, .fini = teardown, .timeout = 30);
 static void req(const char *method, const char *path, const char *body,
                 const char *const *headers, http_reply *r)
 {
-    char url[1024];
-    app_url(url, sizeof url, &g_srv, "%s", path);
-    memset(r, 0, sizeof *r);
-    cr_assert_eq(http_request(method, url, body, headers, r), 0, "%s %s: transport error", method,
-                 path);
+    app_request(&g_app.srv[0], method, path, body, headers, r);
 }
 
 /* Asserts a 400 / 1001 whose msg names `param`. */
@@ -57,15 +45,13 @@ static void expect_invalid(const http_reply *r, const char *param, const char *w
 static void expect_unchanged(long long id, long long stock, long long records)
 {
     app_coupon_state st;
-    app_db_state(g_db, id, &st);
-    cr_assert_eq(st.stock, stock, "stock %lld, expected %lld", st.stock, stock);
-    cr_assert_eq(st.records, records, "records %lld, expected %lld", st.records, records);
+    app_expect_db(g_app.db, id, stock, records, &st);
 }
 
 Test(app_errors, bad_coupon_id_1001, .timeout = 30)
 {
     APP_SETUP_OK();
-    long long id = app_create_coupon(&g_srv, "c", 5, 1);
+    long long id = app_create_coupon(&g_app.srv[0], "c", 5, 1);
     const char *paths[] = {
         "/api/v1/coupon/add?user_id=u1",
         "/api/v1/coupon/add?coupon_id=&user_id=u1",
@@ -91,7 +77,7 @@ Test(app_errors, bad_coupon_id_1001, .timeout = 30)
 Test(app_errors, bad_user_id_1001, .timeout = 30)
 {
     APP_SETUP_OK();
-    long long id = app_create_coupon(&g_srv, "c", 5, 1);
+    long long id = app_create_coupon(&g_app.srv[0], "c", 5, 1);
     char long_user[66];
     memset(long_user, 'a', 65);
     long_user[65] = '\0';
@@ -118,86 +104,66 @@ Test(app_errors, bad_user_id_1001, .timeout = 30)
     memset(ok_user + 8, 'b', 56);
     ok_user[64] = '\0';
     http_reply r;
-    app_claim(&g_srv, "POST", id, ok_user, &r);
+    app_claim(&g_app.srv[0], "POST", id, ok_user, &r);
     json_t *root = app_expect(&r, 200, 0);
     cr_assert_str_eq(app_jstr(json_object_get(root, "data"), "user_id"), ok_user);
     json_decref(root);
     http_reply_free(&r);
     expect_unchanged(id, 4, 1);
-    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='%s'", ok_user),
-                 1);
+    cr_assert_eq(
+        app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='%s'", ok_user), 1);
 }
 
 Test(app_errors, no_such_coupon_1002, .timeout = 30)
 {
     APP_SETUP_OK();
     http_reply r;
-    app_claim(&g_srv, "POST", 424242, "u1", &r);
-    json_decref(app_expect(&r, 404, 1002));
-    http_reply_free(&r);
+    app_claim_expect(&g_app.srv[0], "POST", 424242, "u1", 404, 1002, 0);
 
     req("GET", "/api/v1/coupon/424242", NULL, NULL, &r);
     json_decref(app_expect(&r, 404, 1002));
     http_reply_free(&r);
-    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon_record"), 0);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record"), 0);
 }
 
 Test(app_errors, sold_out_1003, .timeout = 30)
 {
     APP_SETUP_OK();
-    long long empty = app_create_coupon(&g_srv, "empty", 0, 1);
-    long long two = app_create_coupon(&g_srv, "two", 2, 0);
+    long long empty = app_create_coupon(&g_app.srv[0], "empty", 0, 1);
+    long long two = app_create_coupon(&g_app.srv[0], "two", 2, 0);
     http_reply r;
 
-    app_claim(&g_srv, "POST", empty, "u1", &r);
-    json_decref(app_expect(&r, 409, 1003));
-    http_reply_free(&r);
+    app_claim_expect(&g_app.srv[0], "POST", empty, "u1", 409, 1003, 0);
     expect_unchanged(empty, 0, 0);
 
     for (int i = 0; i < 2; i++) {
-        app_claim(&g_srv, "POST", two, "u1", &r);
+        app_claim(&g_app.srv[0], "POST", two, "u1", &r);
         json_t *root = app_expect(&r, 200, 0);
         cr_assert_eq(app_jint(json_object_get(root, "data"), "stock"), 1 - i);
         json_decref(root);
         http_reply_free(&r);
     }
-    app_claim(&g_srv, "POST", two, "u2", &r);
-    json_decref(app_expect(&r, 409, 1003));
-    http_reply_free(&r);
+    app_claim_expect(&g_app.srv[0], "POST", two, "u2", 409, 1003, 0);
     expect_unchanged(two, 0, 2);
 }
 
 Test(app_errors, user_limit_1004, .timeout = 30)
 {
     APP_SETUP_OK();
-    long long one = app_create_coupon(&g_srv, "one each", 10, 1);
-    long long two = app_create_coupon(&g_srv, "two each", 10, 2);
-    http_reply r;
+    long long one = app_create_coupon(&g_app.srv[0], "one each", 10, 1);
+    long long two = app_create_coupon(&g_app.srv[0], "two each", 10, 2);
 
-    app_claim(&g_srv, "POST", one, "alice", &r);
-    json_decref(app_expect(&r, 200, 0));
-    http_reply_free(&r);
-    app_claim(&g_srv, "POST", one, "alice", &r);
-    json_decref(app_expect(&r, 409, 1004));
-    http_reply_free(&r);
-    app_claim(&g_srv, "GET", one, "alice", &r);
-    json_decref(app_expect(&r, 409, 1004));
-    http_reply_free(&r);
+    app_claim_expect(&g_app.srv[0], "POST", one, "alice", 200, 0, 0);
+    app_claim_expect(&g_app.srv[0], "POST", one, "alice", 409, 1004, 0);
+    app_claim_expect(&g_app.srv[0], "GET", one, "alice", 409, 1004, 0);
     expect_unchanged(one, 9, 1);
 
-    for (int i = 0; i < 2; i++) {
-        app_claim(&g_srv, "POST", two, "bob", &r);
-        json_decref(app_expect(&r, 200, 0));
-        http_reply_free(&r);
-    }
-    app_claim(&g_srv, "POST", two, "bob", &r);
-    json_decref(app_expect(&r, 409, 1004));
-    http_reply_free(&r);
+    for (int i = 0; i < 2; i++)
+        app_claim_expect(&g_app.srv[0], "POST", two, "bob", 200, 0, 0);
+    app_claim_expect(&g_app.srv[0], "POST", two, "bob", 409, 1004, 0);
     expect_unchanged(two, 8, 2);
     /* Another user is not affected by bob's limit. */
-    app_claim(&g_srv, "POST", two, "carol", &r);
-    json_decref(app_expect(&r, 200, 0));
-    http_reply_free(&r);
+    app_claim_expect(&g_app.srv[0], "POST", two, "carol", 200, 0, 0);
     expect_unchanged(two, 7, 3);
 }
 
@@ -213,19 +179,20 @@ static void expect_retry_after(const http_reply *r)
 Test(app_errors, lock_held_1005, .timeout = 30)
 {
     APP_SETUP_OK();
-    long long id = app_create_coupon(&g_srv, "held", 5, 1);
+    long long id = app_create_coupon(&g_app.srv[0], "held", 5, 1);
     /* A second server on the same file and node that waits only 200 ms. */
-    app_server_up(&g_srv2, "--db", g_db, "--redis", g_redis.addr, "--lock-wait", "200", NULL);
+    app_server_up(&g_app.srv[1], "--db", g_app.db, "--redis", g_app.redis[0].addr, "--lock-wait",
+                  "200", NULL);
 
     char key[64], out[256];
     snprintf(key, sizeof key, APP_LOCK_KEY_FMT, id);
     /* Someone else's token with a long TTL: the lock stays taken for the test. */
     const char *set[] = {"SET", key, "foreign-holder-token-0000000000", "PX", "60000", "NX"};
-    app_redis(&g_redis, out, sizeof out, 6, set);
+    app_redis(&g_app.redis[0], out, sizeof out, 6, set);
     cr_assert_str_eq(out, "OK");
 
     http_reply r;
-    app_claim(&g_srv2, "POST", id, "u1", &r);
+    app_claim(&g_app.srv[1], "POST", id, "u1", &r);
     json_decref(app_expect(&r, 503, 1005));
     expect_retry_after(&r);
     http_reply_free(&r);
@@ -233,25 +200,23 @@ Test(app_errors, lock_held_1005, .timeout = 30)
 
     /* The holder's key is untouched: the server never deletes a foreign lock. */
     const char *get[] = {"GET", key};
-    app_redis(&g_redis, out, sizeof out, 2, get);
+    app_redis(&g_app.redis[0], out, sizeof out, 2, get);
     cr_assert_str_eq(out, "foreign-holder-token-0000000000");
 
     /* Once the holder is gone, the same request succeeds: the 1005 was the lock. */
     const char *del[] = {"DEL", key};
-    app_redis(&g_redis, out, sizeof out, 2, del);
-    app_claim(&g_srv2, "POST", id, "u1", &r);
-    json_decref(app_expect(&r, 200, 0));
-    http_reply_free(&r);
+    app_redis(&g_app.redis[0], out, sizeof out, 2, del);
+    app_claim_expect(&g_app.srv[1], "POST", id, "u1", 200, 0, 0);
     expect_unchanged(id, 4, 1);
 }
 
 Test(app_errors, redis_down_1006, .timeout = 30)
 {
     APP_SETUP_OK();
-    long long id = app_create_coupon(&g_srv, "down", 5, 1);
-    cr_assert_eq(redis_kill(&g_redis), 0);
+    long long id = app_create_coupon(&g_app.srv[0], "down", 5, 1);
+    cr_assert_eq(redis_kill(&g_app.redis[0]), 0);
     http_reply r;
-    app_claim(&g_srv, "POST", id, "u1", &r);
+    app_claim(&g_app.srv[0], "POST", id, "u1", &r);
     json_decref(app_expect(&r, 503, 1006));
     expect_retry_after(&r);
     http_reply_free(&r);
@@ -284,15 +249,15 @@ Test(app_errors, admin_auth_1007, .timeout = 30)
         json_decref(app_expect(&r, r.status, 1007));
         http_reply_free(&r);
     }
-    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon"), 0);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon"), 0);
 
     /* Without --admin-token (and without the variable) admin is disabled. */
     unsetenv("COUPON_ADMIN_TOKEN");
-    app_server_up(&g_srv2, "--db", g_db, "--redis", g_redis.addr, NULL);
+    app_server_up(&g_app.srv[1], "--db", g_app.db, "--redis", g_app.redis[0].addr, NULL);
     const char *any[] = {"Authorization: Bearer " APP_TOKEN, json_ct, NULL};
     const char *empty[] = {"Authorization: Bearer ", json_ct, NULL};
     char url[256];
-    app_url(url, sizeof url, &g_srv2, "/api/v1/admin/coupon");
+    app_url(url, sizeof url, &g_app.srv[1], "/api/v1/admin/coupon");
     for (int i = 0; i < 3; i++) {
         const char *const *h = i == 0 ? any : i == 1 ? empty : none;
         memset(&r, 0, sizeof r);
@@ -300,7 +265,7 @@ Test(app_errors, admin_auth_1007, .timeout = 30)
         json_decref(app_expect(&r, 403, 1007));
         http_reply_free(&r);
     }
-    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon"), 0);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon"), 0);
 }
 
 Test(app_errors, admin_bad_body_1001, .timeout = 30)
@@ -334,7 +299,7 @@ Test(app_errors, admin_bad_body_1001, .timeout = 30)
         }
         http_reply_free(&r);
     }
-    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon"), 0);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon"), 0);
 }
 
 Test(app_errors, unknown_route_and_method_1008, .timeout = 30)
@@ -393,7 +358,7 @@ Test(app_errors, too_large_1009, .timeout = 30)
         json_decref(app_expect(&r, 413, 1009));
         http_reply_free(&r);
     }
-    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon"), 0);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon"), 0);
 
     /* 20 KB of one header. */
     size_t hlen = 20 * 1024;
@@ -435,13 +400,14 @@ Test(app_errors, create_201, .timeout = 30)
     http_reply_free(&r);
 
     app_coupon_state st;
-    app_db_state(g_db, id, &st);
+    app_db_state(g_app.db, id, &st);
     cr_assert_eq(st.total, 5);
     cr_assert_eq(st.stock, 5);
     cr_assert_eq(st.per_user_limit, 2);
     cr_assert_eq(st.records, 0);
-    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon WHERE id=%lld AND name='Spring sale "
-                                  "\xc3\xa9'",
+    cr_assert_eq(app_db_int(g_app.db,
+                            "SELECT COUNT(*) FROM coupon WHERE id=%lld AND name='Spring sale "
+                            "\xc3\xa9'",
                             id),
                  1);
 
@@ -458,19 +424,19 @@ Test(app_errors, create_201, .timeout = 30)
     cr_assert_eq(app_jint(json_object_get(root, "data"), "per_user_limit"), 0);
     json_decref(root);
     http_reply_free(&r);
-    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon"), 3);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon"), 3);
 }
 
 Test(app_errors, claim_200_fields, .timeout = 30)
 {
     APP_SETUP_OK();
-    long long id = app_create_coupon(&g_srv, "claims", 3, 1);
+    long long id = app_create_coupon(&g_app.srv[0], "claims", 3, 1);
     long long prev_fence = 0;
     const char *users[] = {"u-1", "u.2", "u:3"};
     for (int i = 0; i < 3; i++) {
         http_reply r;
         /* GET is the original endpoint and must behave as POST. */
-        app_claim(&g_srv, i == 1 ? "GET" : "POST", id, users[i], &r);
+        app_claim(&g_app.srv[0], i == 1 ? "GET" : "POST", id, users[i], &r);
         json_t *root = app_expect(&r, 200, 0);
         json_t *d = json_object_get(root, "data");
         cr_assert(json_is_object(d));
@@ -483,7 +449,7 @@ Test(app_errors, claim_200_fields, .timeout = 30)
                      prev_fence);
         prev_fence = fence;
         /* The reply describes the row that was written. */
-        cr_assert_eq(app_db_int(g_db,
+        cr_assert_eq(app_db_int(g_app.db,
                                 "SELECT COUNT(*) FROM coupon_record WHERE id=%lld AND coupon_id=%lld "
                                 "AND user_id='%s' AND fence=%lld",
                                 rec, id, users[i], fence),
@@ -497,14 +463,11 @@ Test(app_errors, claim_200_fields, .timeout = 30)
 Test(app_errors, get_coupon_and_list, .timeout = 30)
 {
     APP_SETUP_OK();
-    long long a = app_create_coupon(&g_srv, "alpha", 4, 0);
-    long long b = app_create_coupon(&g_srv, "beta", 2, 1);
+    long long a = app_create_coupon(&g_app.srv[0], "alpha", 4, 0);
+    long long b = app_create_coupon(&g_app.srv[0], "beta", 2, 1);
     http_reply r;
-    for (int i = 0; i < 3; i++) {
-        app_claim(&g_srv, "POST", a, i == 2 ? "x" : "y", &r);
-        json_decref(app_expect(&r, 200, 0));
-        http_reply_free(&r);
-    }
+    for (int i = 0; i < 3; i++)
+        app_claim_expect(&g_app.srv[0], "POST", a, i == 2 ? "x" : "y", 200, 0, 0);
     char path[64];
     snprintf(path, sizeof path, "/api/v1/coupon/%lld", a);
     req("GET", path, NULL, NULL, &r);

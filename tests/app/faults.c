@@ -10,23 +10,16 @@
 
 #include "app_util.h"
 
-static redis_proc g_redis[3];
-static size_t g_nredis;
-static server_proc g_srv;
-static char g_dir[256];
-static char g_db[320];
+static app_env g_app;
 
 static void setup(void)
 {
-    memset(g_redis, 0, sizeof g_redis);
-    memset(&g_srv, 0, sizeof g_srv);
-    g_nredis = 0;
-    app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "faults.db");
+    app_env_init(&g_app, "faults.db", 0);
 }
 
 static void teardown(void)
 {
-    app_down(&g_srv, g_redis, g_nredis, g_dir);
+    app_env_down(&g_app);
 }
 
 TestSuite(app_faults, .init = setup, .fini = teardown, .timeout = 60);
@@ -35,22 +28,12 @@ TestSuite(app_faults, .init = setup, .fini = teardown, .timeout = 60);
  * every claim after the restart would carry a stale fence. */
 static void start_all(size_t n, const char *lock_ttl)
 {
-    char csv[256];
-    g_nredis = n;
-    app_redis_up(g_redis, n, 1);
-    redis_addrs_csv(g_redis, n, csv, sizeof csv);
-    app_server_up(&g_srv, "--db", g_db, "--redis", csv, "--admin-token", APP_TOKEN, "--lock-ttl",
-                  lock_ttl, "--lock-wait", "300", NULL);
+    app_env_up(&g_app, n, 1, 1, "--lock-ttl", lock_ttl, "--lock-wait", "300", NULL);
 }
 
 static void claim_expect(long long id, const char *user, long status, long long code)
 {
-    http_reply r;
-    app_claim(&g_srv, "POST", id, user, &r);
-    json_decref(app_expect(&r, status, code));
-    if (status == 503)
-        cr_assert(r.retry_after[0] != '\0', "503 without Retry-After");
-    http_reply_free(&r);
+    app_claim_expect(&g_app.srv[0], "POST", id, user, status, code, APP_RETRY_AFTER);
 }
 
 /* Claims until a 200 (bounded); in between only 503 1005/1006 are allowed
@@ -59,7 +42,7 @@ static void claim_until_ok(long long id, const char *user)
 {
     for (int i = 0; i < 100; i++) {
         http_reply r;
-        app_claim(&g_srv, "POST", id, user, &r);
+        app_claim(&g_app.srv[0], "POST", id, user, &r);
         if (r.status == 200) {
             json_decref(app_expect(&r, 200, 0));
             http_reply_free(&r);
@@ -78,9 +61,7 @@ static void claim_until_ok(long long id, const char *user)
 static void expect_db(long long id, long long stock, long long records)
 {
     app_coupon_state st;
-    app_db_state(g_db, id, &st);
-    cr_assert_eq(st.stock, stock, "stock %lld, expected %lld", st.stock, stock);
-    cr_assert_eq(st.records, records, "records %lld, expected %lld", st.records, records);
+    app_expect_db(g_app.db, id, stock, records, &st);
     cr_assert_eq(st.stock + st.records, st.total);
 }
 
@@ -88,19 +69,19 @@ Test(app_faults, single_node_killed_and_restarted, .timeout = 60)
 {
     APP_SETUP_OK();
     start_all(1, "2000");
-    long long id = app_create_coupon(&g_srv, "faults", 10, 0);
+    long long id = app_create_coupon(&g_app.srv[0], "faults", 10, 0);
     claim_expect(id, "u1", 200, 0);
-    cr_assert_eq(redis_kill(&g_redis[0]), 0);
+    cr_assert_eq(redis_kill(&g_app.redis[0]), 0);
     for (int i = 0; i < 3; i++)
         claim_expect(id, "u2", 503, 1006);
     expect_db(id, 9, 1);
 
-    cr_assert_eq(redis_restart(&g_redis[0]), 0);
+    cr_assert_eq(redis_restart(&g_app.redis[0]), 0);
     claim_until_ok(id, "u2");
     claim_expect(id, "u3", 200, 0);
     expect_db(id, 7, 3);
     /* Fences kept growing across the restart (the counter was persisted). */
-    cr_assert_eq(app_db_int(g_db,
+    cr_assert_eq(app_db_int(g_app.db,
                             "SELECT COUNT(*) FROM coupon_record a JOIN coupon_record b "
                             "ON a.id<b.id WHERE a.fence>=b.fence"),
                  0);
@@ -111,12 +92,12 @@ Test(app_faults, single_node_paused_and_resumed, .timeout = 60)
     APP_SETUP_OK();
     /* A short TTL: a SET NX the paused node executes late expires soon. */
     start_all(1, "1000");
-    long long id = app_create_coupon(&g_srv, "faults", 10, 0);
+    long long id = app_create_coupon(&g_app.srv[0], "faults", 10, 0);
     claim_expect(id, "u1", 200, 0);
-    cr_assert_eq(redis_pause(&g_redis[0]), 0);
+    cr_assert_eq(redis_pause(&g_app.redis[0]), 0);
     claim_expect(id, "u2", 503, 1006);
     expect_db(id, 9, 1);
-    cr_assert_eq(redis_resume(&g_redis[0]), 0);
+    cr_assert_eq(redis_resume(&g_app.redis[0]), 0);
     claim_until_ok(id, "u2");
     expect_db(id, 8, 2);
 }
@@ -125,27 +106,27 @@ Test(app_faults, three_nodes_minority_and_majority_down, .timeout = 60)
 {
     APP_SETUP_OK();
     start_all(3, "2000");
-    long long id = app_create_coupon(&g_srv, "faults", 10, 0);
+    long long id = app_create_coupon(&g_app.srv[0], "faults", 10, 0);
     claim_expect(id, "u1", 200, 0);
 
     /* One of three down: the quorum (2) still answers. */
-    cr_assert_eq(redis_kill(&g_redis[2]), 0);
+    cr_assert_eq(redis_kill(&g_app.redis[2]), 0);
     claim_until_ok(id, "u2");
     claim_expect(id, "u3", 200, 0);
     expect_db(id, 7, 3);
 
     /* Two of three down: no quorum. */
-    cr_assert_eq(redis_kill(&g_redis[1]), 0);
+    cr_assert_eq(redis_kill(&g_app.redis[1]), 0);
     for (int i = 0; i < 3; i++)
         claim_expect(id, "u4", 503, 1006);
     expect_db(id, 7, 3);
 
-    cr_assert_eq(redis_restart(&g_redis[1]), 0);
-    cr_assert_eq(redis_restart(&g_redis[2]), 0);
+    cr_assert_eq(redis_restart(&g_app.redis[1]), 0);
+    cr_assert_eq(redis_restart(&g_app.redis[2]), 0);
     claim_until_ok(id, "u4");
     claim_expect(id, "u5", 200, 0);
     expect_db(id, 5, 5);
-    cr_assert_eq(app_db_int(g_db,
+    cr_assert_eq(app_db_int(g_app.db,
                             "SELECT COUNT(*) FROM coupon_record a JOIN coupon_record b "
                             "ON a.id<b.id WHERE a.fence>=b.fence"),
                  0);

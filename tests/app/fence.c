@@ -14,23 +14,17 @@
 /* Key of libdlock's per-resource fencing counter (INCR'd on each acquisition). */
 #define APP_FENCE_KEY_FMT APP_LOCK_KEY_FMT ":fence"
 
-static redis_proc g_redis;
-static server_proc g_srv;
-static char g_dir[256];
-static char g_db[320];
+static app_env g_app;
 
 static void setup(void)
 {
-    memset(&g_srv, 0, sizeof g_srv);
-    memset(&g_redis, 0, sizeof g_redis);
-    if (app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "fence.db") != 0)
-        return;
-    app_single_try(&g_redis, &g_srv, g_db);
+    if (app_env_init(&g_app, "fence.db", 0) == 0)
+        app_env_try(&g_app, 1, 0, 1, NULL);
 }
 
 static void teardown(void)
 {
-    app_down(&g_srv, &g_redis, 1, g_dir);
+    app_env_down(&g_app);
 }
 
 TestSuite(app_fence, .init = setup, .fini = teardown, .timeout = 30);
@@ -39,7 +33,7 @@ TestSuite(app_fence, .init = setup, .fini = teardown, .timeout = 30);
 static long long claim_ok(long long id, const char *user)
 {
     http_reply r;
-    app_claim(&g_srv, "POST", id, user, &r);
+    app_claim(&g_app.srv[0], "POST", id, user, &r);
     json_t *root = app_expect(&r, 200, 0);
     long long fence = app_jint(json_object_get(root, "data"), "fence");
     json_decref(root);
@@ -49,20 +43,15 @@ static long long claim_ok(long long id, const char *user)
 
 static void claim_refused(long long id, const char *user)
 {
-    http_reply r;
-    app_claim(&g_srv, "POST", id, user, &r);
-    json_decref(app_expect(&r, 503, 1010));
-    cr_assert(r.retry_after[0] != '\0', "503 without Retry-After");
-    http_reply_free(&r);
+    app_claim_expect(&g_app.srv[0], "POST", id, user, 503, 1010, APP_RETRY_AFTER);
 }
 
 static void expect_state(long long id, long long stock, long long records, long long last_fence)
 {
     app_coupon_state st;
-    app_db_state(g_db, id, &st);
-    cr_assert_eq(st.stock, stock, "stock %lld, expected %lld", st.stock, stock);
-    cr_assert_eq(st.records, records, "records %lld, expected %lld", st.records, records);
-    cr_assert_eq(app_db_int(g_db, "SELECT last_fence FROM coupon WHERE id=%lld", id), last_fence);
+    app_expect_db(g_app.db, id, stock, records, &st);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT last_fence FROM coupon WHERE id=%lld", id),
+                 last_fence);
 }
 
 static void expect_lock_free(long long id)
@@ -70,7 +59,7 @@ static void expect_lock_free(long long id)
     char key[64], out[64];
     snprintf(key, sizeof key, APP_LOCK_KEY_FMT, id);
     const char *ex[] = {"EXISTS", key};
-    app_redis(&g_redis, out, sizeof out, 2, ex);
+    app_redis(&g_app.redis[0], out, sizeof out, 2, ex);
     /* The refused claim released its lock: it does not block the next one. */
     cr_assert_str_eq(out, "0", "lock key %s still held after the claim", key);
 }
@@ -78,22 +67,22 @@ static void expect_lock_free(long long id)
 Test(app_fence, newer_fence_in_db_refuses_claim, .timeout = 30)
 {
     APP_SETUP_OK();
-    long long id = app_create_coupon(&g_srv, "fenced", 10, 0);
+    long long id = app_create_coupon(&g_app.srv[0], "fenced", 10, 0);
     long long f1 = claim_ok(id, "a");
     long long f2 = claim_ok(id, "b");
     long long f3 = claim_ok(id, "c");
     cr_assert(f1 >= 1 && f1 < f2 && f2 < f3, "fences %lld %lld %lld", f1, f2, f3);
     expect_state(id, 7, 3, f3);
-    cr_assert_eq(app_db_int(g_db, "SELECT fence FROM coupon_record WHERE user_id='c'"), f3);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT fence FROM coupon_record WHERE user_id='c'"), f3);
 
     /* A newer holder (fence far ahead) has written to the row. */
     long long newer = f3 + 1000;
-    app_db_exec(g_db, "UPDATE coupon SET last_fence=%lld WHERE id=%lld", newer, id);
+    app_db_exec(g_app.db, "UPDATE coupon SET last_fence=%lld WHERE id=%lld", newer, id);
 
     claim_refused(id, "d");
     claim_refused(id, "d");
     expect_state(id, 7, 3, newer);
-    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='d'"), 0);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='d'"), 0);
     expect_lock_free(id);
 
     /* A fence past the newer holder's is accepted again. */
@@ -101,18 +90,18 @@ Test(app_fence, newer_fence_in_db_refuses_claim, .timeout = 30)
     snprintf(key, sizeof key, APP_FENCE_KEY_FMT, id);
     snprintf(val, sizeof val, "%lld", newer + 10);
     const char *set[] = {"SET", key, val};
-    app_redis(&g_redis, out, sizeof out, 3, set);
+    app_redis(&g_app.redis[0], out, sizeof out, 3, set);
     cr_assert_str_eq(out, "OK");
     long long f4 = claim_ok(id, "d");
     cr_assert_gt(f4, newer + 10, "fence %lld not above the counter we set", f4);
     expect_state(id, 6, 4, f4);
-    cr_assert_eq(app_db_int(g_db, "SELECT fence FROM coupon_record WHERE user_id='d'"), f4);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT fence FROM coupon_record WHERE user_id='d'"), f4);
 }
 
 Test(app_fence, reset_fence_counter_refuses_claim, .timeout = 30)
 {
     APP_SETUP_OK();
-    long long id = app_create_coupon(&g_srv, "fenced", 10, 0);
+    long long id = app_create_coupon(&g_app.srv[0], "fenced", 10, 0);
     claim_ok(id, "a");
     claim_ok(id, "b");
     long long f3 = claim_ok(id, "c");
@@ -123,15 +112,15 @@ Test(app_fence, reset_fence_counter_refuses_claim, .timeout = 30)
     char key[64], out[64];
     snprintf(key, sizeof key, APP_FENCE_KEY_FMT, id);
     const char *exists[] = {"EXISTS", key};
-    app_redis(&g_redis, out, sizeof out, 2, exists);
+    app_redis(&g_app.redis[0], out, sizeof out, 2, exists);
     cr_assert_str_eq(out, "1", "fence counter %s not found: key naming changed?", key);
     const char *reset[] = {"SET", key, "0"};
-    app_redis(&g_redis, out, sizeof out, 3, reset);
+    app_redis(&g_app.redis[0], out, sizeof out, 3, reset);
     cr_assert_str_eq(out, "OK");
 
     claim_refused(id, "d");
     expect_state(id, 7, 3, f3);
-    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='d'"), 0);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='d'"), 0);
     expect_lock_free(id);
 
     /* Each refused attempt still drew a fence from the counter; once it is
@@ -140,7 +129,7 @@ Test(app_fence, reset_fence_counter_refuses_claim, .timeout = 30)
     long long f = 0;
     for (int i = 0; i < 50 && f == 0; i++) {
         http_reply r;
-        app_claim(&g_srv, "POST", id, "d", &r);
+        app_claim(&g_app.srv[0], "POST", id, "d", &r);
         if (r.status == 503) {
             json_decref(app_expect(&r, 503, 1010));
             refused++;

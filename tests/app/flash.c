@@ -20,30 +20,16 @@
  * there are still far more distinct users than coupons. */
 #define FLASH_USERS 1500
 
-static redis_proc g_redis[3];
-static size_t g_nredis;
-static server_proc g_srv[2];
-static char g_dir[256];
-static char g_db[320];
+static app_env g_app;
 
 static void setup(void)
 {
-    memset(g_redis, 0, sizeof g_redis);
-    memset(g_srv, 0, sizeof g_srv);
-    g_nredis = 0;
-    /* Before any thread exists: curl_global_init is not thread-safe. */
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        app_setup_fail("curl_global_init failed");
-        return;
-    }
-    app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "flash.db");
+    app_env_init(&g_app, "flash.db", APP_ENV_CURL);
 }
 
 static void teardown(void)
 {
-    app_server_down(&g_srv[1]);
-    app_down(&g_srv[0], g_redis, g_nredis, g_dir);
-    curl_global_cleanup();
+    app_env_down(&g_app);
 }
 
 TestSuite(app_flash, .init = setup, .fini = teardown, .timeout = 90);
@@ -84,7 +70,7 @@ static void *flash_worker(void *arg)
         seed ^= seed << 5;
         char url[256];
         snprintf(url, sizeof url, "%s/api/v1/coupon/add?coupon_id=%lld&user_id=u%u",
-                 g_srv[(w->idx + i) % 2].url, w->coupon_id, seed % FLASH_USERS);
+                 g_app.srv[(w->idx + i) % 2].url, w->coupon_id, seed % FLASH_USERS);
         long status = 0;
         CURLcode rc = app_curl_post(h, url, &b, 5000L, &status);
         if (rc != CURLE_OK) {
@@ -154,17 +140,11 @@ static void run_crowd(long long coupon_id, flash_totals *t)
                 t->sold_out, t->limit, t->busy, t->other);
 }
 
+/* Two servers on the same file and nodes. */
 static void start_all(size_t nredis, const char *strategy, const char *lock_batch)
 {
-    char csv[256];
-    g_nredis = nredis;
-    app_redis_up(g_redis, nredis, 0);
-    redis_addrs_csv(g_redis, nredis, csv, sizeof csv);
-    for (int i = 0; i < 2; i++) {
-        app_server_up(&g_srv[i], "--db", g_db, "--redis", csv, "--strategy", strategy,
-                      "--admin-token", APP_TOKEN, "--work-us", "2000", "--lock-batch",
-                      lock_batch, NULL);
-    }
+    app_env_up(&g_app, nredis, 0, 2, "--strategy", strategy, "--work-us", "2000", "--lock-batch",
+               lock_batch, NULL);
 }
 
 static int cmp_ll(const void *a, const void *b)
@@ -183,7 +163,7 @@ enum fence_order {
 /* The safe strategies: exactly the stock is sold, each 200 is one record. */
 static void expect_exact_sale(enum fence_order fenced)
 {
-    long long id = app_create_coupon(&g_srv[0], "flash", FLASH_STOCK, 1);
+    long long id = app_create_coupon(&g_app.srv[0], "flash", FLASH_STOCK, 1);
     flash_totals t;
     run_crowd(id, &t);
 
@@ -192,7 +172,7 @@ static void expect_exact_sale(enum fence_order fenced)
     cr_assert_eq(t.ok, FLASH_STOCK, "%d claims answered 200, stock was %d", t.ok, FLASH_STOCK);
 
     app_coupon_state st;
-    app_db_state(g_db, id, &st);
+    app_db_state(g_app.db, id, &st);
     cr_assert_eq(st.total, FLASH_STOCK);
     cr_assert_eq(st.records, FLASH_STOCK, "records %lld", st.records);
     cr_assert_eq(st.stock, 0, "stock %lld", st.stock);
@@ -210,7 +190,7 @@ static void expect_exact_sale(enum fence_order fenced)
         cr_assert(n > 0 && (size_t)n < sizeof in - off);
         off += (size_t)n;
     }
-    cr_assert_eq(app_db_int(g_db, "SELECT COUNT(*) FROM coupon_record WHERE coupon_id=%lld AND id IN (%s)",
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record WHERE coupon_id=%lld AND id IN (%s)",
                             id, in),
                  FLASH_STOCK);
     free(t.ids);
@@ -218,9 +198,9 @@ static void expect_exact_sale(enum fence_order fenced)
     if (fenced != FENCE_NONE) {
         /* Under the lock, records are written in fence order: each later
          * row carries a higher fence (strictly, with one claim per lock). */
-        cr_assert_eq(app_db_int(g_db, "SELECT MIN(fence) FROM coupon_record WHERE coupon_id=%lld", id) >= 1,
+        cr_assert_eq(app_db_int(g_app.db, "SELECT MIN(fence) FROM coupon_record WHERE coupon_id=%lld", id) >= 1,
                      1);
-        cr_assert_eq(app_db_int(g_db,
+        cr_assert_eq(app_db_int(g_app.db,
                                 "SELECT COUNT(*) FROM coupon_record a JOIN coupon_record b "
                                 "ON a.coupon_id=b.coupon_id AND a.id<b.id "
                                 "WHERE a.coupon_id=%lld AND (a.fence>b.fence OR (%d AND a.fence=b.fence))",
@@ -229,16 +209,16 @@ static void expect_exact_sale(enum fence_order fenced)
                      fenced == FENCE_STRICT ? "strictly increasing" : "non-decreasing");
         /* >=: a holder that read and found it sold out registered its fence
          * (the fenced read) without writing a record. */
-        cr_assert_geq(app_db_int(g_db, "SELECT last_fence FROM coupon WHERE id=%lld", id),
-                      app_db_int(g_db, "SELECT MAX(fence) FROM coupon_record WHERE coupon_id=%lld", id));
+        cr_assert_geq(app_db_int(g_app.db, "SELECT last_fence FROM coupon WHERE id=%lld", id),
+                      app_db_int(g_app.db, "SELECT MAX(fence) FROM coupon_record WHERE coupon_id=%lld", id));
     }
 
     /* Both servers report the same audit-consistent state. */
     for (int i = 0; i < 2; i++) {
-        char url[256];
-        http_reply r = {0};
-        app_url(url, sizeof url, &g_srv[i], "/api/v1/coupon/%lld", id);
-        cr_assert_eq(http_request("GET", url, NULL, NULL, &r), 0);
+        char path[64];
+        http_reply r;
+        snprintf(path, sizeof path, "/api/v1/coupon/%lld", id);
+        app_request(&g_app.srv[i], "GET", path, NULL, NULL, &r);
         json_t *root = app_expect(&r, 200, 0);
         json_t *d = json_object_get(root, "data");
         cr_assert_eq(app_jint(d, "stock"), 0);
@@ -274,13 +254,13 @@ Test(app_flash, none_oversells, .timeout = 90)
 {
     APP_SETUP_OK();
     start_all(1, "none", "1");
-    long long id = app_create_coupon(&g_srv[0], "flash", FLASH_STOCK, 1);
+    long long id = app_create_coupon(&g_app.srv[0], "flash", FLASH_STOCK, 1);
     flash_totals t;
     run_crowd(id, &t);
     free(t.ids);
 
     app_coupon_state st;
-    app_db_state(g_db, id, &st);
+    app_db_state(g_app.db, id, &st);
     cr_log_info("none: %d replies 200, %lld records, stock %lld of %lld, %lld users over the limit",
                 t.ok, st.records, st.stock, st.total, st.users_over);
     /* The lost update of read-then-write is the demonstrated bug: the test

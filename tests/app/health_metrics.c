@@ -10,35 +10,23 @@
 
 #include "app_util.h"
 
-static redis_proc g_redis[3];
-static size_t g_nredis;
-static server_proc g_srv;
-static char g_dir[256];
-static char g_db[320];
+static app_env g_app;
 
 static void setup(void)
 {
-    memset(g_redis, 0, sizeof g_redis);
-    memset(&g_srv, 0, sizeof g_srv);
-    g_nredis = 0;
-    app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "hm.db");
+    app_env_init(&g_app, "hm.db", 0);
 }
 
 static void teardown(void)
 {
-    app_down(&g_srv, g_redis, g_nredis, g_dir);
+    app_env_down(&g_app);
 }
 
 TestSuite(app_health_metrics, .init = setup, .fini = teardown, .timeout = 30);
 
 static void start_all(size_t n)
 {
-    char csv[256];
-    g_nredis = n;
-    app_redis_up(g_redis, n, 0);
-    redis_addrs_csv(g_redis, n, csv, sizeof csv);
-    app_server_up(&g_srv, "--db", g_db, "--redis", csv, "--admin-token", APP_TOKEN, "--lock-wait",
-                  "200", NULL);
+    app_env_up(&g_app, n, 0, 1, "--lock-wait", "200", NULL);
 }
 
 /* GET /healthz: asserts status, the envelope and the exact data
@@ -46,10 +34,8 @@ static void start_all(size_t n)
 static void expect_health(long status, const char *db, const char *lock, long long up,
                           long long nodes)
 {
-    char url[128];
-    http_reply r = {0};
-    app_url(url, sizeof url, &g_srv, "/healthz");
-    cr_assert_eq(http_request("GET", url, NULL, NULL, &r), 0);
+    http_reply r;
+    app_request(&g_app.srv[0], "GET", "/healthz", NULL, NULL, &r);
     json_t *root = app_envelope(&r, status);
     /* 1006: a service the server depends on is unavailable. */
     cr_assert_eq(app_jint(root, "code"), status == 200 ? 0 : 1006, "%s", r.body);
@@ -69,19 +55,17 @@ Test(app_health_metrics, healthz_single_node, .timeout = 30)
     start_all(1);
     expect_health(200, "ok", "ok", 1, 1);
 
-    cr_assert_eq(redis_kill(&g_redis[0]), 0);
+    cr_assert_eq(redis_kill(&g_app.redis[0]), 0);
     expect_health(503, "ok", "down", 0, 1);
     expect_health(503, "ok", "down", 0, 1);
 
     /* Back: the next check reconnects (bounded retries for the first one
      * that may still see the broken connection). */
-    cr_assert_eq(redis_restart(&g_redis[0]), 0);
+    cr_assert_eq(redis_restart(&g_app.redis[0]), 0);
     long status = 0;
     for (int i = 0; i < 50 && status != 200; i++) {
-        char url[128];
-        http_reply r = {0};
-        app_url(url, sizeof url, &g_srv, "/healthz");
-        cr_assert_eq(http_request("GET", url, NULL, NULL, &r), 0);
+        http_reply r;
+        app_request(&g_app.srv[0], "GET", "/healthz", NULL, NULL, &r);
         status = r.status;
         http_reply_free(&r);
         if (status != 200)
@@ -96,10 +80,10 @@ Test(app_health_metrics, healthz_quorum, .timeout = 30)
     APP_SETUP_OK();
     start_all(3);
     expect_health(200, "ok", "ok", 3, 3);
-    cr_assert_eq(redis_kill(&g_redis[0]), 0);
+    cr_assert_eq(redis_kill(&g_app.redis[0]), 0);
     /* 2 of 3 is a quorum: still healthy, and the count says one is missing. */
     expect_health(200, "ok", "ok", 2, 3);
-    cr_assert_eq(redis_kill(&g_redis[1]), 0);
+    cr_assert_eq(redis_kill(&g_app.redis[1]), 0);
     expect_health(503, "ok", "down", 1, 3);
 }
 
@@ -107,11 +91,10 @@ Test(app_health_metrics, healthz_without_lock, .timeout = 30)
 {
     APP_SETUP_OK();
     /* atomic-sql needs no Redis: its health does not depend on it. */
-    g_nredis = 1;
-    app_redis_up(g_redis, 1, 0);
-    app_server_up(&g_srv, "--db", g_db, "--redis", g_redis[0].addr, "--strategy", "atomic-sql",
-                  NULL);
-    cr_assert_eq(redis_kill(&g_redis[0]), 0);
+    app_env_up(&g_app, 1, 0, 0, NULL);
+    app_server_up(&g_app.srv[0], "--db", g_app.db, "--redis", g_app.redis[0].addr, "--strategy",
+                  "atomic-sql", NULL);
+    cr_assert_eq(redis_kill(&g_app.redis[0]), 0);
     expect_health(200, "ok", "unused", 0, 0);
 }
 
@@ -137,11 +120,9 @@ static void scrape_free(scrape *sc)
 
 static void do_scrape(scrape *sc)
 {
-    char url[128];
-    http_reply r = {0};
+    http_reply r;
     memset(sc, 0, sizeof *sc);
-    app_url(url, sizeof url, &g_srv, "/metrics");
-    cr_assert_eq(http_request("GET", url, NULL, NULL, &r), 0);
+    app_request(&g_app.srv[0], "GET", "/metrics", NULL, NULL, &r);
     cr_assert_eq(r.status, 200);
     cr_assert(strncmp(r.content_type, "text/plain", 10) == 0, "metrics Content-Type '%s'",
               r.content_type);
@@ -232,10 +213,7 @@ Test(app_health_metrics, metric_families_present, .timeout = 30)
 
 static void claim_expect(long long id, const char *user, long status, long long code)
 {
-    http_reply r;
-    app_claim(&g_srv, "POST", id, user, &r);
-    json_decref(app_expect(&r, status, code));
-    http_reply_free(&r);
+    app_claim_expect(&g_app.srv[0], "POST", id, user, status, code, 0);
 }
 
 /* Histogram buckets are cumulative and end in +Inf == _count. */
@@ -261,7 +239,7 @@ Test(app_health_metrics, counters_move_exactly, .timeout = 30)
     scrape a, b, c, d;
     do_scrape(&a);
 
-    long long id = app_create_coupon(&g_srv, "metered", 3, 1);
+    long long id = app_create_coupon(&g_app.srv[0], "metered", 3, 1);
     claim_expect(id, "u1", 200, 0);
     claim_expect(id, "u2", 200, 0);
     claim_expect(id, "u1", 409, 1004); /* under the lock */
@@ -269,15 +247,11 @@ Test(app_health_metrics, counters_move_exactly, .timeout = 30)
     claim_expect(id, "u4", 409, 1003); /* fast path, no lock */
     claim_expect(id, "u5", 409, 1003);
     http_reply r;
-    char url[256];
-    app_url(url, sizeof url, &g_srv, "/api/v1/coupon/add?coupon_id=abc&user_id=u");
-    memset(&r, 0, sizeof r);
-    cr_assert_eq(http_request("POST", url, NULL, NULL, &r), 0);
+    app_request(&g_app.srv[0], "POST", "/api/v1/coupon/add?coupon_id=abc&user_id=u", NULL, NULL,
+                &r);
     json_decref(app_expect(&r, 400, 1001));
     http_reply_free(&r);
-    app_url(url, sizeof url, &g_srv, "/no/such/route");
-    memset(&r, 0, sizeof r);
-    cr_assert_eq(http_request("GET", url, NULL, NULL, &r), 0);
+    app_request(&g_app.srv[0], "GET", "/no/such/route", NULL, NULL, &r);
     json_decref(app_expect(&r, 404, 1008));
     http_reply_free(&r);
 
@@ -303,11 +277,11 @@ Test(app_health_metrics, counters_move_exactly, .timeout = 30)
     check_histogram(&b);
 
     /* A lock someone else holds: 1005 after retries within the 200 ms wait. */
-    long long id2 = app_create_coupon(&g_srv, "held", 3, 1);
+    long long id2 = app_create_coupon(&g_app.srv[0], "held", 3, 1);
     char key[64], out[64];
     snprintf(key, sizeof key, APP_LOCK_KEY_FMT, id2);
     const char *set[] = {"SET", key, "someone-else", "PX", "60000"};
-    app_redis(&g_redis[0], out, sizeof out, 5, set);
+    app_redis(&g_app.redis[0], out, sizeof out, 5, set);
     claim_expect(id2, "u1", 503, 1005);
     do_scrape(&c);
     EXPECT_DELTA(&b, &c, REQ("/api/v1/coupon/add", "503"), 1);
@@ -323,9 +297,9 @@ Test(app_health_metrics, counters_move_exactly, .timeout = 30)
                   0.1);
 
     /* Redis gone: 1006 and one unavailable error. */
-    cr_assert_eq(redis_kill(&g_redis[0]), 0);
+    cr_assert_eq(redis_kill(&g_app.redis[0]), 0);
     claim_expect(id, "u9", 409, 1003); /* sold out still answers without Redis */
-    long long id3 = app_create_coupon(&g_srv, "down", 3, 1);
+    long long id3 = app_create_coupon(&g_app.srv[0], "down", 3, 1);
     claim_expect(id3, "u1", 503, 1006);
     do_scrape(&d);
     EXPECT_DELTA(&c, &d, REQ("/api/v1/coupon/add", "503"), 1);

@@ -25,37 +25,30 @@
 
 #include "app_util.h"
 
-static redis_proc g_redis[3];
-static server_proc g_srv[2];
-static char g_dir[256];
-static char g_db[320];
+static app_env g_app;
 
 static void setup(void)
 {
-    memset(g_srv, 0, sizeof g_srv);
-    memset(g_redis, 0, sizeof g_redis);
-    if (app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "lease.db") != 0)
-        return;
-    app_redis_try(g_redis, 3, 0);
+    if (app_env_init(&g_app, "lease.db", 0) == 0)
+        app_env_try(&g_app, 3, 0, 0, NULL);
 }
 
 static void teardown(void)
 {
-    app_server_down(&g_srv[1]);
-    app_down(&g_srv[0], g_redis, 3, g_dir);
+    app_env_down(&g_app);
 }
 
 TestSuite(app_lease, .init = setup, .fini = teardown, .timeout = 60);
 
-/* Server i with the given fence mode and TTL plus extra options (name, value
- * pairs, NULL-terminated, at most 2 pairs). */
-static void server_up(int i, const char *fence, const char *ttl, const char *k1, const char *v1, const char *k2,
-                      const char *v2)
+/* Both servers with the given fence mode and TTL, each with its own two
+ * extra options (name, value pairs), and the coupon (stock 5) they claim. */
+static long long servers_up(const char *fence, const char *ttl, const char *const extra[2][4])
 {
-    char csv[256];
-    redis_addrs_csv(g_redis, 3, csv, sizeof csv);
-    app_server_up(&g_srv[i], "--db", g_db, "--redis", csv, "--admin-token", APP_TOKEN, "--fence", fence,
-                  "--lock-ttl", ttl, "--lock-batch", "1", "--lock-wait", "5000", k1, v1, k2, v2, NULL);
+    for (size_t i = 0; i < 2; i++)
+        app_env_server_up(&g_app, i, "--fence", fence, "--lock-ttl", ttl, "--lock-batch", "1",
+                          "--lock-wait", "5000", extra[i][0], extra[i][1], extra[i][2],
+                          extra[i][3], NULL);
+    return app_create_coupon(&g_app.srv[0], "lease", 5, 0);
 }
 
 typedef struct async_claim {
@@ -109,8 +102,8 @@ static void claim_join(async_claim *c)
 static void expect_outcome(const char *fence, long long id, const async_claim *a, const async_claim *b)
 {
     app_coupon_state st;
-    app_db_state(g_db, id, &st);
-    long long a_rows = app_db_int(g_db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='a'");
+    app_db_state(g_app.db, id, &st);
+    long long a_rows = app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='a'");
     cr_log_info("--fence %s: stale holder %ld/%lld, new holder %ld/%lld; records %lld, stock %lld of %lld", fence,
                 a->status, a->code, b->status, b->code, st.records, st.stock, st.total);
     cr_assert_eq(b->status, 200, "the new holder: %ld / %lld", b->status, b->code);
@@ -137,12 +130,12 @@ static void paused_interleaving(const char *fence)
 {
     APP_SETUP_OK();
     async_claim a, b;
-    server_up(0, fence, "200", "--fault-pause-ms", "1000", "--threads", "2");
-    server_up(1, fence, "200", "--fault-pause-ms", "1500", "--threads", "2");
-    long long id = app_create_coupon(&g_srv[0], "lease", 5, 0);
+    const char *const extra[2][4] = {{"--fault-pause-ms", "1000", "--threads", "2"},
+                                     {"--fault-pause-ms", "1500", "--threads", "2"}};
+    long long id = servers_up(fence, "200", extra);
 
-    claim_start(&a, &g_srv[0], id, "a", 0);
-    claim_start(&b, &g_srv[1], id, "b", 500);
+    claim_start(&a, &g_app.srv[0], id, "a", 0);
+    claim_start(&b, &g_app.srv[1], id, "b", 500);
     claim_join(&a);
     claim_join(&b);
     expect_outcome(fence, id, &a, &b);
@@ -159,18 +152,18 @@ static void sigstopped_holder(const char *fence)
 {
     APP_SETUP_OK();
     async_claim a, b;
-    server_up(0, fence, "500", "--work-us", "300000", "--threads", "2");
-    server_up(1, fence, "500", "--work-us", "300000", "--threads", "2");
-    long long id = app_create_coupon(&g_srv[0], "lease", 5, 0);
+    const char *const extra[2][4] = {{"--work-us", "300000", "--threads", "2"},
+                                     {"--work-us", "300000", "--threads", "2"}};
+    long long id = servers_up(fence, "500", extra);
 
     int64_t t0 = test_now_ms();
-    claim_start(&a, &g_srv[0], id, "a", 0);
+    claim_start(&a, &g_app.srv[0], id, "a", 0);
     test_sleep_ms(100);
-    cr_assert_eq(server_pause(&g_srv[0]), 0);
+    cr_assert_eq(server_pause(&g_app.srv[0]), 0);
     int64_t wait = 800 - (test_now_ms() - t0);
-    claim_start(&b, &g_srv[1], id, "b", wait > 0 ? (int)wait : 0);
+    claim_start(&b, &g_app.srv[1], id, "b", wait > 0 ? (int)wait : 0);
     claim_join(&b);
-    cr_assert_eq(server_resume(&g_srv[0]), 0);
+    cr_assert_eq(server_resume(&g_app.srv[0]), 0);
     claim_join(&a);
     expect_outcome(fence, id, &a, &b);
 }

@@ -12,21 +12,16 @@
 
 #define CHROMIUM "/usr/bin/chromium"
 
-static redis_proc g_redis;
-static server_proc g_srv;
-static char g_dir[256];
-static char g_db[320];
+static app_env g_app;
 
 static void setup(void)
 {
-    memset(&g_redis, 0, sizeof g_redis);
-    memset(&g_srv, 0, sizeof g_srv);
-    app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "page.db");
+    app_env_init(&g_app, "page.db", 0);
 }
 
 static void teardown(void)
 {
-    app_down(&g_srv, &g_redis, 1, g_dir);
+    app_env_down(&g_app);
 }
 
 TestSuite(app_page, .init = setup, .fini = teardown, .timeout = 120);
@@ -35,7 +30,7 @@ TestSuite(app_page, .init = setup, .fini = teardown, .timeout = 120);
 static char *dump_dom(const char *url)
 {
     char profile[320], profile_arg[340];
-    snprintf(profile, sizeof profile, "%s/chromium-profile", g_dir);
+    snprintf(profile, sizeof profile, "%s/chromium-profile", g_app.dir);
     snprintf(profile_arg, sizeof profile_arg, "--user-data-dir=%s", profile);
     const char *argv[] = {CHROMIUM,
                           "--headless",
@@ -66,21 +61,15 @@ Test(app_page, page_shows_coupons_and_stock, .timeout = 120)
     if (access(CHROMIUM, X_OK) != 0)
         cr_skip_test(CHROMIUM " is not installed (apt-get install chromium; scripts/test "
                               "installs it): the page test cannot run");
-    app_single_up(&g_redis, &g_srv, g_db);
-    long long a = app_create_coupon(&g_srv, "Autumn Gala 8317", 4321, 0);
-    long long b = app_create_coupon(&g_srv, "Tag <i>x</i> & \"more\"", 77, 1);
-    http_reply r;
-    for (int i = 0; i < 3; i++) {
-        app_claim(&g_srv, "POST", a, "viewer", &r);
-        json_decref(app_expect(&r, 200, 0));
-        http_reply_free(&r);
-    }
-    app_claim(&g_srv, "POST", b, "viewer", &r);
-    json_decref(app_expect(&r, 200, 0));
-    http_reply_free(&r);
+    app_env_up(&g_app, 1, 0, 1, NULL);
+    long long a = app_create_coupon(&g_app.srv[0], "Autumn Gala 8317", 4321, 0);
+    long long b = app_create_coupon(&g_app.srv[0], "Tag <i>x</i> & \"more\"", 77, 1);
+    for (int i = 0; i < 3; i++)
+        app_claim_expect(&g_app.srv[0], "POST", a, "viewer", 200, 0, 0);
+    app_claim_expect(&g_app.srv[0], "POST", b, "viewer", 200, 0, 0);
 
     char url[128];
-    app_url(url, sizeof url, &g_srv, "/");
+    app_url(url, sizeof url, &g_app.srv[0], "/");
     char *dom = dump_dom(url);
     cr_assert_not_null(strstr(dom, "Autumn Gala 8317"), "name missing from the DOM: %.3000s", dom);
     cr_assert_not_null(strstr(dom, "4318"), "stock 4318 missing from the DOM: %.3000s", dom);

@@ -17,28 +17,17 @@
 #define SD_MAX_REQS 4000 /* per thread: bounds the loop if SIGTERM never lands */
 #define SD_STOCK 1000000
 
-static redis_proc g_redis;
-static server_proc g_srv;
-static char g_dir[256];
-static char g_db[320];
+static app_env g_app;
 
 static void setup(void)
 {
-    memset(&g_redis, 0, sizeof g_redis);
-    memset(&g_srv, 0, sizeof g_srv);
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        app_setup_fail("curl_global_init failed");
-        return;
-    }
-    if (app_dir_try(g_dir, sizeof g_dir, g_db, sizeof g_db, "shutdown.db") != 0)
-        return;
-    app_single_try(&g_redis, &g_srv, g_db);
+    if (app_env_init(&g_app, "shutdown.db", APP_ENV_CURL) == 0)
+        app_env_try(&g_app, 1, 0, 1, NULL);
 }
 
 static void teardown(void)
 {
-    app_down(&g_srv, &g_redis, 1, g_dir);
-    curl_global_cleanup();
+    app_env_down(&g_app);
 }
 
 TestSuite(app_shutdown, .init = setup, .fini = teardown, .timeout = 60);
@@ -69,8 +58,8 @@ static void *sd_worker_main(void *arg)
     for (int i = 0; i < SD_MAX_REQS; i++) {
         char url[256];
         /* Distinct users, unlimited coupon: every claim that runs succeeds. */
-        snprintf(url, sizeof url, "%s/api/v1/coupon/add?coupon_id=%lld&user_id=t%d-%d", g_srv.url,
-                 w->coupon_id, w->idx, i);
+        snprintf(url, sizeof url, "%s/api/v1/coupon/add?coupon_id=%lld&user_id=t%d-%d",
+                 g_app.srv[0].url, w->coupon_id, w->idx, i);
         long status = 0;
         int term_before = atomic_load(&g_term_sent);
         CURLcode rc = app_curl_post(h, url, &b, 2000L, &status);
@@ -104,7 +93,7 @@ static void *sd_worker_main(void *arg)
 Test(app_shutdown, sigterm_under_load_loses_no_claim, .timeout = 60)
 {
     APP_SETUP_OK();
-    long long id = app_create_coupon(&g_srv, "shutdown", SD_STOCK, 0);
+    long long id = app_create_coupon(&g_app.srv[0], "shutdown", SD_STOCK, 0);
     static sd_worker w[SD_THREADS];
     pthread_t th[SD_THREADS];
     memset(w, 0, sizeof w);
@@ -121,7 +110,7 @@ Test(app_shutdown, sigterm_under_load_loses_no_claim, .timeout = 60)
     int ok_at_term = atomic_load(&g_ok_total);
     atomic_store(&g_term_sent, 1);
     int code = -1;
-    int stop_rc = server_stop(&g_srv, SIGTERM, &code);
+    int stop_rc = server_stop(&g_app.srv[0], SIGTERM, &code);
     for (int i = 0; i < SD_THREADS; i++)
         pthread_join(th[i], NULL);
     cr_assert_eq(stop_rc, 0);
@@ -146,7 +135,7 @@ Test(app_shutdown, sigterm_under_load_loses_no_claim, .timeout = 60)
 
     /* No accepted claim lost, no claim written without its 200. */
     app_coupon_state st;
-    app_db_state(g_db, id, &st);
+    app_db_state(g_app.db, id, &st);
     cr_assert_eq(st.records, ok, "%lld records but %d replies 200", st.records, ok);
     cr_assert_eq(st.stock + st.records, st.total);
     cr_assert_eq(st.total, SD_STOCK);
