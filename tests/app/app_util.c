@@ -66,7 +66,7 @@ static void app_rmtree(const char *dir)
             g_dirs[i][0] = '\0';
 }
 
-int app_env_init(app_env *e, const char *db_name, unsigned flags)
+static int env_init(app_env *e, const char *db_name, unsigned flags)
 {
     memset(e, 0, sizeof *e);
     if (flags & APP_ENV_CURL) {
@@ -158,15 +158,6 @@ static int env_vtry(app_env *e, size_t nredis, int persistent, size_t nservers, 
     return 0;
 }
 
-int app_env_try(app_env *e, size_t nredis, int persistent, size_t nservers, ...)
-{
-    va_list ap;
-    va_start(ap, nservers);
-    int rc = env_vtry(e, nredis, persistent, nservers, ap);
-    va_end(ap);
-    return rc;
-}
-
 void app_env_up(app_env *e, size_t nredis, int persistent, size_t nservers, ...)
 {
     va_list ap;
@@ -188,7 +179,7 @@ void app_env_server_up(app_env *e, size_t i, ...)
     cr_assert(n >= 0 && start_server(&e->srv[i], args) == 0, "%s", app_setup_error);
 }
 
-void app_env_down(app_env *e)
+static void env_down(app_env *e)
 {
     for (size_t i = 0; i < APP_MAX_SERVERS; i++)
         app_server_down(&e->srv[i]);
@@ -198,6 +189,29 @@ void app_env_down(app_env *e)
     if (e->curl)
         curl_global_cleanup();
     e->curl = 0;
+}
+
+app_env g_app;
+
+/* env_vtry with no extra options. */
+static int env_try(app_env *e, size_t nredis, int persistent, size_t nservers, ...)
+{
+    va_list ap;
+    va_start(ap, nservers);
+    int rc = env_vtry(e, nredis, persistent, nservers, ap);
+    va_end(ap);
+    return rc;
+}
+
+void app_suite_init(void)
+{
+    if (env_init(&g_app, app_plan.db_name, app_plan.flags) == 0)
+        env_try(&g_app, app_plan.nredis, 0, app_plan.nservers, NULL);
+}
+
+void app_suite_fini(void)
+{
+    env_down(&g_app);
 }
 
 void app_server_up(server_proc *s, ...)

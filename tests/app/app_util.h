@@ -32,32 +32,42 @@ void app_setup_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define APP_MAX_SERVERS 2
 typedef struct app_env {
     redis_proc redis[APP_MAX_REDIS];
-    size_t nredis;                    /* nodes started by app_env_up / _try */
+    size_t nredis;                    /* nodes started (app_env_up, or .init) */
     server_proc srv[APP_MAX_SERVERS];
     char dir[256];
     char db[320];                     /* "<dir>/<db_name>": the servers' --db */
-    int curl;                         /* app_env_init called curl_global_init */
+    int curl;                         /* .init called curl_global_init */
 } app_env;
 
-/* app_env_init flag: curl_global_init first, for the suites whose threads
+/* app_suite_plan flag: curl_global_init first, for the suites whose threads
  * use curl handles of their own (it is not thread-safe: before any thread). */
 #define APP_ENV_CURL 1u
 
-/* .init: zeroes e, then the temp dir and e->db = "<dir>/<db_name>": 0, or
- * -1 with app_setup_error set. */
-int app_env_init(app_env *e, const char *db_name, unsigned flags);
-/* Starts nredis nodes (persistent: appendonly + fsync always), then
- * servers srv[0..nservers) each with the options app_env_server_up gives
- * and the same NULL-terminated extra options. app_env_up asserts;
- * app_env_try returns 0, or -1 with app_setup_error set (for .init). */
+/* The suites' fixture. Each suite defines app_plan, and its TestSuite takes
+ * .init = app_suite_init, .fini = app_suite_fini. .init zeroes g_app, makes
+ * the temp dir and g_app.db, and starts the plan's nodes and servers (the
+ * servers with the options of app_env_server_up and no others); it does not
+ * assert (Criterion would then skip .fini): a failure is recorded in
+ * app_setup_error for APP_SETUP_OK(). .fini stops every server and node
+ * (resuming paused ones), removes the temp dir, and undoes curl's init. */
+typedef struct app_suite_plan {
+    const char *db_name; /* the SQLite file in the temp dir */
+    unsigned flags;      /* APP_ENV_CURL */
+    size_t nredis;       /* nodes .init starts (not persistent) */
+    size_t nservers;     /* servers .init starts on them */
+} app_suite_plan;
+extern const app_suite_plan app_plan; /* defined by each suite */
+extern app_env g_app;                 /* the suite's fixture */
+void app_suite_init(void);
+void app_suite_fini(void);
+
+/* In a test: starts nredis nodes (persistent: appendonly + fsync always),
+ * then servers srv[0..nservers), each with the options app_env_server_up
+ * gives and the same NULL-terminated extra options; asserts. */
 void app_env_up(app_env *e, size_t nredis, int persistent, size_t nservers, ...);
-int app_env_try(app_env *e, size_t nredis, int persistent, size_t nservers, ...);
 /* Starts srv[i] with --db e->db --redis <every node of e> --admin-token
  * APP_TOKEN and the NULL-terminated extra options; asserts. */
 void app_env_server_up(app_env *e, size_t i, ...);
-/* .fini: stops the servers and the nodes (resuming paused ones), removes
- * the temp dir, and curl_global_cleanup when app_env_init did the init. */
-void app_env_down(app_env *e);
 
 /* Starts coupon-server with exactly the NULL-terminated options (after the
  * --listen 127.0.0.1:0 the support adds), for servers app_env_server_up

@@ -16,7 +16,7 @@
 
 #include "app_util.h"
 
-static app_env g_app;
+const app_suite_plan app_plan = {.db_name = "coupon.db"};
 /* A server this suite spawned itself (to read its stdout exactly). */
 static pid_t g_child;
 static int g_child_out = -1;
@@ -25,8 +25,7 @@ static void setup(void)
 {
     g_child = 0;
     g_child_out = -1;
-    if (app_env_init(&g_app, "coupon.db", 0) != 0)
-        return;
+    app_suite_init();
     /* The suite decides every option itself: nothing from the caller's shell. */
     const char *vars[] = {"COUPON_LISTEN",      "COUPON_DB",     "COUPON_REDIS",
                           "COUPON_LOCK_TTL_MS", "COUPON_LOCK_WAIT_MS", "COUPON_STRATEGY",
@@ -64,7 +63,7 @@ static void teardown(void)
     if (g_child_out >= 0)
         close(g_child_out);
     g_child_out = -1;
-    app_env_down(&g_app);
+    app_suite_fini();
 }
 
 TestSuite(app_cli, .init = setup, .fini = teardown, .timeout = 30);

@@ -11,20 +11,8 @@
 #include "app_util.h"
 
 /* srv[0]: the suite's server; srv[1]: a second one some tests start. */
-static app_env g_app;
-
-static void setup(void)
-{
-    if (app_env_init(&g_app, "coupon.db", 0) == 0)
-        app_env_try(&g_app, 1, 0, 1, NULL);
-}
-
-static void teardown(void)
-{
-    app_env_down(&g_app);
-}
-
-TestSuite(app_errors, .init = setup, .fini = teardown, .timeout = 30);
+const app_suite_plan app_plan = {.db_name = "coupon.db", .nredis = 1, .nservers = 1};
+TestSuite(app_errors, .init = app_suite_init, .fini = app_suite_fini, .timeout = 30);
 
 /* A raw request; asserts the transport worked. */
 static void req(const char *method, const char *path, const char *body,

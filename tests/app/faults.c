@@ -10,19 +10,8 @@
 
 #include "app_util.h"
 
-static app_env g_app;
-
-static void setup(void)
-{
-    app_env_init(&g_app, "faults.db", 0);
-}
-
-static void teardown(void)
-{
-    app_env_down(&g_app);
-}
-
-TestSuite(app_faults, .init = setup, .fini = teardown, .timeout = 60);
+const app_suite_plan app_plan = {.db_name = "faults.db"};
+TestSuite(app_faults, .init = app_suite_init, .fini = app_suite_fini, .timeout = 60);
 
 /* Persistent nodes: a restarted node must keep its fencing counters, or
  * every claim after the restart would carry a stale fence. */

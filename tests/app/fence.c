@@ -14,20 +14,8 @@
 /* Key of libdlock's per-resource fencing counter (INCR'd on each acquisition). */
 #define APP_FENCE_KEY_FMT APP_LOCK_KEY_FMT ":fence"
 
-static app_env g_app;
-
-static void setup(void)
-{
-    if (app_env_init(&g_app, "fence.db", 0) == 0)
-        app_env_try(&g_app, 1, 0, 1, NULL);
-}
-
-static void teardown(void)
-{
-    app_env_down(&g_app);
-}
-
-TestSuite(app_fence, .init = setup, .fini = teardown, .timeout = 30);
+const app_suite_plan app_plan = {.db_name = "fence.db", .nredis = 1, .nservers = 1};
+TestSuite(app_fence, .init = app_suite_init, .fini = app_suite_fini, .timeout = 30);
 
 /* Claims and returns the fence of the 200 reply. */
 static long long claim_ok(long long id, const char *user)

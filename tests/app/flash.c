@@ -20,19 +20,8 @@
  * there are still far more distinct users than coupons. */
 #define FLASH_USERS 1500
 
-static app_env g_app;
-
-static void setup(void)
-{
-    app_env_init(&g_app, "flash.db", APP_ENV_CURL);
-}
-
-static void teardown(void)
-{
-    app_env_down(&g_app);
-}
-
-TestSuite(app_flash, .init = setup, .fini = teardown, .timeout = 90);
+const app_suite_plan app_plan = {.db_name = "flash.db", .flags = APP_ENV_CURL};
+TestSuite(app_flash, .init = app_suite_init, .fini = app_suite_fini, .timeout = 90);
 
 typedef struct worker_ctx {
     int idx;

@@ -10,19 +10,8 @@
 
 #include "app_util.h"
 
-static app_env g_app;
-
-static void setup(void)
-{
-    app_env_init(&g_app, "hm.db", 0);
-}
-
-static void teardown(void)
-{
-    app_env_down(&g_app);
-}
-
-TestSuite(app_health_metrics, .init = setup, .fini = teardown, .timeout = 30);
+const app_suite_plan app_plan = {.db_name = "hm.db"};
+TestSuite(app_health_metrics, .init = app_suite_init, .fini = app_suite_fini, .timeout = 30);
 
 static void start_all(size_t n)
 {

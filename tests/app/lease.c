@@ -25,20 +25,8 @@
 
 #include "app_util.h"
 
-static app_env g_app;
-
-static void setup(void)
-{
-    if (app_env_init(&g_app, "lease.db", 0) == 0)
-        app_env_try(&g_app, 3, 0, 0, NULL);
-}
-
-static void teardown(void)
-{
-    app_env_down(&g_app);
-}
-
-TestSuite(app_lease, .init = setup, .fini = teardown, .timeout = 60);
+const app_suite_plan app_plan = {.db_name = "lease.db", .nredis = 3};
+TestSuite(app_lease, .init = app_suite_init, .fini = app_suite_fini, .timeout = 60);
 
 /* Both servers with the given fence mode and TTL, each with its own two
  * extra options (name, value pairs), and the coupon (stock 5) they claim. */

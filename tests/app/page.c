@@ -12,19 +12,8 @@
 
 #define CHROMIUM "/usr/bin/chromium"
 
-static app_env g_app;
-
-static void setup(void)
-{
-    app_env_init(&g_app, "page.db", 0);
-}
-
-static void teardown(void)
-{
-    app_env_down(&g_app);
-}
-
-TestSuite(app_page, .init = setup, .fini = teardown, .timeout = 120);
+const app_suite_plan app_plan = {.db_name = "page.db"};
+TestSuite(app_page, .init = app_suite_init, .fini = app_suite_fini, .timeout = 120);
 
 /* The rendered DOM of url, malloc'd. */
 static char *dump_dom(const char *url)

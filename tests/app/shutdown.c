@@ -17,20 +17,9 @@
 #define SD_MAX_REQS 4000 /* per thread: bounds the loop if SIGTERM never lands */
 #define SD_STOCK 1000000
 
-static app_env g_app;
-
-static void setup(void)
-{
-    if (app_env_init(&g_app, "shutdown.db", APP_ENV_CURL) == 0)
-        app_env_try(&g_app, 1, 0, 1, NULL);
-}
-
-static void teardown(void)
-{
-    app_env_down(&g_app);
-}
-
-TestSuite(app_shutdown, .init = setup, .fini = teardown, .timeout = 60);
+const app_suite_plan app_plan = {
+    .db_name = "shutdown.db", .flags = APP_ENV_CURL, .nredis = 1, .nservers = 1};
+TestSuite(app_shutdown, .init = app_suite_init, .fini = app_suite_fini, .timeout = 60);
 
 static atomic_int g_ok_total;
 static atomic_int g_term_sent;
