@@ -11,9 +11,8 @@ TestSuite(db_audit, .init = dbt_setup_open, .fini = dbt_teardown_close, .timeout
 
 static db_audit_row audit(int64_t id)
 {
-    db_audit_row a;
+    db_audit_row a = dbt_audit(dbt_db, id);
 
-    cr_assert_eq(db_audit(dbt_db, id, &a), DB_OK, "%s", db_errmsg(dbt_db));
     cr_assert_eq(a.coupon_id, id);
     return a;
 }

@@ -1,10 +1,8 @@
 /* dbtest.c - shared helpers for the coupon store suites (see dbtest.h). */
-#define _XOPEN_SOURCE 700 /* nftw */
 #include "dbtest.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <ftw.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -21,28 +19,14 @@ char dbt_path[320];
 
 void dbt_setup(void)
 {
-    const char *tmp = getenv("TMPDIR");
-
-    snprintf(dbt_dir, sizeof dbt_dir, "%s/dbtest.XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
-    cr_assert_not_null(mkdtemp(dbt_dir), "mkdtemp: %s", strerror(errno));
+    cr_assert_eq(test_mkdtemp(dbt_dir, sizeof dbt_dir, "dbtest."), 0, "no temp dir (see stderr)");
     snprintf(dbt_path, sizeof dbt_path, "%s/coupon.db", dbt_dir);
-}
-
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    if (remove(path) != 0)
-        fprintf(stderr, "dbtest: cannot remove %s: %s\n", path, strerror(errno));
-    return 0;
 }
 
 void dbt_teardown(void)
 {
-    /* FTW_DEPTH: files (db, -wal, -shm) before their directory. */
-    if (dbt_dir[0] != '\0')
-        (void)nftw(dbt_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    /* The db and its -wal, -shm files with it. */
+    test_rmtree(dbt_dir);
     dbt_dir[0] = '\0';
 }
 
@@ -82,16 +66,31 @@ int64_t dbt_create(db_store *db, const char *name, int64_t stock, int64_t per_us
     return c.id;
 }
 
-int64_t dbt_scalar(const char *path, const char *sql)
+db_audit_row dbt_audit(db_store *db, int64_t coupon_id)
+{
+    db_audit_row a;
+
+    cr_assert_eq(db_audit(db, coupon_id, &a), DB_OK, "%s", db_errmsg(db));
+    return a;
+}
+
+/* Raw read-write connection to path (busy timeout 5 s); asserts. */
+static sqlite3 *raw_open(const char *path, int flags)
 {
     sqlite3 *conn = NULL;
-    sqlite3_stmt *st = NULL;
-    int64_t v;
-    int rc = sqlite3_open_v2(path, &conn, SQLITE_OPEN_READWRITE, NULL);
+    int rc = sqlite3_open_v2(path, &conn, flags, NULL);
 
     cr_assert_eq(rc, SQLITE_OK, "raw open %s: %s", path, sqlite3_errstr(rc));
     cr_assert_eq(sqlite3_busy_timeout(conn, 5000), SQLITE_OK);
-    rc = sqlite3_prepare_v2(conn, sql, -1, &st, NULL);
+    return conn;
+}
+
+int64_t dbt_scalar(const char *path, const char *sql)
+{
+    sqlite3 *conn = raw_open(path, SQLITE_OPEN_READWRITE);
+    sqlite3_stmt *st = NULL;
+    int64_t v;
+    int rc = sqlite3_prepare_v2(conn, sql, -1, &st, NULL);
     cr_assert_eq(rc, SQLITE_OK, "raw prepare %s: %s", sql, sqlite3_errmsg(conn));
     rc = sqlite3_step(st);
     cr_assert_eq(rc, SQLITE_ROW, "raw step %s: %s", sql, sqlite3_errmsg(conn));
@@ -103,13 +102,9 @@ int64_t dbt_scalar(const char *path, const char *sql)
 
 void dbt_exec(const char *path, const char *sql)
 {
-    sqlite3 *conn = NULL;
+    sqlite3 *conn = raw_open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     char *err = NULL;
-    int rc = sqlite3_open_v2(path, &conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-
-    cr_assert_eq(rc, SQLITE_OK, "raw open %s: %s", path, sqlite3_errstr(rc));
-    cr_assert_eq(sqlite3_busy_timeout(conn, 5000), SQLITE_OK);
-    rc = sqlite3_exec(conn, sql, NULL, NULL, &err);
+    int rc = sqlite3_exec(conn, sql, NULL, NULL, &err);
     cr_assert_eq(rc, SQLITE_OK, "raw exec %s: %s", sql, err != NULL ? err : sqlite3_errstr(rc));
     sqlite3_free(err);
     cr_assert_eq(sqlite3_close(conn), SQLITE_OK);

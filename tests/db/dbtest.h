@@ -15,7 +15,8 @@
 extern char dbt_dir[256];
 extern char dbt_path[320];
 
-/* .init / .fini: make / remove (recursively) the temp dir. */
+/* .init / .fini: make (under $TMPDIR, else /tmp) / remove (recursively) the
+ * temp dir. */
 void dbt_setup(void);
 void dbt_teardown(void);
 
@@ -30,6 +31,8 @@ void dbt_teardown_close(void);
 db_store *dbt_open(void);
 /* Create a coupon; asserts DB_OK and returns its id. */
 int64_t dbt_create(db_store *db, const char *name, int64_t stock, int64_t per_user_limit);
+/* db_audit of the coupon; asserts DB_OK. */
+db_audit_row dbt_audit(db_store *db, int64_t coupon_id);
 
 /* The critical section with no fence (DB_FENCE_OFF, fence 0) and a business
  * step of delay_us between the read and the write: what the `none` strategy

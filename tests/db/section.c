@@ -41,13 +41,6 @@ static db_status do_write(holder *h, int64_t id, db_fence_mode mode)
     return db_claim_write(h->db, id, mode, h->fence, &h->view, &h->req, 1);
 }
 
-static db_audit_row audit(int64_t id)
-{
-    db_audit_row a;
-    cr_assert_eq(db_audit(dbt_db, id, &a), DB_OK, "%s", db_errmsg(dbt_db));
-    return a;
-}
-
 /* The interleaving of docs/fencing.md, on two connections: A (fence 10)
  * reads, its lease runs out, B (fence 11) reads, A writes, B writes. */
 static void lease_outlived(db_fence_mode mode, db_status *a_write, db_status *b_write, int64_t *id_out)
@@ -76,7 +69,7 @@ Test(db_section, fence_off_sells_one_unit_twice)
     lease_outlived(DB_FENCE_OFF, &wa, &wb, &id);
     cr_assert_eq(wa, DB_OK);
     cr_assert_eq(wb, DB_OK);
-    db_audit_row a = audit(id);
+    db_audit_row a = dbt_audit(dbt_db, id);
     cr_assert_eq(a.issued, 2);
     cr_assert_eq(a.stock, 4, "both wrote 5 - 1: the lost update");
     cr_assert_eq(a.oversold_by, 1);
@@ -92,7 +85,7 @@ Test(db_section, fence_on_write_only_still_sells_one_unit_twice)
     lease_outlived(DB_FENCE_WRITE, &wa, &wb, &id);
     cr_assert_eq(wa, DB_OK);
     cr_assert_eq(wb, DB_OK);
-    db_audit_row a = audit(id);
+    db_audit_row a = dbt_audit(dbt_db, id);
     cr_assert_eq(a.issued, 2);
     cr_assert_eq(a.stock, 4);
     cr_assert_eq(a.oversold_by, 1);
@@ -107,7 +100,7 @@ Test(db_section, full_fence_refuses_the_stale_holder_and_changes_nothing)
     lease_outlived(DB_FENCE_FULL, &wa, &wb, &id);
     cr_assert_eq(wa, DB_STALE_FENCE, "B read with fence 11: A (10) must not write");
     cr_assert_eq(wb, DB_OK);
-    db_audit_row a = audit(id);
+    db_audit_row a = dbt_audit(dbt_db, id);
     cr_assert_eq(a.issued, 1);
     cr_assert_eq(a.stock, 4);
     cr_assert_eq(a.oversold_by, 0);
@@ -163,7 +156,7 @@ Test(db_section, batch_reads_once_writes_once_and_keeps_the_user_limit)
         cr_assert_eq(reqs[i].status, want[i], "claim %d: %s", i, db_status_str(reqs[i].status));
         cr_assert_eq(reqs[i].claim.stock, left[i], "claim %d stock left %lld", i, (long long)reqs[i].claim.stock);
     }
-    db_audit_row a = audit(id);
+    db_audit_row a = dbt_audit(dbt_db, id);
     cr_assert_eq(a.issued, 4);
     cr_assert_eq(a.stock, 0);
     cr_assert_eq(a.oversold_by, 0);
