@@ -214,7 +214,7 @@ Test(db_section, a_claim_inside_the_business_step_is_a_lost_update_without_full_
         db_status st = db_claim_section(dbt_db, x.id, modes[m], 10, &req, 1, claim_in_between, &x);
         cr_assert_eq(x.other_result, DB_OK, "%s", db_errmsg(x.other));
         cr_assert_eq(st, first_want[m], "mode %s: %s", db_fence_mode_name(modes[m]), db_status_str(st));
-        db_audit_row a = audit(x.id);
+        db_audit_row a = dbt_audit(dbt_db, x.id);
         cr_assert_eq(a.oversold_by, oversold_want[m], "mode %s", db_fence_mode_name(modes[m]));
         db_close(x.other);
     }
