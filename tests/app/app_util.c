@@ -362,59 +362,60 @@ static sqlite3 *db_open_rw(const char *db_path)
     return db;
 }
 
-/* Formats the SQL into sql[len] and opens the file (db_open_rw). */
-static sqlite3 *db_open_sql(const char *db_path, char *sql, size_t len, const char *sql_fmt,
-                            va_list ap)
+/* Runs the formatted SQL on the file: with v, as a query that must return
+ * exactly one row, whose first column goes to *v; without, as statements. */
+static void db_run(const char *db_path, long long *v, const char *sql_fmt, va_list ap)
 {
-    int n = vsnprintf(sql, len, sql_fmt, ap);
-    cr_assert(n >= 0 && (size_t)n < len, "sql too long");
-    return db_open_rw(db_path);
+    char sql[8192];
+    int n = vsnprintf(sql, sizeof sql, sql_fmt, ap);
+    cr_assert(n >= 0 && (size_t)n < sizeof sql, "sql too long");
+
+    sqlite3 *db = db_open_rw(db_path);
+    char err[512] = "";
+    int rc, rows = 0;
+    if (v) {
+        sqlite3_stmt *st = NULL;
+        rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+            while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                *v = (long long)sqlite3_column_int64(st, 0);
+                rows++;
+            }
+        }
+        if (rc == SQLITE_DONE)
+            rc = SQLITE_OK;
+        else
+            snprintf(err, sizeof err, "%s", sqlite3_errmsg(db));
+        sqlite3_finalize(st);
+    } else {
+        char *emsg = NULL;
+        rc = sqlite3_exec(db, sql, NULL, NULL, &emsg);
+        if (rc != SQLITE_OK)
+            snprintf(err, sizeof err, "%s", emsg ? emsg : sqlite3_errstr(rc));
+        sqlite3_free(emsg);
+    }
+    sqlite3_close(db);
+    cr_assert_eq(rc, SQLITE_OK, "sqlite '%s': %s", sql, err);
+    if (v)
+        cr_assert_eq(rows, 1, "sqlite '%s': %d rows, expected 1", sql, rows);
 }
 
 long long app_db_int(const char *db_path, const char *sql_fmt, ...)
 {
-    char sql[8192];
+    long long v = 0;
     va_list ap;
     va_start(ap, sql_fmt);
-    sqlite3 *db = db_open_sql(db_path, sql, sizeof sql, sql_fmt, ap);
+    db_run(db_path, &v, sql_fmt, ap);
     va_end(ap);
-
-    sqlite3_stmt *st = NULL;
-    char err[512] = "";
-    long long v = 0;
-    int rows = 0;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            v = (long long)sqlite3_column_int64(st, 0);
-            rows++;
-        }
-    }
-    if (rc != SQLITE_DONE)
-        snprintf(err, sizeof err, "%s", sqlite3_errmsg(db));
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    cr_assert_eq(rc, SQLITE_DONE, "sqlite '%s': %s", sql, err);
-    cr_assert_eq(rows, 1, "sqlite '%s': %d rows, expected 1", sql, rows);
     return v;
 }
 
 void app_db_exec(const char *db_path, const char *sql_fmt, ...)
 {
-    char sql[8192];
     va_list ap;
     va_start(ap, sql_fmt);
-    sqlite3 *db = db_open_sql(db_path, sql, sizeof sql, sql_fmt, ap);
+    db_run(db_path, NULL, sql_fmt, ap);
     va_end(ap);
-
-    char *emsg = NULL;
-    char err[512] = "";
-    int rc = sqlite3_exec(db, sql, NULL, NULL, &emsg);
-    if (rc != SQLITE_OK)
-        snprintf(err, sizeof err, "%s", emsg ? emsg : sqlite3_errstr(rc));
-    sqlite3_free(emsg);
-    sqlite3_close(db);
-    cr_assert_eq(rc, SQLITE_OK, "sqlite '%s': %s", sql, err);
 }
 
 void app_db_state(const char *db_path, long long coupon_id, app_coupon_state *out)

@@ -233,6 +233,14 @@ static void forget_child(pid_t pid)
             g_children[i] = 0;
 }
 
+/* SIGKILL and reap. */
+static void kill_and_reap(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+}
+
 int tc_wait_child(pid_t pid, int64_t timeout_ms)
 {
     int64_t deadline = test_now_ms() + timeout_ms;
@@ -248,9 +256,7 @@ int tc_wait_child(pid_t pid, int64_t timeout_ms)
         if (w < 0 && errno != EINTR)
             return -1;
         if (test_now_ms() >= deadline) {
-            kill(pid, SIGKILL);
-            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-            }
+            kill_and_reap(pid);
             forget_child(pid);
             return -1;
         }
@@ -262,9 +268,7 @@ void tc_kill_children(void)
 {
     for (size_t i = 0; i < TC_MAX_CHILDREN; i++) {
         if (g_children[i] > 0) {
-            kill(g_children[i], SIGKILL);
-            while (waitpid(g_children[i], NULL, 0) < 0 && errno == EINTR) {
-            }
+            kill_and_reap(g_children[i]);
             g_children[i] = 0;
         }
     }
