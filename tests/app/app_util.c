@@ -182,7 +182,8 @@ void app_env_server_up(app_env *e, size_t i, ...)
 static void env_down(app_env *e)
 {
     for (size_t i = 0; i < APP_MAX_SERVERS; i++)
-        app_server_down(&e->srv[i]);
+        if (e->srv[i].pid > 0)
+            server_stop(&e->srv[i], SIGTERM, NULL);
     /* A paused node must be resumed to take SIGTERM; redis_stop handles it. */
     redis_stop_n(e->redis, APP_MAX_REDIS);
     app_rmtree(e->dir);
@@ -222,14 +223,6 @@ void app_server_up(server_proc *s, ...)
     int n = append_args(args, 0, ap);
     va_end(ap);
     cr_assert(n >= 0 && start_server(s, args) == 0, "%s", app_setup_error);
-}
-
-int app_server_down(server_proc *s)
-{
-    int code = -1;
-    if (s->pid > 0 && server_stop(s, SIGTERM, &code) != 0)
-        code = -1;
-    return code;
 }
 
 void app_url(char *out, size_t len, const server_proc *s, const char *path_fmt, ...)

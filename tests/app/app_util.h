@@ -18,9 +18,9 @@
 /* Key naming of the server's lock on one coupon (ARCHITECTURE: "lock:coupon:<id>"). */
 #define APP_LOCK_KEY_FMT "lock:coupon:%lld"
 
-/* Suite .init functions must not assert (Criterion then kills the worker
- * without running .fini, leaking processes and dirs): they use the *_try
- * helpers, which record the first failure here, and every test starts with
+/* A suite's .init must not assert (Criterion then kills the worker without
+ * running .fini, leaking processes and dirs): app_suite_init records the
+ * first failure here (app_setup_fail), and every test starts with
  * APP_SETUP_OK(). */
 extern char app_setup_error[512];
 void app_setup_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -46,10 +46,9 @@ typedef struct app_env {
 /* The suites' fixture. Each suite defines app_plan, and its TestSuite takes
  * .init = app_suite_init, .fini = app_suite_fini. .init zeroes g_app, makes
  * the temp dir and g_app.db, and starts the plan's nodes and servers (the
- * servers with the options of app_env_server_up and no others); it does not
- * assert (Criterion would then skip .fini): a failure is recorded in
- * app_setup_error for APP_SETUP_OK(). .fini stops every server and node
- * (resuming paused ones), removes the temp dir, and undoes curl's init. */
+ * servers with the options of app_env_server_up and no others), recording
+ * a failure for APP_SETUP_OK(). .fini stops every server and node (resuming
+ * paused ones), removes the temp dir, and undoes curl's init. */
 typedef struct app_suite_plan {
     const char *db_name; /* the SQLite file in the temp dir */
     unsigned flags;      /* APP_ENV_CURL */
@@ -73,8 +72,6 @@ void app_env_server_up(app_env *e, size_t i, ...);
  * --listen 127.0.0.1:0 the support adds), for servers app_env_server_up
  * does not describe (no admin token, one node of several); asserts. */
 void app_server_up(server_proc *s, ...);
-/* Stops a server if running with SIGTERM and returns its exit code (-1 if not running). */
-int app_server_down(server_proc *s);
 
 /* url = s->url + path (path starts with '/'). */
 void app_url(char *out, size_t len, const server_proc *s, const char *path_fmt, ...);
