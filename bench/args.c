@@ -1,210 +1,164 @@
-/* args.c - dlock-bench command line: parsing, validation and usage text. */
-#include <errno.h>
-#include <getopt.h>
-#include <math.h>
+/* args.c - dlock-bench command line: the option table (common/'s parser),
+ * the checks across options and the usage text. */
+#include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: dlock-bench --ports P[,P...] [--workers N] [--duration S] [--hold MS]\n"
-            "                   [--mode uncontended|contended|raw] [--retry default|tuned] [--ttl MS]\n"
-            "\n"
-            "  --ports     Redis ports on 127.0.0.1; one = single instance, several = Redlock\n"
-            "  --workers   threads, each with its own client and connections (1..%d, default 1)\n"
-            "  --duration  seconds to run (> 0, default 5)\n"
-            "  --hold      ms spent inside the lock per cycle (default 0)\n"
-            "  --mode      uncontended: worker i locks bench:lock:<i>;\n"
-            "              contended: all workers fight for bench:lock and increment bench:counter\n"
-            "              with a non-atomic GET/SET inside it (counter must equal successes);\n"
-            "              raw: plain hiredis SET NX PX + EVALSHA release (the 2-round-trip limit)\n"
-            "  --retry     default: library retry defaults; tuned: fixed 3 ms +- 2 ms\n"
-            "  --ttl       lock TTL in ms, also the longest wait per acquisition (default 2000)\n"
-            "\n"
-            "Prints one JSON line. Exit 0: run done, no violation; 1: violations or Redis error;\n"
-            "2: usage error.\n",
-            BENCH_MAX_WORKERS);
-}
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
-/* Whole-string decimal integer in [lo, hi]; rejects "", "12x", "-", overflow. */
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (s[0] == '\0' || end == s || *end != '\0' || errno == ERANGE || v < lo || v > hi) {
-        fprintf(stderr, "dlock-bench: %s: expected an integer in %ld..%ld, got '%s'\n", flag, lo,
-                hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+/* The command line as given. The parser writes ints; the config's uint32_t
+ * ms fields are filled once the values are checked. */
+typedef struct bench_cmdline {
+    bench_config cfg; /* ports, workers, duration, mode and retry go straight in */
+    int hold_ms;
+    int ttl_ms;
+    int help;
+} bench_cmdline;
 
-static int parse_ports(const char *s, bench_config *cfg)
+static int parse_ports(const char *s, void *field, char *err, size_t errlen)
 {
+    bench_config *cfg = field;
     char buf[256];
-    if (strlen(s) >= sizeof buf) {
-        fprintf(stderr, "dlock-bench: --ports: list too long\n");
-        return -1;
-    }
+    if (strlen(s) >= sizeof buf)
+        return cm_fail(err, errlen, "list too long");
     memcpy(buf, s, strlen(s) + 1);
     cfg->n_ports = 0;
     /* strsep, not strtok: "6400,,6401" must be an error, not two ports. */
     char *rest = buf;
     char *item;
     while ((item = strsep(&rest, ",")) != NULL) {
-        long port;
-        if (cfg->n_ports == DLOCK_MAX_NODES) {
-            fprintf(stderr, "dlock-bench: --ports: at most %d ports\n", DLOCK_MAX_NODES);
-            return -1;
-        }
-        if (parse_long("--ports", item, 1, 65535, &port) != 0)
-            return -1;
+        int port;
+        if (cfg->n_ports == DLOCK_MAX_NODES)
+            return cm_fail(err, errlen, "at most %d ports", DLOCK_MAX_NODES);
+        if (cm_parse_int(item, 1, 65535, &port) != 0)
+            return cm_fail(err, errlen, "'%s' is not an integer in 1..65535", item);
         for (size_t i = 0; i < cfg->n_ports; i++) {
             /* The same node twice would count one vote twice: a fake quorum. */
-            if (cfg->ports[i] == (int)port) {
-                fprintf(stderr, "dlock-bench: --ports: port %ld given twice\n", port);
-                return -1;
-            }
+            if (cfg->ports[i] == port)
+                return cm_fail(err, errlen, "port %d given twice", port);
         }
-        cfg->ports[cfg->n_ports++] = (int)port;
+        cfg->ports[cfg->n_ports++] = port;
     }
     return 0;
 }
 
-static int parse_duration(const char *s, double *out)
+/* The names on the command line and in the JSON line, by enum value. */
+static const char *const mode_names[] = {
+    [BENCH_UNCONTENDED] = "uncontended", [BENCH_CONTENDED] = "contended", [BENCH_RAW] = "raw"};
+static const char *const retry_names[] = {[BENCH_RETRY_DEFAULT] = "default",
+                                          [BENCH_RETRY_TUNED] = "tuned"};
+#define N_MODES (sizeof mode_names / sizeof mode_names[0])
+#define N_RETRIES (sizeof retry_names / sizeof retry_names[0])
+
+/* Index of s in names (exact match), or -1. */
+static int pick(const char *s, const char *const *names, size_t n)
 {
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (s[0] == '\0' || end == s || *end != '\0' || errno == ERANGE || !isfinite(v) || v <= 0.0 ||
-        v > BENCH_MAX_DURATION_S) {
-        fprintf(stderr, "dlock-bench: --duration: expected seconds in (0, %.0f], got '%s'\n",
-                BENCH_MAX_DURATION_S, s);
-        return -1;
-    }
-    *out = v;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int parse_mode(const char *s, void *field, char *err, size_t errlen)
+{
+    int i = pick(s, mode_names, N_MODES);
+    if (i < 0)
+        return cm_fail(err, errlen, "expected uncontended, contended or raw, got '%s'", s);
+    *(bench_mode *)field = (bench_mode)i;
     return 0;
 }
+
+static int parse_retry(const char *s, void *field, char *err, size_t errlen)
+{
+    int i = pick(s, retry_names, N_RETRIES);
+    if (i < 0)
+        return cm_fail(err, errlen, "expected default or tuned, got '%s'", s);
+    *(bench_retry *)field = (bench_retry)i;
+    return 0;
+}
+
+#define AT(field) offsetof(bench_cmdline, field)
+
+static const cm_option options[] = {
+    {.name = "ports", .kind = CM_ARG_STRING, .offset = AT(cfg), .convert = parse_ports,
+     .required = 1, .help = "Redis ports on 127.0.0.1; one = single instance, several = Redlock"},
+    {.name = "workers", .kind = CM_ARG_INT, .offset = AT(cfg.workers), .lo = 1,
+     .hi = BENCH_MAX_WORKERS,
+     .help = "threads, each with its own client and connections (1.." STR(BENCH_MAX_WORKERS)
+             ", default 1)"},
+    {.name = "duration", .kind = CM_ARG_DOUBLE, .offset = AT(cfg.duration_s), .dlo = 0.0,
+     .dlo_open = 1, .dhi = BENCH_MAX_DURATION_S,
+     .help = "seconds to run (> 0, default 5)"},
+    {.name = "hold", .kind = CM_ARG_INT, .offset = AT(hold_ms), .lo = 0, .hi = (int)BENCH_MAX_MS,
+     .help = "ms spent inside the lock per cycle (default 0)"},
+    {.name = "mode", .kind = CM_ARG_STRING, .offset = AT(cfg.mode), .convert = parse_mode,
+     .help = "uncontended: worker i locks bench:lock:<i>;\n"
+             "contended: all workers fight for bench:lock and increment bench:counter\n"
+             "with a non-atomic GET/SET inside it (counter must equal successes);\n"
+             "raw: plain hiredis SET NX PX + EVALSHA release (the 2-round-trip limit)"},
+    {.name = "retry", .kind = CM_ARG_STRING, .offset = AT(cfg.retry), .convert = parse_retry,
+     .help = "default: library retry defaults; tuned: fixed 3 ms +- 2 ms"},
+    {.name = "ttl", .kind = CM_ARG_INT, .offset = AT(ttl_ms), .lo = 1, .hi = (int)BENCH_MAX_MS,
+     .help = "lock TTL in ms, also the longest wait per acquisition (default 2000)"},
+    /* Not listed in the usage text, which is what --help prints. */
+    {.name = "help", .kind = CM_ARG_HELP, .offset = AT(help)},
+};
+
+static const cm_args_spec spec = {
+    .opts = options,
+    .n_opts = sizeof options / sizeof options[0],
+    .usage = "usage: dlock-bench --ports P[,P...] [--workers N] [--duration S] [--hold MS]\n"
+             "                   [--mode uncontended|contended|raw] [--retry default|tuned] [--ttl MS]\n"
+             "\n",
+    .epilogue = "\n"
+                "Prints one JSON line. Exit 0: run done, no violation; 1: violations or Redis error;\n"
+                "2: usage error.\n",
+    .help_column = 14,
+};
 
 int bench_parse_args(int argc, char **argv, bench_config *cfg)
 {
-    enum { O_PORTS = 1, O_WORKERS, O_DURATION, O_HOLD, O_MODE, O_RETRY, O_TTL, O_HELP };
-    static const struct option opts[] = {
-        {"ports", required_argument, NULL, O_PORTS},
-        {"workers", required_argument, NULL, O_WORKERS},
-        {"duration", required_argument, NULL, O_DURATION},
-        {"hold", required_argument, NULL, O_HOLD},
-        {"mode", required_argument, NULL, O_MODE},
-        {"retry", required_argument, NULL, O_RETRY},
-        {"ttl", required_argument, NULL, O_TTL},
-        {"help", no_argument, NULL, O_HELP},
-        {NULL, 0, NULL, 0},
-    };
-    memset(cfg, 0, sizeof *cfg);
-    cfg->workers = 1;
-    cfg->duration_s = 5.0;
-    cfg->hold_ms = 0;
-    cfg->ttl_ms = 2000;
-    cfg->mode = BENCH_UNCONTENDED;
-    cfg->retry = BENCH_RETRY_DEFAULT;
+    bench_cmdline cl;
+    char err[512];
+    memset(&cl, 0, sizeof cl);
+    cl.cfg.workers = 1;
+    cl.cfg.duration_s = 5.0;
+    cl.cfg.mode = BENCH_UNCONTENDED;
+    cl.cfg.retry = BENCH_RETRY_DEFAULT;
+    cl.hold_ms = 0;
+    cl.ttl_ms = 2000;
 
-    opterr = 0;
-    int opt;
-    long v;
-    while ((opt = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        switch (opt) {
-        case O_PORTS:
-            if (parse_ports(optarg, cfg) != 0)
-                return -1;
-            break;
-        case O_WORKERS:
-            if (parse_long("--workers", optarg, 1, BENCH_MAX_WORKERS, &v) != 0)
-                return -1;
-            cfg->workers = (int)v;
-            break;
-        case O_DURATION:
-            if (parse_duration(optarg, &cfg->duration_s) != 0)
-                return -1;
-            break;
-        case O_HOLD:
-            if (parse_long("--hold", optarg, 0, BENCH_MAX_MS, &v) != 0)
-                return -1;
-            cfg->hold_ms = (uint32_t)v;
-            break;
-        case O_TTL:
-            if (parse_long("--ttl", optarg, 1, BENCH_MAX_MS, &v) != 0)
-                return -1;
-            cfg->ttl_ms = (uint32_t)v;
-            break;
-        case O_MODE:
-            if (strcmp(optarg, "uncontended") == 0)
-                cfg->mode = BENCH_UNCONTENDED;
-            else if (strcmp(optarg, "contended") == 0)
-                cfg->mode = BENCH_CONTENDED;
-            else if (strcmp(optarg, "raw") == 0)
-                cfg->mode = BENCH_RAW;
-            else {
-                fprintf(stderr, "dlock-bench: --mode: expected uncontended, contended or raw, got '%s'\n",
-                        optarg);
-                return -1;
-            }
-            break;
-        case O_RETRY:
-            if (strcmp(optarg, "default") == 0)
-                cfg->retry = BENCH_RETRY_DEFAULT;
-            else if (strcmp(optarg, "tuned") == 0)
-                cfg->retry = BENCH_RETRY_TUNED;
-            else {
-                fprintf(stderr, "dlock-bench: --retry: expected default or tuned, got '%s'\n", optarg);
-                return -1;
-            }
-            break;
-        case O_HELP:
-            usage(stdout);
-            return 1;
-        case ':':
-            fprintf(stderr, "dlock-bench: %s needs a value\n", argv[optind - 1]);
-            return -1;
-        default:
-            fprintf(stderr, "dlock-bench: unknown option '%s' (see --help)\n", argv[optind - 1]);
+    int rc = cm_args_parse(&spec, argc, argv, &cl, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "dlock-bench: %s\n", err);
+        return -1;
+    }
+    if (rc > 0) {
+        if (cm_args_usage(stdout, &spec) != 0) {
+            fprintf(stderr, "dlock-bench: cannot write the usage text\n");
             return -1;
         }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "dlock-bench: unexpected argument '%s' (see --help)\n", argv[optind]);
-        return -1;
-    }
-    if (cfg->n_ports == 0) {
-        fprintf(stderr, "dlock-bench: --ports is required (see --help)\n");
-        return -1;
+        return 1;
     }
     /* A hold as long as the TTL lets the lock expire while the holder is
      * still inside, so the bench would measure an unsafe configuration. */
-    if (cfg->hold_ms >= cfg->ttl_ms) {
-        fprintf(stderr, "dlock-bench: --ttl (%u ms) must be larger than --hold (%u ms)\n",
-                cfg->ttl_ms, cfg->hold_ms);
+    if (cl.hold_ms >= cl.ttl_ms) {
+        fprintf(stderr, "dlock-bench: --ttl (%d ms) must be larger than --hold (%d ms)\n",
+                cl.ttl_ms, cl.hold_ms);
         return -1;
     }
+    *cfg = cl.cfg;
+    cfg->hold_ms = (uint32_t)cl.hold_ms;
+    cfg->ttl_ms = (uint32_t)cl.ttl_ms;
     return 0;
 }
 
 const char *bench_mode_name(bench_mode m)
 {
-    switch (m) {
-    case BENCH_UNCONTENDED:
-        return "uncontended";
-    case BENCH_CONTENDED:
-        return "contended";
-    case BENCH_RAW:
-        return "raw";
-    }
-    return "?";
+    return (size_t)m < N_MODES ? mode_names[m] : "?";
 }
 
 const char *bench_retry_name(const bench_config *cfg)
@@ -212,5 +166,5 @@ const char *bench_retry_name(const bench_config *cfg)
     /* Raw mode never retries: a failed SET NX is counted, not repeated. */
     if (cfg->mode == BENCH_RAW)
         return "none";
-    return cfg->retry == BENCH_RETRY_TUNED ? "tuned" : "default";
+    return (size_t)cfg->retry < N_RETRIES ? retry_names[cfg->retry] : "?";
 }

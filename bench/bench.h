@@ -1,4 +1,5 @@
-/* bench.h - dlock-bench internals: configuration, latency histogram, worker state and loops. */
+/* bench.h - dlock-bench internals: configuration, worker state and loops.
+ * The latency histogram, clock, sleep and option parser are common/'s (common.h). */
 #ifndef DLOCK_BENCH_H
 #define DLOCK_BENCH_H
 
@@ -9,6 +10,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "common.h"
 #include "dlock.h"
 
 #define BENCH_HOST "127.0.0.1"
@@ -38,29 +40,10 @@ typedef struct bench_config {
 } bench_config;
 
 /* Parses argv into cfg. Returns 0 to run, 1 when --help was printed, -1 on a
- * usage error (message already written to stderr). */
+ * usage error (message already written to stderr, or --help could not be). */
 int bench_parse_args(int argc, char **argv, bench_config *cfg);
 const char *bench_mode_name(bench_mode m);
 const char *bench_retry_name(const bench_config *cfg);
-
-/* Log-linear latency histogram in microseconds: values below 128 us are
- * exact, above that each power of two is split into 128 buckets, so any
- * reported percentile is within 0.4% of the true sample. Fixed size, no
- * allocation per sample and no sort at the end. */
-#define HIST_SUB_BITS 7
-#define HIST_MAX_SHIFT 25 /* values are clamped below 2^32 us (about 71 minutes) */
-#define HIST_BUCKETS (((HIST_MAX_SHIFT + 1) << HIST_SUB_BITS))
-typedef struct bench_hist {
-    uint64_t counts[HIST_BUCKETS];
-    uint64_t total;
-    uint64_t max_us; /* exact, not bucketed */
-} bench_hist;
-
-void hist_record(bench_hist *h, uint64_t us);
-void hist_merge(bench_hist *into, const bench_hist *from);
-/* Value (us) at percentile p (0 < p <= 100): the middle of the bucket that
- * holds the sample of rank ceil(p/100 * total). 0 when empty. */
-double hist_percentile_us(const bench_hist *h, double p);
 
 typedef enum bench_state { BENCH_WAIT = 0, BENCH_GO, BENCH_ABORT } bench_state;
 
@@ -92,8 +75,8 @@ typedef struct bench_worker {
     uint64_t lock_round_trips;
     dlock_stats stats;      /* libdlock counters over the measured loop (lock modes only) */
     int64_t ended_ns;       /* when this worker left its loop */
-    bench_hist *acq;        /* successful acquisitions only */
-    bench_hist *cycle;      /* acquire + hold + release, successful cycles */
+    cm_hist *acq;           /* successful acquisitions only, in us; owned (freed by main) */
+    cm_hist *cycle;         /* acquire + hold + release, successful cycles, in us; owned */
     int failed;             /* nonzero: err says why; the run is reported as broken */
     char err[BENCH_ERR_LEN];
 } bench_worker;
@@ -103,11 +86,16 @@ void *bench_lock_worker(void *arg);
 void *bench_raw_worker(void *arg);
 
 /* Shared helpers. */
-int64_t bench_now_ns(void);
-void bench_sleep_ms(uint32_t ms);
+/* A pthread mutex or condition call on an object that exists fails only on a
+ * bug; reported and aborted at once rather than leaving workers waiting
+ * forever at a gate nobody opens. */
+void bench_pthread_check(int rc, const char *what);
 /* Reports set-up done and waits for the start; nonzero when the run may go. */
 int bench_wait_start(bench_worker *w);
 void bench_fail(bench_worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Sleeps ms (a hold or a back-off), whole even across signals; -1 with the
+ * worker failed (bench_fail) when the sleep itself fails. */
+int bench_sleep(bench_worker *w, uint32_t ms);
 
 /* Blocking hiredis connection to BENCH_HOST:port with connect and command
  * timeouts; NULL with the reason in err on failure. */

@@ -69,7 +69,8 @@ static int critical_section(bench_worker *w, redisContext *rc)
         atomic_fetch_add(&sh->overlaps, 1);
     if (counter_get(w, rc, &v) != 0)
         goto out;
-    bench_sleep_ms(sh->cfg->hold_ms);
+    if (bench_sleep(w, sh->cfg->hold_ms) != 0)
+        goto out;
     if (counter_set(w, rc, v + 1) != 0)
         goto out;
     result = 0;
@@ -103,7 +104,8 @@ static int warm_up(bench_worker *w, dlock_client *c, const char *key)
             break;
         if (!dlock_err_is_unavailable(e))
             return 0;
-        bench_sleep_ms(20);
+        if (bench_sleep(w, 20) != 0)
+            return -1;
     }
     bench_fail(w, "worker %d: warm-up: %s (%s)", w->id, dlock_strerror(e), dlock_client_errstr(c));
     return -1;
@@ -164,7 +166,7 @@ ready:
     const char *key = cfg->mode == BENCH_CONTENDED ? BENCH_SHARED_KEY : own_key;
     const int64_t end_ms = sh->end_ns / 1000000;
     for (;;) {
-        int64_t t0 = bench_now_ns();
+        int64_t t0 = cm_now_ns();
         if (t0 >= sh->end_ns)
             break;
         int64_t deadline_ms = dlock_now_ms() + (int64_t)cfg->ttl_ms;
@@ -177,7 +179,7 @@ ready:
         }
         dlock_lock *l = NULL;
         e = dlock_acquire(c, key, cfg->ttl_ms, deadline_ms, &l);
-        int64_t t1 = bench_now_ns();
+        int64_t t1 = cm_now_ns();
         if (e != DLOCK_OK) {
             if (e == DLOCK_ERR_ARG || e == DLOCK_ERR_NOMEM) {
                 bench_fail(w, "worker %d: acquire: %s (%s)", w->id, dlock_strerror(e),
@@ -194,17 +196,17 @@ ready:
         if (cfg->mode == BENCH_CONTENDED)
             cs = critical_section(w, rc);
         else
-            bench_sleep_ms(cfg->hold_ms);
+            cs = bench_sleep(w, cfg->hold_ms);
         e = dlock_release(c, l);
-        int64_t t2 = bench_now_ns();
+        int64_t t2 = cm_now_ns();
         dlock_lock_free(l);
         if (e != DLOCK_OK)
             w->release_failures++;
         if (cs != 0)
             break;
         w->successes++;
-        hist_record(w->acq, (uint64_t)(t1 - t0) / 1000);
-        hist_record(w->cycle, (uint64_t)(t2 - t0) / 1000);
+        cm_hist_record(w->acq, (uint64_t)(t1 - t0) / 1000);
+        cm_hist_record(w->cycle, (uint64_t)(t2 - t0) / 1000);
     }
     dlock_client_stats(c, &st1);
     w->lock_round_trips = st1.round_trips - st0.round_trips;
@@ -220,7 +222,7 @@ ready:
     w->stats.script_loads = st1.script_loads - st0.script_loads;
     w->stats.reconnects = st1.reconnects - st0.reconnects;
 out:
-    w->ended_ns = bench_now_ns();
+    w->ended_ns = cm_now_ns();
     if (rc != NULL)
         redisFree(rc);
     dlock_client_free(c);

@@ -1,4 +1,5 @@
-/* main.c - dlock-bench: runs the workers, checks the counter, prints one JSON line. */
+/* main.c - dlock-bench: runs the workers, checks the counter, prints one JSON line.
+ * main is the steps in order: parse, set up, run, sum up, check, report, clean up. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -20,6 +21,8 @@ static void raise_fd_limit(void)
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
+        /* Best effort: if it fails, a worker that runs out of descriptors
+         * fails its connect with a reason, and the run is reported broken. */
         (void)setrlimit(RLIMIT_NOFILE, &rl);
     }
 }
@@ -30,7 +33,7 @@ static uint64_t random_run_id(void)
     if (getrandom(&v, sizeof v, 0) == (ssize_t)sizeof v)
         return v;
     /* Only raw-mode tokens depend on it, and they need uniqueness, not secrecy. */
-    return (uint64_t)bench_now_ns() ^ ((uint64_t)getpid() << 32);
+    return (uint64_t)cm_now_ns() ^ ((uint64_t)getpid() << 32);
 }
 
 /* DEL or GET bench:counter on the first node. Returns 0 (and *value for GET). */
@@ -73,201 +76,292 @@ out:
     return result;
 }
 
+/* Everything one run owns; clean_up frees what set_up made, however far it got. */
+typedef struct bench_run {
+    bench_config cfg;
+    bench_shared sh;
+    bench_worker *workers; /* cfg.workers entries, each owning its two histograms */
+    cm_hist *acq;          /* the workers' acq histograms merged */
+    cm_hist *cycle;        /* the workers' cycle histograms merged */
+    int sync_init;         /* sh.mu and sh.cond exist */
+    int created;           /* worker threads started, all joined once run_workers returns */
+} bench_run;
+
+/* What the JSON line reports besides the configuration and the histograms. */
+typedef struct bench_totals {
+    uint64_t successes, failures, round_trips, release_failures;
+    dlock_stats st;
+    uint64_t pw_min, pw_max;
+    double elapsed_s;
+    long long counter;
+    uint64_t violations;
+} bench_totals;
+
 /* JSON number in ms with 3 decimals, or null when there is no sample. */
-static void print_ms(const char *name, const bench_hist *h, double us)
+static void print_ms(const char *name, const cm_hist *h, double us)
 {
-    if (h->total == 0)
+    if (h->n == 0)
         printf(",\"%s\":null", name);
     else
         printf(",\"%s\":%.3f", name, us / 1000.0);
 }
 
-int main(int argc, char **argv)
+static cm_hist *new_hist(void)
 {
-    bench_config cfg;
-    bench_shared sh;
-    bench_worker *workers = NULL;
-    bench_hist *acq = NULL;
-    bench_hist *cycle = NULL;
-    int created = 0;
-    int sync_init = 0;
-    int status = 1;
+    cm_hist *h = malloc(sizeof *h);
+    if (h != NULL)
+        cm_hist_init(h);
+    return h;
+}
 
-    int pr = bench_parse_args(argc, argv, &cfg);
-    if (pr != 0)
-        return pr > 0 ? 0 : 2;
+/* The workers and the histograms, all before the first thread: a worker
+ * never allocates, so an out-of-memory ends the run before it starts. */
+static int alloc_workers(bench_run *r)
+{
+    r->workers = calloc((size_t)r->cfg.workers, sizeof *r->workers);
+    r->acq = new_hist();
+    r->cycle = new_hist();
+    if (r->workers == NULL || r->acq == NULL || r->cycle == NULL)
+        goto oom;
+    for (int i = 0; i < r->cfg.workers; i++) {
+        r->workers[i].sh = &r->sh;
+        r->workers[i].id = i;
+        r->workers[i].acq = new_hist();
+        r->workers[i].cycle = new_hist();
+        if (r->workers[i].acq == NULL || r->workers[i].cycle == NULL)
+            goto oom;
+    }
+    return 0;
+oom:
+    fprintf(stderr, "dlock-bench: out of memory\n");
+    return -1;
+}
 
+static int init_gate(bench_shared *sh)
+{
+    if (pthread_mutex_init(&sh->mu, NULL) != 0) {
+        fprintf(stderr, "dlock-bench: cannot create the start mutex\n");
+        return -1;
+    }
+    if (pthread_cond_init(&sh->cond, NULL) != 0) {
+        fprintf(stderr, "dlock-bench: cannot create the start condition\n");
+        bench_pthread_check(pthread_mutex_destroy(&sh->mu), "start mutex: destroy");
+        return -1;
+    }
+    return 0;
+}
+
+/* Everything before the first thread: signals, limits, the shared state, the
+ * counter, the workers' memory and the start gate. -1 after a message. */
+static int set_up(bench_run *r)
+{
     /* A node closing a socket mid-write must give an error, not kill the bench. */
-    signal(SIGPIPE, SIG_IGN);
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+        fprintf(stderr, "dlock-bench: cannot ignore SIGPIPE\n");
+        return -1;
+    }
     raise_fd_limit();
 
-    memset(&sh, 0, sizeof sh);
-    sh.cfg = &cfg;
-    sh.state = BENCH_WAIT;
-    atomic_init(&sh.inside, 0);
-    atomic_init(&sh.overlaps, 0);
-    sh.run_id = random_run_id();
+    r->sh.cfg = &r->cfg;
+    r->sh.state = BENCH_WAIT;
+    atomic_init(&r->sh.inside, 0);
+    atomic_init(&r->sh.overlaps, 0);
+    r->sh.run_id = random_run_id();
 
     /* A leftover counter from an earlier run would read as lost updates. */
-    if (cfg.mode == BENCH_CONTENDED && counter_cmd(cfg.ports[0], 1, NULL) != 0)
-        goto out;
+    if (r->cfg.mode == BENCH_CONTENDED && counter_cmd(r->cfg.ports[0], 1, NULL) != 0)
+        return -1;
+    if (alloc_workers(r) != 0 || init_gate(&r->sh) != 0)
+        return -1;
+    r->sync_init = 1;
+    return 0;
+}
 
-    workers = calloc((size_t)cfg.workers, sizeof *workers);
-    acq = calloc(1, sizeof *acq);
-    cycle = calloc(1, sizeof *cycle);
-    if (workers == NULL || acq == NULL || cycle == NULL) {
-        fprintf(stderr, "dlock-bench: out of memory\n");
-        goto out;
-    }
-    for (int i = 0; i < cfg.workers; i++) {
-        workers[i].sh = &sh;
-        workers[i].id = i;
-        workers[i].acq = calloc(1, sizeof *workers[i].acq);
-        workers[i].cycle = calloc(1, sizeof *workers[i].cycle);
-        if (workers[i].acq == NULL || workers[i].cycle == NULL) {
-            fprintf(stderr, "dlock-bench: out of memory\n");
-            goto out;
-        }
-    }
-    if (pthread_mutex_init(&sh.mu, NULL) != 0) {
-        fprintf(stderr, "dlock-bench: cannot create the start mutex\n");
-        goto out;
-    }
-    if (pthread_cond_init(&sh.cond, NULL) != 0) {
-        fprintf(stderr, "dlock-bench: cannot create the start condition\n");
-        pthread_mutex_destroy(&sh.mu);
-        goto out;
-    }
-    sync_init = 1;
+/* Start gate: every worker has connected (or failed), then all start at once.
+ * The end time is fixed here, so the set-up never counts as run time. */
+static void open_gate(bench_run *r, int create_failed)
+{
+    bench_shared *sh = &r->sh;
+    bench_pthread_check(pthread_mutex_lock(&sh->mu), "start gate: lock");
+    while (sh->ready < r->created)
+        bench_pthread_check(pthread_cond_wait(&sh->cond, &sh->mu), "start gate: wait");
+    int setup_failed = create_failed;
+    for (int i = 0; i < r->created; i++)
+        setup_failed |= r->workers[i].failed;
+    sh->start_ns = cm_now_ns();
+    sh->end_ns = sh->start_ns + (int64_t)llround(r->cfg.duration_s * 1e9);
+    sh->state = setup_failed ? BENCH_ABORT : BENCH_GO;
+    bench_pthread_check(pthread_cond_broadcast(&sh->cond), "start gate: broadcast");
+    bench_pthread_check(pthread_mutex_unlock(&sh->mu), "start gate: unlock");
+}
 
-    void *(*entry)(void *) = cfg.mode == BENCH_RAW ? bench_raw_worker : bench_lock_worker;
+/* Starts the threads, opens the gate and joins every thread started. A
+ * thread that cannot be created still lets the others through the gate (to
+ * ABORT), so none hangs. 0 when every worker ran; -1 after naming each
+ * failure. */
+static int run_workers(bench_run *r)
+{
+    void *(*entry)(void *) = r->cfg.mode == BENCH_RAW ? bench_raw_worker : bench_lock_worker;
     int create_failed = 0;
-    for (; created < cfg.workers; created++) {
-        int rc = pthread_create(&workers[created].thread, NULL, entry, &workers[created]);
+    for (; r->created < r->cfg.workers; r->created++) {
+        bench_worker *w = &r->workers[r->created];
+        int rc = pthread_create(&w->thread, NULL, entry, w);
         if (rc != 0) {
-            fprintf(stderr, "dlock-bench: pthread_create (worker %d): %s\n", created, strerror(rc));
+            fprintf(stderr, "dlock-bench: pthread_create (worker %d): %s\n", r->created,
+                    strerror(rc));
             create_failed = 1;
             break;
         }
     }
-
-    /* Start gate: every worker has connected (or failed), then all start at once. */
-    pthread_mutex_lock(&sh.mu);
-    while (sh.ready < created)
-        pthread_cond_wait(&sh.cond, &sh.mu);
-    int setup_failed = create_failed;
-    for (int i = 0; i < created; i++)
-        setup_failed |= workers[i].failed;
-    sh.start_ns = bench_now_ns();
-    sh.end_ns = sh.start_ns + (int64_t)llround(cfg.duration_s * 1e9);
-    sh.state = setup_failed ? BENCH_ABORT : BENCH_GO;
-    pthread_cond_broadcast(&sh.cond);
-    pthread_mutex_unlock(&sh.mu);
-
-    for (int i = 0; i < created; i++)
-        pthread_join(workers[i].thread, NULL);
-    int joined = created;
+    open_gate(r, create_failed);
+    /* A join fails only on a bug; a thread left running would use freed memory. */
+    for (int i = 0; i < r->created; i++)
+        bench_pthread_check(pthread_join(r->workers[i].thread, NULL), "pthread_join");
 
     int broken = create_failed;
-    for (int i = 0; i < joined; i++) {
-        if (workers[i].failed) {
-            fprintf(stderr, "dlock-bench: %s\n", workers[i].err);
+    for (int i = 0; i < r->created; i++) {
+        if (r->workers[i].failed) {
+            fprintf(stderr, "dlock-bench: %s\n", r->workers[i].err);
             broken = 1;
         }
     }
-    if (broken)
-        goto out;
+    return broken ? -1 : 0;
+}
 
-    uint64_t successes = 0, failures = 0, round_trips = 0, release_failures = 0;
-    dlock_stats st = {0};
-    uint64_t pw_min = UINT64_MAX, pw_max = 0;
-    int64_t last_end = sh.start_ns;
-    for (int i = 0; i < joined; i++) {
-        bench_worker *w = &workers[i];
-        successes += w->successes;
-        failures += w->acquire_failures;
-        round_trips += w->lock_round_trips;
-        release_failures += w->release_failures;
-        if (w->successes < pw_min)
-            pw_min = w->successes;
-        if (w->successes > pw_max)
-            pw_max = w->successes;
+/* The workers' counters summed, their histograms merged into r's. */
+static void sum_workers(bench_run *r, bench_totals *t)
+{
+    int64_t last_end = r->sh.start_ns;
+    t->pw_min = UINT64_MAX;
+    t->pw_max = 0;
+    for (int i = 0; i < r->created; i++) {
+        const bench_worker *w = &r->workers[i];
+        t->successes += w->successes;
+        t->failures += w->acquire_failures;
+        t->round_trips += w->lock_round_trips;
+        t->release_failures += w->release_failures;
+        if (w->successes < t->pw_min)
+            t->pw_min = w->successes;
+        if (w->successes > t->pw_max)
+            t->pw_max = w->successes;
         if (w->ended_ns > last_end)
             last_end = w->ended_ns;
-        st.attempts += w->stats.attempts;
-        st.retries += w->stats.retries;
-        st.taken += w->stats.taken;
-        st.errors += w->stats.errors;
-        st.lost += w->stats.lost;
-        st.script_loads += w->stats.script_loads;
-        st.reconnects += w->stats.reconnects;
-        hist_merge(acq, w->acq);
-        hist_merge(cycle, w->cycle);
+        t->st.attempts += w->stats.attempts;
+        t->st.retries += w->stats.retries;
+        t->st.taken += w->stats.taken;
+        t->st.errors += w->stats.errors;
+        t->st.lost += w->stats.lost;
+        t->st.script_loads += w->stats.script_loads;
+        t->st.reconnects += w->stats.reconnects;
+        cm_hist_merge(r->acq, w->acq);
+        cm_hist_merge(r->cycle, w->cycle);
     }
-    double elapsed_s = (double)(last_end - sh.start_ns) / 1e9;
+    t->elapsed_s = (double)(last_end - r->sh.start_ns) / 1e9;
+}
 
-    long long counter = 0;
-    uint64_t violations = 0;
-    if (cfg.mode == BENCH_CONTENDED) {
-        if (counter_cmd(cfg.ports[0], 0, &counter) != 0)
-            goto out;
-        /* Lost updates and observed overlaps are two views of the same
-         * violations; the larger is a lower bound on how many happened. */
-        long long diff = counter - (long long)successes;
-        uint64_t lost = (uint64_t)(diff < 0 ? -diff : diff);
-        uint64_t overlaps = atomic_load(&sh.overlaps);
-        violations = lost > overlaps ? lost : overlaps;
-    }
-    if (release_failures > 0)
+/* Contended mode only: reads the counter back and counts the violations.
+ * 0, or -1 after a message when the counter cannot be read. */
+static int count_violations(const bench_run *r, bench_totals *t)
+{
+    if (r->cfg.mode != BENCH_CONTENDED)
+        return 0;
+    if (counter_cmd(r->cfg.ports[0], 0, &t->counter) != 0)
+        return -1;
+    /* Lost updates and observed overlaps are two views of the same
+     * violations; the larger is a lower bound on how many happened. */
+    long long diff = t->counter - (long long)t->successes;
+    uint64_t lost = (uint64_t)(diff < 0 ? -diff : diff);
+    uint64_t overlaps = atomic_load(&r->sh.overlaps);
+    t->violations = lost > overlaps ? lost : overlaps;
+    return 0;
+}
+
+/* The one JSON line; its keys and formats are what scripts and docs read. */
+static void print_json(const bench_run *r, const bench_totals *t)
+{
+    const bench_config *cfg = &r->cfg;
+    printf("{\"driver\":\"c\",\"lib\":\"libdlock\",\"mode\":\"%s\",\"retry\":\"%s\"",
+           bench_mode_name(cfg->mode), bench_retry_name(cfg));
+    printf(",\"redis_nodes\":%zu,\"workers\":%d,\"hold_ms\":%" PRIu32 ",\"ttl_ms\":%" PRIu32,
+           cfg->n_ports, cfg->workers, cfg->hold_ms, cfg->ttl_ms);
+    printf(",\"duration_s\":%g,\"elapsed_s\":%.3f", cfg->duration_s, t->elapsed_s);
+    printf(",\"successes\":%" PRIu64 ",\"ops_per_s\":%.1f,\"acquire_failures\":%" PRIu64,
+           t->successes, t->elapsed_s > 0 ? (double)t->successes / t->elapsed_s : 0.0, t->failures);
+    printf(",\"counter\":%lld,\"violations\":%" PRIu64, t->counter, t->violations);
+    print_ms("acq_p50_ms", r->acq, cm_hist_quantile_mid(r->acq, 0.50));
+    print_ms("acq_p99_ms", r->acq, cm_hist_quantile_mid(r->acq, 0.99));
+    print_ms("acq_max_ms", r->acq, (double)r->acq->max);
+    print_ms("cycle_p50_ms", r->cycle, cm_hist_quantile_mid(r->cycle, 0.50));
+    print_ms("cycle_p99_ms", r->cycle, cm_hist_quantile_mid(r->cycle, 0.99));
+    if (t->successes == 0)
+        printf(",\"lock_rt_per_success\":null");
+    else
+        printf(",\"lock_rt_per_success\":%.3f", (double)t->round_trips / (double)t->successes);
+    printf(",\"per_worker_min\":%" PRIu64 ",\"per_worker_max\":%" PRIu64 "}\n", t->pw_min,
+           t->pw_max);
+}
+
+/* Diagnostics on stderr, then the JSON line on stdout. 0, or -1 after a
+ * message when stdout could not take the line. */
+static int report(const bench_run *r, const bench_totals *t)
+{
+    const dlock_stats *st = &t->st;
+    if (t->release_failures > 0)
         fprintf(stderr,
                 "dlock-bench: %" PRIu64 " releases found the lock lost or without quorum "
                 "(hold too close to the TTL, or nodes failing)\n",
-                release_failures);
+                t->release_failures);
     /* Diagnostics stay on stderr so stdout remains exactly one JSON line. */
-    if (st.errors > 0 || st.reconnects > 0 || st.lost > 0 || st.script_loads > 0)
+    if (st->errors > 0 || st->reconnects > 0 || st->lost > 0 || st->script_loads > 0)
         fprintf(stderr,
                 "dlock-bench: libdlock stats: attempts %" PRIu64 ", retries %" PRIu64
                 ", taken %" PRIu64 ", errors %" PRIu64 ", lost %" PRIu64 ", reconnects %" PRIu64
                 ", script loads %" PRIu64 "\n",
-                st.attempts, st.retries, st.taken, st.errors, st.lost, st.reconnects,
-                st.script_loads);
-
-    printf("{\"driver\":\"c\",\"lib\":\"libdlock\",\"mode\":\"%s\",\"retry\":\"%s\"",
-           bench_mode_name(cfg.mode), bench_retry_name(&cfg));
-    printf(",\"redis_nodes\":%zu,\"workers\":%d,\"hold_ms\":%" PRIu32 ",\"ttl_ms\":%" PRIu32,
-           cfg.n_ports, cfg.workers, cfg.hold_ms, cfg.ttl_ms);
-    printf(",\"duration_s\":%g,\"elapsed_s\":%.3f", cfg.duration_s, elapsed_s);
-    printf(",\"successes\":%" PRIu64 ",\"ops_per_s\":%.1f,\"acquire_failures\":%" PRIu64, successes,
-           elapsed_s > 0 ? (double)successes / elapsed_s : 0.0, failures);
-    printf(",\"counter\":%lld,\"violations\":%" PRIu64, counter, violations);
-    print_ms("acq_p50_ms", acq, hist_percentile_us(acq, 50.0));
-    print_ms("acq_p99_ms", acq, hist_percentile_us(acq, 99.0));
-    print_ms("acq_max_ms", acq, (double)acq->max_us);
-    print_ms("cycle_p50_ms", cycle, hist_percentile_us(cycle, 50.0));
-    print_ms("cycle_p99_ms", cycle, hist_percentile_us(cycle, 99.0));
-    if (successes == 0)
-        printf(",\"lock_rt_per_success\":null");
-    else
-        printf(",\"lock_rt_per_success\":%.3f", (double)round_trips / (double)successes);
-    printf(",\"per_worker_min\":%" PRIu64 ",\"per_worker_max\":%" PRIu64 "}\n", pw_min, pw_max);
-    if (fflush(stdout) != 0) {
+                st->attempts, st->retries, st->taken, st->errors, st->lost, st->reconnects,
+                st->script_loads);
+    print_json(r, t);
+    /* ferror too: a failed printf above may leave nothing for fflush to fail on. */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "dlock-bench: writing the result: %s\n", strerror(errno));
-        goto out;
+        return -1;
     }
-    status = violations > 0 ? 1 : 0;
-out:
-    if (sync_init) {
-        pthread_cond_destroy(&sh.cond);
-        pthread_mutex_destroy(&sh.mu);
+    return 0;
+}
+
+static void clean_up(bench_run *r)
+{
+    if (r->sync_init) {
+        bench_pthread_check(pthread_cond_destroy(&r->sh.cond), "start condition: destroy");
+        bench_pthread_check(pthread_mutex_destroy(&r->sh.mu), "start mutex: destroy");
     }
-    if (workers != NULL) {
-        for (int i = 0; i < cfg.workers; i++) {
-            free(workers[i].acq);
-            free(workers[i].cycle);
+    if (r->workers != NULL) {
+        for (int i = 0; i < r->cfg.workers; i++) {
+            free(r->workers[i].acq);
+            free(r->workers[i].cycle);
         }
     }
-    free(workers);
-    free(acq);
-    free(cycle);
+    free(r->workers);
+    free(r->acq);
+    free(r->cycle);
+}
+
+/* Exit 0: run done, no violation; 1: violations, Redis or run error; 2: usage error. */
+int main(int argc, char **argv)
+{
+    bench_run r;
+    bench_totals t;
+    int status = 1;
+    memset(&r, 0, sizeof r);
+    memset(&t, 0, sizeof t);
+
+    int pr = bench_parse_args(argc, argv, &r.cfg);
+    if (pr != 0)
+        return pr > 0 ? 0 : 2;
+    if (set_up(&r) == 0 && run_workers(&r) == 0) {
+        sum_workers(&r, &t);
+        if (count_violations(&r, &t) == 0 && report(&r, &t) == 0)
+            status = t.violations > 0 ? 1 : 0;
+    }
+    clean_up(&r);
     return status;
 }

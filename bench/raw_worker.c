@@ -117,7 +117,7 @@ ready:
         goto out;
 
     for (uint64_t seq = 0;; seq++) {
-        int64_t t0 = bench_now_ns();
+        int64_t t0 = cm_now_ns();
         if (t0 >= sh->end_ns)
             break;
         /* Unique per run, worker and cycle: enough for a token-checked
@@ -133,26 +133,27 @@ ready:
                 won++;
         }
         free_replies(replies, n);
-        int64_t t1 = bench_now_ns();
-        if (won >= quorum)
-            bench_sleep_ms(cfg->hold_ms);
+        int64_t t1 = cm_now_ns();
+        int hold_failed = won >= quorum && bench_sleep(w, cfg->hold_ms) != 0;
         /* Released everywhere, also after a lost vote (distlock page). */
         const char *del_argv[] = {"EVALSHA", sha, "1", key, token};
         if (raw_round(w, ctx, n, 5, del_argv, replies) != 0)
             break;
         free_replies(replies, n);
-        int64_t t2 = bench_now_ns();
+        int64_t t2 = cm_now_ns();
+        if (hold_failed)
+            break;
         w->lock_round_trips += 2;
         if (won < quorum) {
             w->acquire_failures++;
             continue;
         }
         w->successes++;
-        hist_record(w->acq, (uint64_t)(t1 - t0) / 1000);
-        hist_record(w->cycle, (uint64_t)(t2 - t0) / 1000);
+        cm_hist_record(w->acq, (uint64_t)(t1 - t0) / 1000);
+        cm_hist_record(w->cycle, (uint64_t)(t2 - t0) / 1000);
     }
 out:
-    w->ended_ns = bench_now_ns();
+    w->ended_ns = cm_now_ns();
     for (size_t i = 0; i < n; i++) {
         if (ctx[i] != NULL)
             redisFree(ctx[i]);

@@ -1,42 +1,46 @@
-/* util.c - dlock-bench helpers: clock, sleep, start gate, worker errors, plain hiredis calls. */
+/* util.c - dlock-bench helpers: start gate, worker errors, plain hiredis calls. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-#include <time.h>
 
 #include "bench.h"
 
-int64_t bench_now_ns(void)
+void bench_pthread_check(int rc, const char *what)
 {
-    struct timespec ts;
-    /* Monotonic: a wall-clock step during a run must not bend latencies or the end time. */
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-void bench_sleep_ms(uint32_t ms)
-{
-    if (ms == 0)
+    if (rc == 0)
         return;
-    struct timespec req = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-    /* nanosleep leaves the remainder in req on EINTR: a signal must not shorten the hold. */
-    while (nanosleep(&req, &req) != 0 && errno == EINTR) {
-    }
+    fprintf(stderr, "dlock-bench: %s: %s\n", what, strerror(rc));
+    abort();
 }
 
 int bench_wait_start(bench_worker *w)
 {
     bench_shared *sh = w->sh;
-    pthread_mutex_lock(&sh->mu);
+    bench_pthread_check(pthread_mutex_lock(&sh->mu), "start gate: lock");
     sh->ready++;
-    pthread_cond_broadcast(&sh->cond);
+    bench_pthread_check(pthread_cond_broadcast(&sh->cond), "start gate: broadcast");
     while (sh->state == BENCH_WAIT)
-        pthread_cond_wait(&sh->cond, &sh->mu);
+        bench_pthread_check(pthread_cond_wait(&sh->cond, &sh->mu), "start gate: wait");
     int go = sh->state == BENCH_GO;
-    pthread_mutex_unlock(&sh->mu);
+    bench_pthread_check(pthread_mutex_unlock(&sh->mu), "start gate: unlock");
     return go;
+}
+
+int bench_sleep(bench_worker *w, uint32_t ms)
+{
+    char why[128];
+    if (cm_sleep_ms(ms) == 0)
+        return 0;
+    int e = errno;
+    /* strerror_r, not strerror: other workers may be failing at the same time. */
+    if (strerror_r(e, why, sizeof why) != 0)
+        snprintf(why, sizeof why, "errno %d", e);
+    bench_fail(w, "worker %d: sleeping %" PRIu32 " ms: %s", w->id, ms, why);
+    return -1;
 }
 
 void bench_fail(bench_worker *w, const char *fmt, ...)

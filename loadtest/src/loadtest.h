@@ -1,5 +1,6 @@
 /* loadtest.h - private declarations shared by coupon-loadtest's parts
- * (options, histogram, workers, progress, coupon reads, audit, report).
+ * (options, workers, progress, coupon reads, audit, report); the histogram,
+ * clock and option parser are common/'s (common.h).
  *
  * coupon-loadtest checks the coupon service from the outside: it speaks HTTP
  * to the servers and reads the SQLite file read-only. It links nothing of
@@ -16,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "common.h"
 
 /* Exit statuses (the contract's). */
 #define LT_EXIT_OK 0       /* no oversell */
@@ -53,39 +56,25 @@ typedef struct lt_options {
 /* Parse argv into *o (zeroed first). Returns 0, or -1 with err set. */
 int lt_options_parse(int argc, char **argv, lt_options *o, char *err, size_t errlen);
 void lt_options_free(lt_options *o);
-void lt_usage(FILE *f);
+/* The --help text to f; 0, or -1 when f could not be written. */
+int lt_usage(FILE *f);
 
-/* ---- histogram.c -------------------------------------------------------- */
+/* ---- the latency histogram --------------------------------------------- */
 
-/* Log-linear latency histogram in microseconds, HdrHistogram-like: values
- * below 2^LT_HIST_SUB_BITS are exact; above, each power of two is cut into
- * 2^(LT_HIST_SUB_BITS-1) equal buckets, so a reported value is within 1/64
- * (1.6 %) of the true one. Fixed size, no allocation: per-thread histograms
- * are merged by adding counts, and percentiles never sort the samples. */
-#define LT_HIST_SUB_BITS 7
-#define LT_HIST_MAX_BITS 40 /* values are clamped below 2^40 us (12.7 days) */
-#define LT_HIST_HALF (1u << (LT_HIST_SUB_BITS - 1))
-#define LT_HIST_BUCKETS ((1u << LT_HIST_SUB_BITS) + (LT_HIST_MAX_BITS - LT_HIST_SUB_BITS) * LT_HIST_HALF)
-
-typedef struct lt_hist {
-    uint64_t counts[LT_HIST_BUCKETS];
-    uint64_t n;   /* samples recorded */
-    uint64_t min; /* exact, us (UINT64_MAX while empty) */
-    uint64_t max; /* exact, us */
-    uint64_t sum; /* us, for the mean */
-} lt_hist;
-
-void lt_hist_init(lt_hist *h);
-void lt_hist_record(lt_hist *h, uint64_t us);
-void lt_hist_merge(lt_hist *dst, const lt_hist *src);
-/* The value at quantile q (0..1): the highest value of the bucket holding the
- * ceil(q*n)-th sample, capped at the exact max. 0 when empty. */
-uint64_t lt_hist_quantile(const lt_hist *h, double q);
-double lt_hist_mean(const lt_hist *h);
-/* Bucket arithmetic, exposed for the unit test. */
-unsigned lt_hist_index(uint64_t us);
-uint64_t lt_hist_bucket_low(unsigned idx);
-uint64_t lt_hist_bucket_high(unsigned idx);
+/* common/'s (common.h): log-linear, in microseconds, fixed size, merged by
+ * adding counts. The unit suites in tests/loadtest/ call it by the names it
+ * had here, kept as aliases for them; the loadtest's own code uses cm_hist. */
+typedef cm_hist lt_hist;
+#define LT_HIST_MAX_BITS CM_HIST_MAX_BITS
+#define LT_HIST_BUCKETS CM_HIST_BUCKETS
+#define lt_hist_init cm_hist_init
+#define lt_hist_record cm_hist_record
+#define lt_hist_merge cm_hist_merge
+#define lt_hist_quantile cm_hist_quantile
+#define lt_hist_mean cm_hist_mean
+#define lt_hist_index cm_hist_index
+#define lt_hist_bucket_low cm_hist_bucket_low
+#define lt_hist_bucket_high cm_hist_bucket_high
 
 /* ---- stats.c --------------------------------------------------- */
 
@@ -100,7 +89,7 @@ typedef struct lt_code_count {
 } lt_code_count;
 
 typedef struct lt_stats {
-    lt_hist hist;                          /* latency of answered requests */
+    cm_hist hist;                          /* latency of answered requests, us */
     uint64_t answered;                     /* requests that got an HTTP response */
     uint64_t by_status[LT_STATUS_SLOTS];
     uint64_t status_other;                 /* status >= 600 */
@@ -171,7 +160,6 @@ typedef struct lt_worker {
     int started;
 } lt_worker;
 
-int64_t lt_now_ns(void);
 /* Start opt->threads workers sharing opt->connections connections, URLs
  * assigned round-robin by connection. *out is calloc'd (free with
  * lt_workers_free after lt_workers_join). */

@@ -1,5 +1,6 @@
 /* main.c - coupon-loadtest: check the servers and the DB, run the load,
- * audit the coupon again, print the report; exit 0/1/2 as the contract says. */
+ * audit the coupon again, print the report; exit 0/1/2 as the contract says.
+ * main is those steps in order, one function each, then clean_up. */
 #include "loadtest.h"
 
 #include <curl/curl.h>
@@ -47,179 +48,252 @@ static uint64_t random_seed(void)
 {
     uint64_t seed = 0;
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed)
-        seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)lt_now_ns();
+        seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)cm_now_ns();
     return seed;
 }
 
-int main(int argc, char **argv)
-{
-    int rc = LT_EXIT_USAGE;
-    int curl_ready = 0;
-    char err[LT_ERR_MAX] = "";
+/* Everything one invocation owns; clean_up frees whatever the steps made. */
+typedef struct lt_main {
     lt_options opt;
-    lt_db *db = NULL;
-    lt_worker *workers = NULL;
-    lt_progress *progress = NULL;
-    lt_stats *total = NULL;
+    int curl_ready;         /* curl_global_init done */
+    lt_target *targets;     /* one per URL; the run borrows them */
+    lt_db *db;              /* NULL without --db */
     lt_audit audit;
-    lt_run *run = &g_run_storage;
-    lt_summary sum;
-    lt_coupon_view probe;
-    lt_target *targets = NULL;
-    int64_t t0, t1;
-    unsigned failed = 0;
+    lt_worker *workers;
+    lt_progress *progress;
+    lt_stats *total;        /* the workers' stats merged */
+    int64_t t0, t1;         /* the load's start and end, CLOCK_MONOTONIC */
+} lt_main;
 
-    memset(&audit, 0, sizeof audit);
-    if (lt_options_parse(argc, argv, &opt, err, sizeof err) != 0) {
+/* 0 to run, 1 when --help was printed, -1 after a message (exit 2). */
+static int parse_command_line(lt_main *m, int argc, char **argv)
+{
+    char err[LT_ERR_MAX] = "";
+    if (lt_options_parse(argc, argv, &m->opt, err, sizeof err) != 0) {
         fprintf(stderr, "coupon-loadtest: %s\n", err);
-        goto out;
+        return -1;
     }
-    if (opt.help) {
-        lt_usage(stdout);
-        rc = LT_EXIT_OK;
-        goto out;
+    if (!m->opt.help)
+        return 0;
+    if (lt_usage(stdout) != 0) {
+        fprintf(stderr, "coupon-loadtest: cannot write the usage text\n");
+        return -1;
     }
+    return 1;
+}
+
+/* curl and the parsed URLs. 0, or -1 after a message. */
+static int set_up(lt_main *m)
+{
+    char err[LT_ERR_MAX] = "";
     /* Before any thread exists: curl_global_init is not thread-safe. */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "coupon-loadtest: curl_global_init failed\n");
-        goto out;
+        return -1;
     }
-    curl_ready = 1;
-    audit.coupon_id = opt.coupon_id;
-    targets = calloc(opt.n_urls, sizeof *targets);
-    if (targets == NULL) {
+    m->curl_ready = 1;
+    m->audit.coupon_id = m->opt.coupon_id;
+    m->targets = calloc(m->opt.n_urls, sizeof *m->targets);
+    if (m->targets == NULL) {
         fprintf(stderr, "coupon-loadtest: out of memory\n");
-        goto out;
+        return -1;
     }
-    for (size_t i = 0; i < opt.n_urls; i++) {
-        if (lt_target_parse(opt.urls[i], &targets[i], err, sizeof err) != 0) {
+    for (size_t i = 0; i < m->opt.n_urls; i++) {
+        if (lt_target_parse(m->opt.urls[i], &m->targets[i], err, sizeof err) != 0) {
             fprintf(stderr, "coupon-loadtest: %s\n", err);
-            goto out;
+            return -1;
         }
     }
-    run->targets = targets;
+    return 0;
+}
 
+/* The "before" readings of the audit. 0, or -1 after a message. */
+static int check_sources(lt_main *m)
+{
+    char err[LT_ERR_MAX] = "";
+    lt_coupon_view probe;
     /* Every source is checked before the first claim, so a wrong port or path
      * is an exit 2 with a reason instead of a run of connection errors. */
-    if (opt.db_path != NULL) {
-        if (lt_db_open(opt.db_path, &db, err, sizeof err) != 0) {
+    if (m->opt.db_path != NULL) {
+        if (lt_db_open(m->opt.db_path, &m->db, err, sizeof err) != 0) {
             fprintf(stderr, "coupon-loadtest: %s\n", err);
-            goto out;
+            return -1;
         }
-        if (lt_db_read(db, opt.coupon_id, &audit.db_before) != 0) {
-            fprintf(stderr, "coupon-loadtest: %s\n", audit.db_before.err);
-            goto out;
+        if (lt_db_read(m->db, m->opt.coupon_id, &m->audit.db_before) != 0) {
+            fprintf(stderr, "coupon-loadtest: %s\n", m->audit.db_before.err);
+            return -1;
         }
-        audit.have_db = 1;
+        m->audit.have_db = 1;
     }
-    for (size_t i = 0; i < opt.n_urls; i++) {
-        if (lt_coupon_http_read(opt.urls[i], opt.coupon_id, opt.timeout_ms, &probe) != 0) {
+    for (size_t i = 0; i < m->opt.n_urls; i++) {
+        if (lt_coupon_http_read(m->opt.urls[i], m->opt.coupon_id, m->opt.timeout_ms, &probe) != 0) {
             fprintf(stderr, "coupon-loadtest: %s\n", probe.err);
-            goto out;
+            return -1;
         }
         if (i == 0)
-            audit.before = probe;
+            m->audit.before = probe;
     }
+    return 0;
+}
 
+/* The shared run state, the signal handlers and the banner. The handlers
+ * go in only now: before this, Ctrl-C simply ends a program that has sent
+ * nothing. 0, or -1 after a message. */
+static int prepare_run(lt_main *m, lt_run *run)
+{
+    const lt_options *opt = &m->opt;
+    run->targets = m->targets;
     atomic_init(&run->next_ticket, 0);
     atomic_init(&run->stop, 0);
-    run->opt = &opt;
-    run->seed = opt.seed != 0 ? opt.seed : random_seed();
+    run->opt = opt;
+    run->seed = opt->seed != 0 ? opt->seed : random_seed();
     /* Default users are distinct per request AND per run: a second run on the
      * same coupon must not hit the per-user limit with the first run's ids. */
     snprintf(run->user_tag, sizeof run->user_tag, "lt%08" PRIx64 "-", run->seed >> 32);
     g_run = run;
     if (install_signals() != 0) {
         fprintf(stderr, "coupon-loadtest: cannot install signal handlers\n");
-        goto out;
+        return -1;
     }
-    if (!opt.quiet)
+    if (!opt->quiet)
         fprintf(stderr,
                 "coupon-loadtest: coupon %" PRId64 " (stock %" PRId64 " of %" PRId64 ", issued %" PRId64
                 "), %u connections on %u threads, %zu URL(s)\n",
-                opt.coupon_id, audit.before.stock, audit.before.total, audit.before.issued,
-                opt.connections, opt.threads, opt.n_urls);
+                opt->coupon_id, m->audit.before.stock, m->audit.before.total,
+                m->audit.before.issued, opt->connections, opt->threads, opt->n_urls);
+    return 0;
+}
 
-    t0 = lt_now_ns();
-    if (opt.duration_s > 0)
-        run->deadline_ns = t0 + (int64_t)(opt.duration_s * 1e9);
-    if (lt_workers_start(run, &workers, err, sizeof err) != 0) {
+/* The load itself: workers (and the progress line) from start to join. A
+ * progress line that cannot start is not worth stopping the run for. 0, or
+ * -1 after a message when no worker could be started. */
+static int run_load(lt_main *m, lt_run *run)
+{
+    char err[LT_ERR_MAX] = "";
+    m->t0 = cm_now_ns();
+    if (m->opt.duration_s > 0)
+        run->deadline_ns = m->t0 + (int64_t)(m->opt.duration_s * 1e9);
+    if (lt_workers_start(run, &m->workers, err, sizeof err) != 0) {
         fprintf(stderr, "coupon-loadtest: %s\n", err);
-        goto out;
+        return -1;
     }
-    if (!opt.quiet &&
-        lt_progress_start(stderr, workers, opt.threads, opt.requests, &progress, err, sizeof err) != 0)
+    if (!m->opt.quiet && lt_progress_start(stderr, m->workers, m->opt.threads, m->opt.requests,
+                                           &m->progress, err, sizeof err) != 0)
         fprintf(stderr, "coupon-loadtest: %s (running without progress)\n", err);
-    lt_workers_join(workers, opt.threads);
-    t1 = lt_now_ns();
-    lt_progress_stop(progress);
-    progress = NULL;
+    lt_workers_join(m->workers, m->opt.threads);
+    m->t1 = cm_now_ns();
+    lt_progress_stop(m->progress);
+    m->progress = NULL;
+    return 0;
+}
 
-    total = malloc(sizeof *total);
-    if (total == NULL) {
+/* The workers' stats into m->total, naming each worker that failed. 0, or
+ * -1 after a message when none could run (nothing to audit against). */
+static int merge_stats(lt_main *m)
+{
+    unsigned failed = 0;
+    m->total = malloc(sizeof *m->total);
+    if (m->total == NULL) {
         fprintf(stderr, "coupon-loadtest: out of memory\n");
-        goto out;
+        return -1;
     }
-    lt_stats_init(total);
-    for (unsigned i = 0; i < opt.threads; i++) {
-        if (workers[i].failed) {
-            fprintf(stderr, "coupon-loadtest: %s\n", workers[i].err);
+    lt_stats_init(m->total);
+    for (unsigned i = 0; i < m->opt.threads; i++) {
+        if (m->workers[i].failed) {
+            fprintf(stderr, "coupon-loadtest: %s\n", m->workers[i].err);
             failed++;
         }
-        lt_stats_merge(total, &workers[i].stats);
+        lt_stats_merge(m->total, &m->workers[i].stats);
     }
-    if (failed == opt.threads) {
+    if (failed == m->opt.threads) {
         fprintf(stderr, "coupon-loadtest: no worker could run\n");
-        goto out;
+        return -1;
     }
+    return 0;
+}
 
+/* The "after" readings and the verdict. A source that cannot be read is
+ * reported and leaves the audit incomplete (exit 2), not aborted: the other
+ * sources may still prove an oversell. 0, or -1 when out of memory. */
+static int audit_after(lt_main *m)
+{
+    lt_audit *audit = &m->audit;
     /* The audit proper: every server and the DB, after the load has stopped. */
-    audit.after = calloc(opt.n_urls, sizeof *audit.after);
-    if (audit.after == NULL) {
+    audit->after = calloc(m->opt.n_urls, sizeof *audit->after);
+    if (audit->after == NULL) {
         fprintf(stderr, "coupon-loadtest: out of memory\n");
-        goto out;
+        return -1;
     }
-    audit.n_after = opt.n_urls;
-    for (size_t i = 0; i < opt.n_urls; i++)
-        if (lt_coupon_http_read(opt.urls[i], opt.coupon_id, opt.timeout_ms, &audit.after[i]) != 0)
-            fprintf(stderr, "coupon-loadtest: audit: %s\n", audit.after[i].err);
-    if (db != NULL && lt_db_read(db, opt.coupon_id, &audit.db_after) != 0)
-        fprintf(stderr, "coupon-loadtest: audit: %s\n", audit.db_after.err);
-    audit.successes_seen = total->successes;
-    audit.transport_errors = total->errors;
-    lt_audit_evaluate(&audit);
+    audit->n_after = m->opt.n_urls;
+    for (size_t i = 0; i < m->opt.n_urls; i++)
+        if (lt_coupon_http_read(m->opt.urls[i], m->opt.coupon_id, m->opt.timeout_ms,
+                                &audit->after[i]) != 0)
+            fprintf(stderr, "coupon-loadtest: audit: %s\n", audit->after[i].err);
+    if (m->db != NULL && lt_db_read(m->db, m->opt.coupon_id, &audit->db_after) != 0)
+        fprintf(stderr, "coupon-loadtest: audit: %s\n", audit->db_after.err);
+    audit->successes_seen = m->total->successes;
+    audit->transport_errors = m->total->errors;
+    lt_audit_evaluate(audit);
+    return 0;
+}
 
+/* The report on stdout; returns the exit status the verdict calls for. */
+static int report(const lt_main *m)
+{
+    lt_summary sum;
+    int rc;
     memset(&sum, 0, sizeof sum);
-    sum.opt = &opt;
-    sum.stats = total;
-    sum.elapsed_s = (double)(t1 - t0) / 1e9;
-    sum.requests_done = total->answered + total->errors;
+    sum.opt = &m->opt;
+    sum.stats = m->total;
+    sum.elapsed_s = (double)(m->t1 - m->t0) / 1e9;
+    sum.requests_done = m->total->answered + m->total->errors;
     sum.interrupted = g_interrupted != 0;
-    sum.audit = &audit;
-    if (audit.oversold_by > 0)
+    sum.audit = &m->audit;
+    if (m->audit.oversold_by > 0)
         rc = LT_EXIT_OVERSOLD;
-    else if (audit.incomplete)
+    else if (m->audit.incomplete)
         rc = LT_EXIT_USAGE;
     else
         rc = LT_EXIT_OK;
     /* An unwritable report (closed stdout) must not turn an oversell into
      * exit 2: the verdict goes to stderr and exit 1 stands. */
-    if ((opt.json ? lt_report_json(stdout, &sum) : lt_report_text(stdout, &sum)) != 0) {
+    if ((m->opt.json ? lt_report_json(stdout, &sum) : lt_report_text(stdout, &sum)) != 0) {
         char verdict[64];
         fprintf(stderr, "coupon-loadtest: cannot write the report (verdict: %s)\n",
-                lt_verdict(&audit, verdict, sizeof verdict));
+                lt_verdict(&m->audit, verdict, sizeof verdict));
         if (rc == LT_EXIT_OK)
             rc = LT_EXIT_USAGE;
     }
-out:
-    lt_progress_stop(progress);
-    lt_workers_free(workers);
-    free(targets);
-    free(total);
-    lt_audit_free(&audit);
-    lt_db_close(db);
-    if (curl_ready)
+    return rc;
+}
+
+/* Frees what the steps made, in reverse; every free function takes NULL. */
+static void clean_up(lt_main *m)
+{
+    lt_progress_stop(m->progress);
+    lt_workers_free(m->workers);
+    free(m->targets);
+    free(m->total);
+    lt_audit_free(&m->audit);
+    lt_db_close(m->db);
+    if (m->curl_ready)
         curl_global_cleanup();
-    lt_options_free(&opt);
+    lt_options_free(&m->opt);
+}
+
+int main(int argc, char **argv)
+{
+    lt_main m;
+    lt_run *run = &g_run_storage;
+    int rc = LT_EXIT_USAGE;
+    memset(&m, 0, sizeof m);
+
+    int pr = parse_command_line(&m, argc, argv);
+    if (pr > 0)
+        rc = LT_EXIT_OK;
+    else if (pr == 0 && set_up(&m) == 0 && check_sources(&m) == 0 && prepare_run(&m, run) == 0 &&
+             run_load(&m, run) == 0 && merge_stats(&m) == 0 && audit_after(&m) == 0)
+        rc = report(&m);
+    clean_up(&m);
     return rc;
 }

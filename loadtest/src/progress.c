@@ -28,7 +28,7 @@ struct lt_progress {
 static void print_line(lt_progress *p, int final)
 {
     uint64_t done = 0, errors = 0;
-    int64_t now = lt_now_ns();
+    int64_t now = cm_now_ns();
     double dt = (double)(now - p->last_ns) / 1e9;
     double elapsed = (double)(now - p->start_ns) / 1e9;
     double rate;
@@ -89,8 +89,8 @@ static void *progress_main(void *arg)
             pthread_mutex_lock(&p->mu);
             next += period_ns;
             /* After a long stall (SIGSTOP, swap), skip the missed ticks instead of bursting. */
-            if (next < lt_now_ns())
-                next = lt_now_ns() + period_ns;
+            if (next < cm_now_ns())
+                next = cm_now_ns() + period_ns;
         }
     }
     pthread_mutex_unlock(&p->mu);
@@ -127,7 +127,7 @@ int lt_progress_start(FILE *f, const lt_worker *w, unsigned n, uint64_t total, l
     p->n = n;
     p->total = total;
     p->tty = isatty(fileno(f));
-    p->start_ns = p->last_ns = lt_now_ns();
+    p->start_ns = p->last_ns = cm_now_ns();
     if ((e = pthread_mutex_init(&p->mu, NULL)) != 0)
         goto fail;
     p->have_mu = 1;

@@ -87,8 +87,8 @@ int lt_report_text(FILE *f, const lt_summary *s)
             s->elapsed_s, throughput(s), s->interrupted ? " (interrupted)" : "");
     fprintf(f, "latency ms: p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  (mean %.3f, %" PRIu64
                " answered)\n",
-            ms(lt_hist_quantile(&st->hist, 0.50)), ms(lt_hist_quantile(&st->hist, 0.90)),
-            ms(lt_hist_quantile(&st->hist, 0.99)), ms(st->hist.max), lt_hist_mean(&st->hist) / 1000.0,
+            ms(cm_hist_quantile(&st->hist, 0.50)), ms(cm_hist_quantile(&st->hist, 0.90)),
+            ms(cm_hist_quantile(&st->hist, 0.99)), ms(st->hist.max), cm_hist_mean(&st->hist) / 1000.0,
             st->hist.n);
     fprintf(f, "by status:");
     for (size_t i = 0; i < LT_STATUS_SLOTS; i++)
@@ -238,12 +238,12 @@ int lt_report_json(FILE *f, const lt_summary *s)
         goto out;
     for (size_t i = 0; i < o->n_urls; i++)
         bad |= json_array_append_new(urls, json_string(o->urls[i])) != 0;
-    bad |= jset(lat, "p50", json_real(ms(lt_hist_quantile(&st->hist, 0.50))));
-    bad |= jset(lat, "p90", json_real(ms(lt_hist_quantile(&st->hist, 0.90))));
-    bad |= jset(lat, "p99", json_real(ms(lt_hist_quantile(&st->hist, 0.99))));
+    bad |= jset(lat, "p50", json_real(ms(cm_hist_quantile(&st->hist, 0.50))));
+    bad |= jset(lat, "p90", json_real(ms(cm_hist_quantile(&st->hist, 0.90))));
+    bad |= jset(lat, "p99", json_real(ms(cm_hist_quantile(&st->hist, 0.99))));
     bad |= jset(lat, "max", json_real(ms(st->hist.max)));
     bad |= jset(lat, "min", json_real(st->hist.n ? ms(st->hist.min) : 0.0));
-    bad |= jset(lat, "mean", json_real(lt_hist_mean(&st->hist) / 1000.0));
+    bad |= jset(lat, "mean", json_real(cm_hist_mean(&st->hist) / 1000.0));
     bad |= jset(lat, "count", json_integer((json_int_t)st->hist.n));
     for (size_t i = 0; i < LT_STATUS_SLOTS; i++) {
         if (st->by_status[i] == 0)

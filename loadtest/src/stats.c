@@ -8,7 +8,7 @@
 void lt_stats_init(lt_stats *s)
 {
     memset(s, 0, sizeof *s);
-    lt_hist_init(&s->hist);
+    cm_hist_init(&s->hist);
 }
 
 void lt_stats_add_code(lt_stats *s, long code, uint64_t n)
@@ -32,7 +32,7 @@ void lt_stats_add_code(lt_stats *s, long code, uint64_t n)
 
 void lt_stats_merge(lt_stats *dst, const lt_stats *src)
 {
-    lt_hist_merge(&dst->hist, &src->hist);
+    cm_hist_merge(&dst->hist, &src->hist);
     dst->answered += src->answered;
     for (size_t i = 0; i < LT_STATUS_SLOTS; i++)
         dst->by_status[i] += src->by_status[i];

@@ -17,20 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <time.h>
 #include <unistd.h>
 
 #define OUT_CAP 1024       /* one claim request: ~200 bytes, host and path at most 255 */
 #define IN_CAP 8192        /* one reply: ~250 bytes; a larger one is an error */
 #define BODY_CAP 1024      /* the code is near the start of the body */
 #define SCAN_EVERY_NS 10000000 /* request-timeout scan every 10 ms */
-
-int64_t lt_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 typedef struct lt_conn {
     CURL *easy;              /* CONNECT_ONLY handle owning the socket; NULL = closed */
@@ -72,7 +64,7 @@ static void count_error(lt_worker *w, CURLcode rc)
 static void count_reply(lt_worker *w, const lt_conn *c, const lt_http_resp *r, int64_t t1)
 {
     w->stats.answered++;
-    lt_hist_record(&w->stats.hist, (uint64_t)((t1 - c->t0) / 1000));
+    cm_hist_record(&w->stats.hist, (uint64_t)((t1 - c->t0) / 1000));
     if (r->status >= 0 && r->status < LT_STATUS_SLOTS)
         w->stats.by_status[r->status]++;
     else
@@ -181,7 +173,7 @@ static void conn_next(lt_loop *lp, lt_conn *c)
 
         if (atomic_load_explicit(&run->stop, memory_order_relaxed))
             return;
-        if (run->deadline_ns != 0 && lt_now_ns() >= run->deadline_ns)
+        if (run->deadline_ns != 0 && cm_now_ns() >= run->deadline_ns)
             return;
         /* One shared ticket counter splits --requests exactly, and a slow
          * connection simply takes fewer tickets instead of finishing last. */
@@ -204,7 +196,7 @@ static void conn_next(lt_loop *lp, lt_conn *c)
             count_error(w, rc);
             continue;
         }
-        c->t0 = lt_now_ns();
+        c->t0 = cm_now_ns();
         c->deadline = c->t0 + (int64_t)opt->timeout_ms * 1000000;
         c->busy = 1;
         lp->busy++;
@@ -273,7 +265,7 @@ static void conn_readable(lt_loop *lp, lt_conn *c)
                 return;
             continue;
         }
-        count_reply(lp->w, c, &resp, lt_now_ns());
+        count_reply(lp->w, c, &resp, cm_now_ns());
         c->busy = 0;
         lp->busy--;
         /* We never pipeline, so bytes beyond this reply are a protocol error. */
@@ -320,7 +312,7 @@ static void *worker_main(void *arg)
     }
     for (unsigned i = 0; i < w->n_conns; i++)
         conn_next(&lp, &conns[i]);
-    last_scan = lt_now_ns();
+    last_scan = cm_now_ns();
     while (lp.busy > 0) {
         /* Bounded wait: request timeouts are checked at least every 10 ms. */
         int n = epoll_wait(lp.epfd, evs, (int)(sizeof evs / sizeof evs[0]), 10);
@@ -347,7 +339,7 @@ static void *worker_main(void *arg)
             if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
                 conn_readable(&lp, c);
         }
-        now = lt_now_ns();
+        now = cm_now_ns();
         if (now - last_scan >= SCAN_EVERY_NS) {
             scan_timeouts(&lp, conns, w->n_conns, now);
             last_scan = now;
