@@ -114,6 +114,14 @@ void lt_audit_evaluate(lt_audit *a)
         else if (i > 0)
             check_agree(a, &a->after[i], &a->after[0]);
     }
+
+    /* STUCK: safe but standing still. Stock is left, claims kept coming, and
+     * not one got through: each waited out the lock and was refused 1005.
+     * That is a lock nobody holds any more and nobody can take (a dead
+     * holder's key with no TTL, or a TTL the waiters keep re-arming). */
+    const lt_coupon_view *now = a->have_db ? &a->db_after : (a->n_after > 0 ? &a->after[0] : NULL);
+    a->stuck = a->oversold_by == 0 && !a->incomplete && now != NULL && now->ok && now->stock > 0 &&
+               a->answered > 0 && a->successes_seen == 0 && a->lock_refusals == a->answered;
 }
 
 void lt_audit_free(lt_audit *a)

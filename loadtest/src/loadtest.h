@@ -24,6 +24,7 @@
 #define LT_EXIT_OK 0       /* no oversell */
 #define LT_EXIT_OVERSOLD 1 /* the audit found an oversell or a lost/invented success */
 #define LT_EXIT_USAGE 2    /* bad arguments, unreachable server, unreadable DB */
+#define LT_EXIT_STUCK 3    /* nothing oversold, but the sale stood still: every claim 1005, stock left */
 
 #define LT_ERR_MAX 1024    /* one-line error messages */
 #define LT_USER_MAX 64     /* the contract's longest user_id */
@@ -48,6 +49,7 @@ typedef struct lt_options {
     long connect_timeout_ms;
     uint64_t seed;           /* PRNG seed for --users; 0 = from /dev/urandom */
     int help;                /* --help was given: print usage, exit 0 */
+    int audit_only;          /* no load: read every source and judge the coupon as it is */
 } lt_options;
 
 #define LT_THREADS_MAX 4096u
@@ -228,6 +230,9 @@ typedef struct lt_audit {
     size_t findings_dropped;    /* beyond LT_FINDINGS_MAX; still counted in oversold_by */
     int64_t oversold_by;        /* the largest excess of any finding; 0 = NO OVERSELL */
     int incomplete;             /* a source could not be read after the run */
+    uint64_t answered;          /* claims that got an HTTP answer */
+    uint64_t lock_refusals;     /* of which code 1005 (lock not acquired in time) */
+    int stuck;                  /* no oversell, stock left, yet every answer was 1005 */
 } lt_audit;
 
 /* Fill the findings and oversold_by from the views (see lt_usage for N). */

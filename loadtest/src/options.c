@@ -157,6 +157,9 @@ static const cm_option options[] = {
      .metavar = "MS", .help = "whole-request timeout (default 10000)"},
     {.name = "connect-timeout-ms", .kind = CM_ARG_U64, .offset = AT(connect_timeout_ms), .ulo = 1,
      .uhi = 600000, .metavar = "MS", .help = "connect timeout (default 3000)"},
+    {.name = "audit-only", .kind = CM_ARG_NONE, .offset = AT(o.audit_only),
+     .help = "send no claim: read the coupon from every URL (and\n"
+             "--db) and judge it as it is now"},
     {.name = "json", .kind = CM_ARG_NONE, .offset = AT(o.json),
      .help = "print the report as one JSON object on stdout"},
     {.name = "quiet", .kind = CM_ARG_NONE, .offset = AT(o.quiet),
@@ -169,7 +172,7 @@ static const cm_args_spec spec = {
     .opts = options,
     .n_opts = sizeof options / sizeof options[0],
     .usage = "usage: coupon-loadtest --url URL[,URL...] --coupon ID --threads T\n"
-             "                       (--requests R | --duration S) [options]\n"
+             "                       (--requests R | --duration S | --audit-only) [options]\n"
              "\n"
              "Hammers POST /api/v1/coupon/add?coupon_id=ID&user_id=U on one or more\n"
              "coupon-server instances, then audits the coupon for overselling.\n"
@@ -191,8 +194,12 @@ static const cm_args_spec spec = {
         "The cross-checks assume nobody else claims this coupon during the run;\n"
         "transport errors (no answer) can hide a success and fail the cross-check.\n"
         "\n"
+        "STUCK: nothing oversold, but stock is left and every claim of the run was\n"
+        "refused with 1005 (the lock could not be had): a sale standing still, e.g.\n"
+        "behind a dead holder's lock that never expires.\n"
+        "\n"
         "Exit status: 0 NO OVERSELL, 1 OVERSOLD, 2 usage error, unreachable server,\n"
-        "unreadable DB, or an audit that could not read every source.\n",
+        "unreadable DB, or an audit that could not read every source, 3 STUCK.\n",
     .help_column = 23,
 };
 
@@ -217,7 +224,7 @@ int lt_options_parse(int argc, char **argv, lt_options *o, char *err, size_t err
         *o = cl.o; /* o->help is set: main prints the usage */
         return 0;
     }
-    if (cl.o.requests == 0 && cl.o.duration_s == 0)
+    if (cl.o.requests == 0 && cl.o.duration_s == 0 && !cl.o.audit_only)
         return cm_fail(err, errlen, "give --requests R or --duration S (see --help)");
     if (cl.connections == 0)
         cl.connections = cl.threads;

@@ -16,6 +16,8 @@ const char *lt_verdict(const lt_audit *a, char *buf, size_t len)
         snprintf(buf, len, "OVERSOLD by %" PRId64, a->oversold_by);
     else if (a->incomplete)
         snprintf(buf, len, "AUDIT INCOMPLETE");
+    else if (a->stuck)
+        snprintf(buf, len, "STUCK");
     else
         snprintf(buf, len, "NO OVERSELL");
     return buf;
@@ -295,6 +297,7 @@ int lt_report_json(FILE *f, const lt_summary *s)
     bad |= jset(root, "audit", json_audit(s->audit));
     bad |= jset(root, "verdict", json_string(lt_verdict(s->audit, verdict, sizeof verdict)));
     bad |= jset(root, "oversold_by", json_integer(s->audit->oversold_by));
+    bad |= jset(root, "stuck", json_boolean(s->audit->stuck));
     if (bad)
         goto out;
     if (json_dumpf(root, f, JSON_INDENT(2)) != 0 || fputc('\n', f) == EOF || fflush(f) != 0)
