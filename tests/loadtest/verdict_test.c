@@ -151,3 +151,63 @@ Test(loadtest_verdict, oversell_beats_incomplete, .init = setup_clean, .timeout 
     cr_assert_eq(a.oversold_by, 2);
     cr_assert_str_eq(verdict(), "OVERSOLD by 2");
 }
+
+/* A sale standing still: nothing sold, stock left, every answer a 1005. */
+static void setup_stuck(void)
+{
+    setup_clean();
+    servers[0] = view("http://s1", 50, 50, 0);
+    servers[1] = view("http://s2", 50, 50, 0);
+    a.db_after = view("db x", 50, 50, 0);
+    a.db_after.has_users = 1;
+    a.successes_seen = 0;
+    a.answered = 64;
+    a.lock_refusals = 64;
+}
+
+Test(loadtest_verdict, every_claim_1005_with_stock_left_is_stuck, .init = setup_stuck, .timeout = 10)
+{
+    lt_audit_evaluate(&a);
+    cr_assert_eq(a.oversold_by, 0);
+    cr_assert_eq(a.stuck, 1);
+    cr_assert_str_eq(verdict(), "STUCK");
+}
+
+Test(loadtest_verdict, one_claim_through_is_not_stuck, .init = setup_stuck, .timeout = 10)
+{
+    /* One success among the refusals: slow, but the sale moves. */
+    servers[0].stock = servers[1].stock = a.db_after.stock = 49;
+    servers[0].issued = servers[1].issued = a.db_after.issued = 1;
+    a.successes_seen = 1;
+    a.lock_refusals = 63;
+    lt_audit_evaluate(&a);
+    cr_assert_eq(a.stuck, 0);
+    cr_assert_str_eq(verdict(), "NO OVERSELL");
+}
+
+Test(loadtest_verdict, refusals_of_another_kind_are_not_stuck, .init = setup_stuck, .timeout = 10)
+{
+    /* 1006 (Redis down) is an outage the health check reports, not a stuck lock. */
+    a.lock_refusals = 60;
+    lt_audit_evaluate(&a);
+    cr_assert_eq(a.stuck, 0);
+}
+
+Test(loadtest_verdict, sold_out_is_not_stuck, .init = setup_stuck, .timeout = 10)
+{
+    servers[0].stock = servers[1].stock = a.db_after.stock = 0;
+    servers[0].issued = servers[1].issued = a.db_after.issued = 50;
+    a.before.issued = a.db_before.issued = 50;
+    a.before.stock = a.db_before.stock = 0;
+    lt_audit_evaluate(&a);
+    cr_assert_eq(a.stuck, 0);
+}
+
+Test(loadtest_verdict, an_oversell_wins_over_stuck, .init = setup_stuck, .timeout = 10)
+{
+    servers[0].issued = servers[1].issued = a.db_after.issued = 51;
+    lt_audit_evaluate(&a);
+    cr_assert_gt(a.oversold_by, 0);
+    cr_assert_eq(a.stuck, 0);
+    cr_assert_str_eq(verdict(), "OVERSOLD by 51");
+}
