@@ -1,4 +1,4 @@
-/* common.h - what dlock-bench and coupon-loadtest share: a latency
+/* common.h - what dlock-bench, coupon-loadtest and coupon-server share: a latency
  * histogram, a monotonic clock, a sleep that outlasts signals and a
  * table-driven command-line parser.
  *
@@ -68,6 +68,8 @@ int64_t cm_now_ms(void);
  * goes on for the time that remains. Any other failure returns -1 with errno
  * set; 0 when the whole time has passed. */
 int cm_sleep_ms(uint32_t ms);
+/* The same in microseconds (the server's business step and stalls). */
+int cm_sleep_us(uint64_t us);
 
 /* ---- args.c: table-driven long options ---------------------------------- */
 

@@ -4,12 +4,12 @@
 
 #include "common.h"
 
-int cm_sleep_ms(uint32_t ms)
+int cm_sleep_us(uint64_t us)
 {
     /* No syscall for nothing: bench's default hold is 0 ms on every cycle. */
-    if (ms == 0)
+    if (us == 0)
         return 0;
-    struct timespec req = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+    struct timespec req = {.tv_sec = (time_t)(us / 1000000u), .tv_nsec = (long)(us % 1000000u) * 1000L};
     /* nanosleep leaves the remainder in req on EINTR: a signal must not shorten the hold.
      * Only EINTR is retried; anything else is the caller's to report. */
     while (nanosleep(&req, &req) != 0) {
@@ -17,4 +17,9 @@ int cm_sleep_ms(uint32_t ms)
             return -1;
     }
     return 0;
+}
+
+int cm_sleep_ms(uint32_t ms)
+{
+    return cm_sleep_us((uint64_t)ms * 1000u);
 }

@@ -2,9 +2,9 @@
  * critical section's read and its write (see section.h). */
 #include "claim/section.h"
 
-#include <errno.h>
 #include <stdatomic.h>
-#include <time.h>
+
+#include "common.h"
 
 /* Claims this server has run through the section, for --fault-pause-ms
  * MS:EVERY (every EVERY-th claim stalls). Process-wide, like a GC pause. */
@@ -13,15 +13,6 @@ static atomic_uint_fast64_t claims_seen;
 typedef struct section_step {
     const app_config *cfg;
 } section_step;
-
-static void sleep_us(uint64_t us)
-{
-    struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
-
-    /* Resume on EINTR with what is left: the window must stay as wide as asked. */
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
 
 /* Between the read and the write, with no transaction open. */
 static void business_step(void *arg, size_t n_claims)
@@ -32,7 +23,7 @@ static void business_step(void *arg, size_t n_claims)
     /* The business step: once per section, i.e. once per batch, like one
      * call to another service for the claims decided on this read. */
     if (cfg->work_us > 0)
-        sleep_us(cfg->work_us);
+        (void)cm_sleep_us(cfg->work_us); /* only EINTR can fail it, and that resumes */
     if (cfg->fault_pause_ms == 0)
         return;
     for (size_t i = 0; i < n_claims; i++) {
@@ -44,7 +35,7 @@ static void business_step(void *arg, size_t n_claims)
      * lease. Whoever holds the lock next reads and writes meanwhile; only
      * the fence keeps our stale read from being written afterwards. */
     if (stall)
-        sleep_us((uint64_t)cfg->fault_pause_ms * 1000u);
+        (void)cm_sleep_ms(cfg->fault_pause_ms);
 }
 
 db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fence_mode mode, uint64_t fence,

@@ -8,12 +8,12 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "seed_recipes.h"
 
 #include "claim/fault.h"
 #include "claim/section.h"
+#include "common.h"
 #include "core/metrics.h"
 
 /* The recipe's failures as the lock errors the outcome table knows: taken
@@ -27,13 +27,6 @@ static dlock_err as_lock_error(recipe_result r)
 static void crash_between(void *arg)
 {
     fault_lock_acquired((const app_config *)arg);
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    /* An interrupted pause is merely a shorter one: the loop is bounded by its deadline. */
-    (void)nanosleep(&ts, NULL);
 }
 
 static recipe_conn *slot_conn(worker *w, const app_config *cfg)
@@ -65,16 +58,16 @@ static claim_result recipe_claim(const strategy *self, worker *w, const app_conf
     memset(&hold, 0, sizeof hold);
     recipe_new_token(&hold);
 
-    int64_t t0 = metrics_now_us();
+    int64_t t0 = cm_now_us();
     int64_t deadline_us = t0 + (int64_t)cfg->lock_wait_ms * 1000;
     recipe_result got;
     for (;;) {
         got = rc->lock(c, &p, key, &hold, out->detail, sizeof out->detail);
-        if (got != RECIPE_TAKEN || metrics_now_us() >= deadline_us)
+        if (got != RECIPE_TAKEN || cm_now_us() >= deadline_us)
             break;
-        sleep_ms(cfg->lock_retry_ms);
+        (void)cm_sleep_ms((uint32_t)cfg->lock_retry_ms); /* bounded by the deadline above */
     }
-    metrics_lock_wait_us(metrics_now_us() - t0);
+    metrics_lock_wait_us(cm_now_us() - t0);
     if (got != RECIPE_LOCKED) {
         if (got == RECIPE_TAKEN)
             snprintf(out->detail, sizeof out->detail, "held by another client");

@@ -11,6 +11,7 @@
 
 #include "claim/combiner.h"
 #include "claim/fault.h"
+#include "common.h"
 #include "core/metrics.h"
 #include "claim/section.h"
 
@@ -37,7 +38,7 @@ static claim_result run_locked(worker *w, const app_config *cfg, dlock_lock *loc
         combine_req *r = combiner_take(coupon_id);
         if (r == NULL)
             break;
-        metrics_lock_wait_us(metrics_now_us() - r->t0_us);
+        metrics_lock_wait_us(cm_now_us() - r->t0_us);
         metrics_lock_combined();
         queued[n] = r;
         reqs[n].user_id = r->user_id;
@@ -70,7 +71,7 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
     /* One deadline covers the local queue and the Redis attempts together,
      * so --lock-wait bounds the whole wait the client sees. */
     int64_t deadline = dlock_now_ms() + cfg->lock_wait_ms;
-    int64_t t0 = metrics_now_us();
+    int64_t t0 = cm_now_us();
     if (combine_req_init(&me, coupon_id, user_id, out, t0) == 0) {
         combining = 1;
         join_result j = combiner_join(&me, deadline);
@@ -79,7 +80,7 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
             goto out;
         }
         if (j == JOIN_TIMEOUT) {
-            metrics_lock_wait_us(metrics_now_us() - t0);
+            metrics_lock_wait_us(cm_now_us() - t0);
             metrics_lock_error(LOCK_ERROR_TIMEOUT);
             snprintf(out->detail, sizeof out->detail, "queued behind other claims of this server");
             result = CLAIM_LOCK_TIMEOUT;
@@ -92,7 +93,7 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
     snprintf(resource, sizeof resource, "lock:coupon:%" PRId64, coupon_id);
     dlock_client_stats(w->lock, &before);
     dlock_err e = dlock_acquire(w->lock, resource, cfg->lock_ttl_ms, deadline, &lock);
-    metrics_lock_wait_us(metrics_now_us() - t0);
+    metrics_lock_wait_us(cm_now_us() - t0);
     /* This slot's client serves this thread alone right now, so the stats
      * delta is exactly this acquisition's retries. */
     dlock_client_stats(w->lock, &after);

@@ -40,13 +40,6 @@ static uint64_t get(counter *c)
     return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-int64_t metrics_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 void metrics_request(unsigned route, const char *route_label, unsigned status)
 {
     size_t col = N_STATUS;

@@ -26,7 +26,6 @@ void metrics_lock_retries(uint64_t n);
 void metrics_lock_error(lock_error_kind k);
 void metrics_lock_lost(void);
 /* CLOCK_MONOTONIC in microseconds. */
-int64_t metrics_now_us(void);
 /* The Prometheus text exposition; malloc'd (free()), NULL on out-of-memory. */
 char *metrics_render(size_t *len);
 

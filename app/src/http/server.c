@@ -2,17 +2,16 @@
  * accumulation with our own body and header limits, and the graceful stop. */
 #include "http/server.h"
 
-#include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "http/reply.h"
 #include "http/router.h"
+#include "common.h"
 #include "core/metrics.h"
 
 /* MHD's own per-connection memory pool. It must be well above our header
@@ -222,14 +221,6 @@ out:
     return result;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    /* Only a signal resumes the rest; any other failure (EINVAL) would spin. */
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 void server_stop(server *s)
 {
     if (s == NULL)
@@ -245,7 +236,7 @@ void server_stop(server *s)
     for (int waited = 0; waited < s->app->cfg->shutdown_grace_ms; waited += 10) {
         if (atomic_load(&s->app->in_flight) == 0)
             break;
-        sleep_ms(10);
+        (void)cm_sleep_ms(10);
     }
     MHD_stop_daemon(s->daemon);
     free(s);
