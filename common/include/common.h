@@ -1,5 +1,5 @@
-/* common.h - what dlock-bench, coupon-loadtest and coupon-server share: a latency
- * histogram, a monotonic clock, a sleep that outlasts signals and a
+/* common.h - what dlock-bench, coupon-loadtest, coupon-server and db/ share:
+ * a latency histogram, a monotonic clock, a sleep that outlasts signals and a
  * table-driven command-line parser.
  *
  * Nothing here knows about locks, Redis or HTTP, and the library links

@@ -1,23 +1,13 @@
 /* open.c - opening and closing a db_store: the connection settings (WAL,
  * busy timeout, synchronous, foreign keys), the schema step, the statement
  * table, the read-only variant for audits, and the health ping. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
+#include "common.h"
 #include "db_internal.h"
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    /* Restart on EINTR with what is left, so a signal cannot shorten the wait. */
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
 
 static db_status exec_pragma(db_store *db, const char *sql)
 {
@@ -54,7 +44,7 @@ static db_status set_wal(db_store *db, int busy_timeout_ms)
         res = dbi_step(db, st, &has_row, "set journal_mode=WAL");
         if (res != DB_BUSY)
             break;
-        sleep_ms(10);
+        (void)cm_sleep_ms(10); /* only EINTR can fail it, and that resumes */
     }
     if (res != DB_OK)
         goto out;
