@@ -124,6 +124,38 @@ int reply_is_one(const redisReply *r)
     return r->type == REDIS_REPLY_INTEGER && r->integer == 1;
 }
 
+int reply_is_status(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_STATUS;
+}
+
+recipe_result rconn_lock_command(recipe_conn *c, char *detail, size_t len, int (*won)(const redisReply *),
+                                 const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = command_v(c, detail, len, fmt, ap);
+    va_end(ap);
+    if (r == NULL)
+        return RECIPE_ERROR;
+    int ours = won(r);
+    freeReplyObject(r);
+    return ours ? RECIPE_LOCKED : RECIPE_TAKEN;
+}
+
+void recipe_unlock_del(recipe_conn *c, const recipe_params *p, const char *key, const recipe_hold *hold)
+{
+    (void)p;
+    (void)hold; /* the token is not compared: that is the flaw where it matters */
+    rconn_command_quiet(c, "DEL %s", key);
+}
+
+void recipe_unlock_token(recipe_conn *c, const recipe_params *p, const char *key, const recipe_hold *hold)
+{
+    (void)p;
+    rconn_command_quiet(c, "EVAL %s 1 %s %s", RECIPE_UNLOCK_LUA, key, hold->token);
+}
+
 int recipe_conn_ping(recipe_conn *c, char *detail, size_t len)
 {
     redisReply *r = rconn_command(c, detail, len, "PING");
@@ -136,6 +168,9 @@ int recipe_conn_ping(recipe_conn *c, char *detail, size_t len)
 int64_t recipe_wall_ms(const recipe_params *p)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    /* The wall clock on purpose: the recipe trusts it (its flaw). CLOCK_REALTIME
+     * cannot fail on Linux; if it ever did, time 0 makes every lock look expired. */
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+        ts = (struct timespec){0, 0};
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + p->clock_offset_ms;
 }

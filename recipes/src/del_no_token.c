@@ -14,19 +14,7 @@
 static recipe_result lock(recipe_conn *c, const recipe_params *p, const char *key, recipe_hold *hold,
                           char *detail, size_t len)
 {
-    redisReply *r = rconn_command(c, detail, len, "SET %s %s NX PX %u", key, hold->token, p->ttl_ms);
-    if (r == NULL)
-        return RECIPE_ERROR;
-    int won = r->type == REDIS_REPLY_STATUS;
-    freeReplyObject(r);
-    return won ? RECIPE_LOCKED : RECIPE_TAKEN;
-}
-
-static void unlock(recipe_conn *c, const recipe_params *p, const char *key, const recipe_hold *hold)
-{
-    (void)p;
-    (void)hold; /* the flaw: not compared */
-    rconn_command_quiet(c, "DEL %s", key);
+    return rconn_lock_command(c, detail, len, reply_is_status, "SET %s %s NX PX %u", key, hold->token, p->ttl_ms);
 }
 
 const recipe recipe_del_no_token = {
@@ -34,6 +22,6 @@ const recipe recipe_del_no_token = {
     .seed = "001",
     .summary = "SET NX PX, release by plain DEL (deletes the next holder's lock)",
     .lock = lock,
-    .unlock = unlock,
+    .unlock = recipe_unlock_del, /* the flaw: plain DEL, no token check */
     .calls_between = 0,
 };

@@ -16,18 +16,7 @@ static recipe_result lock(recipe_conn *c, const recipe_params *p, const char *ke
                           char *detail, size_t len)
 {
     /* A replica not yet promoted refuses the write (READONLY): unavailable. */
-    redisReply *r = rconn_command(c, detail, len, "SET %s %s NX PX %u", key, hold->token, p->ttl_ms);
-    if (r == NULL)
-        return RECIPE_ERROR;
-    int won = r->type == REDIS_REPLY_STATUS;
-    freeReplyObject(r);
-    return won ? RECIPE_LOCKED : RECIPE_TAKEN;
-}
-
-static void unlock(recipe_conn *c, const recipe_params *p, const char *key, const recipe_hold *hold)
-{
-    (void)p;
-    rconn_command_quiet(c, "EVAL %s 1 %s %s", RECIPE_UNLOCK_LUA, key, hold->token);
+    return rconn_lock_command(c, detail, len, reply_is_status, "SET %s %s NX PX %u", key, hold->token, p->ttl_ms);
 }
 
 const recipe recipe_failover = {
@@ -35,6 +24,6 @@ const recipe recipe_failover = {
     .seed = "002",
     .summary = "one master with an async replica promoted on failure (the key is lost)",
     .lock = lock,
-    .unlock = unlock,
+    .unlock = recipe_unlock_token,
     .calls_between = 0,
 };

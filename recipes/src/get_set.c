@@ -28,18 +28,11 @@ static recipe_result lock(recipe_conn *c, const recipe_params *p, const char *ke
     return RECIPE_LOCKED;
 }
 
-static void unlock(recipe_conn *c, const recipe_params *p, const char *key, const recipe_hold *hold)
-{
-    (void)p;
-    (void)hold;
-    rconn_command_quiet(c, "DEL %s", key);
-}
-
 const recipe recipe_get_set = {
     .name = "get-set",
     .seed = "000",
     .summary = "GET, then SET if empty (oversells with no fault)",
     .lock = lock,
-    .unlock = unlock,
+    .unlock = recipe_unlock_del,
     .calls_between = 0,
 };

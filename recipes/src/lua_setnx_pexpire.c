@@ -17,18 +17,8 @@ static const char LOCK_LUA[] = "local s = redis.call('setnx', KEYS[1], ARGV[1]) 
 static recipe_result lock(recipe_conn *c, const recipe_params *p, const char *key, recipe_hold *hold,
                           char *detail, size_t len)
 {
-    redisReply *r = rconn_command(c, detail, len, "EVAL %s 1 %s %s %u", LOCK_LUA, key, hold->token, p->ttl_ms);
-    if (r == NULL)
-        return RECIPE_ERROR;
-    int won = reply_is_one(r);
-    freeReplyObject(r);
-    return won ? RECIPE_LOCKED : RECIPE_TAKEN;
-}
-
-static void unlock(recipe_conn *c, const recipe_params *p, const char *key, const recipe_hold *hold)
-{
-    (void)p;
-    rconn_command_quiet(c, "EVAL %s 1 %s %s", RECIPE_UNLOCK_LUA, key, hold->token);
+    return rconn_lock_command(c, detail, len, reply_is_one, "EVAL %s 1 %s %s %u", LOCK_LUA, key, hold->token,
+                              p->ttl_ms);
 }
 
 const recipe recipe_lua_setnx_pexpire = {
@@ -36,6 +26,6 @@ const recipe recipe_lua_setnx_pexpire = {
     .seed = "000",
     .summary = "Lua SETNX + PEXPIRE, token release, no fence (oversells past the TTL)",
     .lock = lock,
-    .unlock = unlock,
+    .unlock = recipe_unlock_token,
     .calls_between = 0,
 };

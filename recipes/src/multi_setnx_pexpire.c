@@ -41,18 +41,11 @@ static recipe_result lock(recipe_conn *c, const recipe_params *p, const char *ke
     return won ? RECIPE_LOCKED : RECIPE_TAKEN;
 }
 
-static void unlock(recipe_conn *c, const recipe_params *p, const char *key, const recipe_hold *hold)
-{
-    (void)p;
-    (void)hold;
-    rconn_command_quiet(c, "DEL %s", key);
-}
-
 const recipe recipe_multi_setnx_pexpire = {
     .name = "multi-setnx-pexpire",
     .seed = "000",
     .summary = "MULTI SETNX PEXPIRE EXEC (losers re-arm the TTL: stuck after a crash)",
     .lock = lock,
-    .unlock = unlock,
+    .unlock = recipe_unlock_del,
     .calls_between = 0,
 };

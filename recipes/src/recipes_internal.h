@@ -21,8 +21,21 @@ struct recipe_conn {
 redisReply *rconn_command(recipe_conn *c, char *detail, size_t len, const char *fmt, ...);
 /* The same, for callers that ignore the outcome (unlock). */
 void rconn_command_quiet(recipe_conn *c, const char *fmt, ...);
-/* 1 when r is the integer 1 (SETNX won), else 0. */
+/* 1 when r is the integer 1 (SETNX or a script said "won"), else 0. */
 int reply_is_one(const redisReply *r);
+/* 1 when r is a status (+OK: SET ... NX won; nil when it lost), else 0. */
+int reply_is_status(const redisReply *r);
+/* One lock command, judged by won(): LOCKED or TAKEN, ERROR with detail
+ * when no reply came. The recipe's own commands stay in its file. */
+recipe_result rconn_lock_command(recipe_conn *c, char *detail, size_t len, int (*won)(const redisReply *),
+                                 const char *fmt, ...);
+
+/* The two releases the seeds use, shared by several recipes. Failures are
+ * ignored, as in the seeds. */
+/* Plain DEL: deletes the key whoever holds it now (seed 001's "false deletion"). */
+void recipe_unlock_del(recipe_conn *c, const recipe_params *p, const char *key, const recipe_hold *hold);
+/* The token-checked script (RECIPE_UNLOCK_LUA): deletes only our own lock. */
+void recipe_unlock_token(recipe_conn *c, const recipe_params *p, const char *key, const recipe_hold *hold);
 
 /* CLOCK_REALTIME in ms plus p->clock_offset_ms: the clock a client believes. */
 int64_t recipe_wall_ms(const recipe_params *p);

@@ -14,19 +14,7 @@ static recipe_result lock(recipe_conn *c, const recipe_params *p, const char *ke
                           char *detail, size_t len)
 {
     (void)p; /* no TTL: the flaw */
-    redisReply *r = rconn_command(c, detail, len, "SETNX %s %s", key, hold->token);
-    if (r == NULL)
-        return RECIPE_ERROR;
-    int won = reply_is_one(r);
-    freeReplyObject(r);
-    return won ? RECIPE_LOCKED : RECIPE_TAKEN;
-}
-
-static void unlock(recipe_conn *c, const recipe_params *p, const char *key, const recipe_hold *hold)
-{
-    (void)p;
-    (void)hold;
-    rconn_command_quiet(c, "DEL %s", key);
+    return rconn_lock_command(c, detail, len, reply_is_one, "SETNX %s %s", key, hold->token);
 }
 
 const recipe recipe_setnx = {
@@ -34,6 +22,6 @@ const recipe recipe_setnx = {
     .seed = "000",
     .summary = "SETNX, release DEL, no TTL (a dead holder keeps it: stuck)",
     .lock = lock,
-    .unlock = unlock,
+    .unlock = recipe_unlock_del,
     .calls_between = 0,
 };
