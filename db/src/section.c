@@ -264,17 +264,13 @@ db_status db_claim_coupon(db_store *db, int64_t coupon_id, const char *user_id, 
 {
     db_claim_req req;
 
-    if (out != NULL)
-        memset(out, 0, sizeof *out);
-    if (db == NULL)
-        return DB_INVALID;
-    if (out == NULL) {
-        dbi_set_error(db, "claim: NULL out parameter");
-        return DB_INVALID;
-    }
+    /* The same argument checks as the one-statement claim (claim.c). */
+    db_status res = dbi_check_claim_args(db, coupon_id, user_id, out);
+    if (res != DB_OK)
+        return res;
     memset(&req, 0, sizeof req);
     req.user_id = user_id;
-    db_status res = db_claim_section(db, coupon_id, DB_FENCE_FULL, fence, &req, 1, NULL, NULL);
+    res = db_claim_section(db, coupon_id, DB_FENCE_FULL, fence, &req, 1, NULL, NULL);
     if (res != DB_OK)
         return res;
     if (req.status == DB_OK)

@@ -16,11 +16,8 @@ static char trial[512], bin_dir[512];
 
 static void init(void)
 {
-    const char *src = getenv("DLOCK_SOURCE_DIR"), *bin = getenv("DLOCK_BINARY_DIR");
-    cr_assert_not_null(src);
-    cr_assert_not_null(bin);
-    snprintf(trial, sizeof trial, "%s/scripts/trial", src);
-    snprintf(bin_dir, sizeof bin_dir, "%s/bin", bin);
+    cr_assert_eq(test_script_paths("trial", trial, sizeof trial, bin_dir, sizeof bin_dir), 0,
+                 "DLOCK_SOURCE_DIR and DLOCK_BINARY_DIR must name the tree and the build");
 }
 
 static void fini(void)
@@ -31,21 +28,12 @@ static void fini(void)
 
 TestSuite(app_recipes, .init = init, .fini = fini);
 
-/* The table row of out that starts with "<strategy> " and names trigger. */
+/* The table row of out for strategy ("<strategy> ...") that names trigger. */
 static int find_row(const char *strategy, const char *trigger, char *line, size_t len)
 {
-    size_t n = strlen(strategy);
-    for (const char *p = out; p != NULL && *p != '\0';) {
-        const char *eol = strchr(p, '\n');
-        size_t l = eol ? (size_t)(eol - p) : strlen(p);
-        if (l > n && strncmp(p, strategy, n) == 0 && p[n] == ' ') {
-            snprintf(line, len, "%.*s", (int)l, p);
-            if (strstr(line, trigger) != NULL)
-                return 0;
-        }
-        p = eol ? eol + 1 : NULL;
-    }
-    return -1;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s ", strategy);
+    return text_line(out, prefix, trigger, line, len);
 }
 
 /* issued/stock of a row. */
@@ -68,6 +56,9 @@ static void run_trial(const char *recipe)
     const char *argv[] = {trial, "--no-setup", "--bin-dir", bin_dir, "--strategies", recipe, NULL};
     int st = run_command(argv, 120000, &out);
     cr_assert_eq(st, 0, "trial exit %d:\n%s", st, out);
+    /* Every redis-server and coupon-server it started is gone, with its temp dir. */
+    char why[512];
+    cr_assert_eq(text_left_nothing(out, why, sizeof why), 0, "%s:\n%s", why, out);
 }
 
 static void expect_oversold(const char *recipe, const char *trigger)

@@ -2,12 +2,9 @@
  * table (none oversells, atomic-sql and redlock do not), a single run, and
  * its one-line failures; every process it started is gone afterwards. */
 #include <criterion/criterion.h>
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "lt_test_util.h"
 
@@ -16,11 +13,8 @@ static char demo[512], bin_dir[512];
 
 static void init(void)
 {
-    const char *src = getenv("DLOCK_SOURCE_DIR"), *bin = getenv("DLOCK_BINARY_DIR");
-    cr_assert_not_null(src);
-    cr_assert_not_null(bin);
-    snprintf(demo, sizeof demo, "%s/scripts/demo", src);
-    snprintf(bin_dir, sizeof bin_dir, "%s/bin", bin);
+    cr_assert_eq(test_script_paths("demo", demo, sizeof demo, bin_dir, sizeof bin_dir), 0,
+                 "DLOCK_SOURCE_DIR and DLOCK_BINARY_DIR must name the tree and the build");
 }
 
 static void fini(void)
@@ -34,40 +28,15 @@ TestSuite(loadtest_demo, .init = init, .fini = fini);
 /* The line of out that starts with prefix, copied into line; asserts one exists. */
 static void line_starting(const char *prefix, char *line, size_t len)
 {
-    const char *p = out;
-    size_t n = strlen(prefix);
-    while (p != NULL && *p != '\0') {
-        const char *eol = strchr(p, '\n');
-        size_t l = eol ? (size_t)(eol - p) : strlen(p);
-        if (l >= n && strncmp(p, prefix, n) == 0) {
-            snprintf(line, len, "%.*s", (int)l, p);
-            return;
-        }
-        p = eol ? eol + 1 : NULL;
-    }
-    cr_assert_fail("no line starts with '%s':\n%s", prefix, out);
+    if (text_line(out, prefix, NULL, line, len) != 0)
+        cr_assert_fail("no line starts with '%s':\n%s", prefix, out);
 }
 
 /* Every "pid N" the demo announced is gone, and so is its temp dir. */
 static void assert_all_stopped(void)
 {
-    const char *p = out;
-    int n = 0;
-    while ((p = strstr(p, " pid ")) != NULL) {
-        long pid = strtol(p + 5, NULL, 10);
-        cr_assert_gt(pid, 1);
-        errno = 0;
-        cr_assert(kill((pid_t)pid, 0) == -1 && errno == ESRCH, "pid %ld still running", pid);
-        n++;
-        p += 5;
-    }
-    cr_assert_gt(n, 0, "the demo named no process:\n%s", out);
-    p = strstr(out, "temp dir ");
-    cr_assert_not_null(p, "%s", out);
-    char dir[256];
-    cr_assert_eq(sscanf(p + 9, "%255s", dir), 1);
-    struct stat sb;
-    cr_assert_neq(stat(dir, &sb), 0, "temp dir %s left behind", dir);
+    char why[512];
+    cr_assert_eq(text_left_nothing(out, why, sizeof why), 0, "%s:\n%s", why, out);
 }
 
 Test(loadtest_demo, compare_table, .timeout = 360)

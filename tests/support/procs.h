@@ -104,4 +104,18 @@ void http_reply_free(http_reply *r);
  * Returns the exit status (or 128+signal), -1 on failure to run. */
 int run_command(const char *const *argv, int timeout_ms, char **output);
 
+/* The repository's scripts/<name> and the build's bin/ directory, from
+ * DLOCK_SOURCE_DIR and DLOCK_BINARY_DIR (set by ctest). 0, or -1 when a
+ * variable is missing or a path does not fit. */
+int test_script_paths(const char *name, char *script, size_t slen, char *bin_dir, size_t blen);
+
+/* The first line of text that starts with prefix and contains needle (NULL:
+ * any), copied into line without its newline. 0, or -1 when none does. */
+int text_line(const char *text, const char *prefix, const char *needle, char *line, size_t len);
+
+/* For scripts that announce what they start ("... pid N ...", "temp dir D"):
+ * 0 when text names at least one pid and a temp dir, and every one of them
+ * is gone; else -1 with why. */
+int text_left_nothing(const char *text, char *why, size_t len);
+
 #endif /* TESTS_PROCS_H */

@@ -1,5 +1,6 @@
 /* run_command.c - run a program with a time limit and capture its combined
- * stdout+stderr (for CLI, load-tester and install suites). */
+ * stdout+stderr (for CLI, load-tester and install suites), find the
+ * project's scripts, and pick lines out of what they printed. */
 #include "procs.h"
 #include "procs_internal.h"
 
@@ -147,4 +148,61 @@ out:
         close(pfd[1]);
     free(buf);
     return result;
+}
+
+int test_script_paths(const char *name, char *script, size_t slen, char *bin_dir, size_t blen)
+{
+    const char *src = getenv("DLOCK_SOURCE_DIR"), *bin = getenv("DLOCK_BINARY_DIR");
+    if (src == NULL || bin == NULL)
+        return -1;
+    int a = snprintf(script, slen, "%s/scripts/%s", src, name);
+    int b = snprintf(bin_dir, blen, "%s/bin", bin);
+    return a < 0 || (size_t)a >= slen || b < 0 || (size_t)b >= blen ? -1 : 0;
+}
+
+int text_line(const char *text, const char *prefix, const char *needle, char *line, size_t len)
+{
+    size_t n = strlen(prefix);
+    for (const char *p = text; p != NULL && *p != '\0';) {
+        const char *eol = strchr(p, '\n');
+        size_t l = eol ? (size_t)(eol - p) : strlen(p);
+        if (l >= n && strncmp(p, prefix, n) == 0) {
+            snprintf(line, len, "%.*s", (int)l, p);
+            if (needle == NULL || strstr(line, needle) != NULL)
+                return 0;
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return -1;
+}
+
+int text_left_nothing(const char *text, char *why, size_t len)
+{
+    int named = 0;
+    for (const char *p = text; (p = strstr(p, " pid ")) != NULL; p += 5) {
+        long pid = strtol(p + 5, NULL, 10);
+        if (pid <= 1)
+            continue;
+        named++;
+        errno = 0;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
+            snprintf(why, len, "pid %ld still running", pid);
+            return -1;
+        }
+    }
+    if (named == 0) {
+        snprintf(why, len, "the output named no process");
+        return -1;
+    }
+    const char *t = strstr(text, "temp dir ");
+    char dir[256];
+    if (t == NULL || sscanf(t + 9, "%255s", dir) != 1) {
+        snprintf(why, len, "the output named no temp dir");
+        return -1;
+    }
+    if (access(dir, F_OK) == 0) {
+        snprintf(why, len, "temp dir %s left behind", dir);
+        return -1;
+    }
+    return 0;
 }
