@@ -1,10 +1,11 @@
 /* routes_admin.c - POST /api/v1/admin/coupon: bearer-token check in constant
- * time, JSON body validation, coupon creation. */
+ * time, the body (admin_body.c), coupon creation. */
 #include "http/routes.h"
 
 #include <string.h>
 #include <strings.h>
 
+#include "http/admin_body.h"
 #include "http/reply.h"
 
 /* Compares in time that depends only on the length of the guess, never on
@@ -49,73 +50,22 @@ static int check_auth(request *rq, int *ret)
     return 0;
 }
 
-static int int_field(json_t *root, const char *key, json_int_t dflt, int required, json_int_t *out)
-{
-    json_t *v = json_object_get(root, key); /* borrowed */
-    if (v == NULL) {
-        *out = dflt;
-        return required ? -1 : 0;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return -1;
-    *out = json_integer_value(v);
-    return 0;
-}
-
 int route_admin_create(request *rq)
 {
     int ret = MHD_NO;
-    json_t *root = NULL;
-    json_error_t jerr;
-    json_int_t stock = 0, limit = 1;
+    admin_coupon_body in;
+    char msg[256];
     db_coupon c;
 
     if (check_auth(rq, &ret) != 0)
-        goto out;
-    /* Duplicate keys are refused: {"stock":1,"stock":1000000} must not
-     * depend on which one the parser happens to keep. */
-    root = json_loadb(rq->body != NULL ? rq->body : "", rq->body_len, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL) {
-        ret = reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "invalid JSON body: %s (line %d, column %d)",
-                          jerr.text, jerr.line, jerr.column);
-        goto out;
-    }
-    if (!json_is_object(root)) {
-        ret = reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "body must be a JSON object");
-        goto out;
-    }
-    json_t *name = json_object_get(root, "name"); /* borrowed */
-    if (name == NULL || !json_is_string(name)) {
-        ret = reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM,
-                          name == NULL ? "missing field name" : "name must be a string");
-        goto out;
-    }
-    size_t name_len = json_string_length(name);
-    if (name_len == 0 || name_len > DB_NAME_MAX) {
-        ret = reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "name must be 1-%d bytes", DB_NAME_MAX);
-        goto out;
-    }
-    if (int_field(root, "stock", 0, 1, &stock) != 0) {
-        ret = reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "stock must be an integer >= 0");
-        goto out;
-    }
-    if (int_field(root, "per_user_limit", 1, 0, &limit) != 0) {
-        ret = reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM,
-                          "per_user_limit must be an integer >= 0 (0 = unlimited)");
-        goto out;
-    }
-    db_status st = db_create_coupon(rq->w->db, json_string_value(name), stock, limit, &c);
-    if (st != DB_OK) {
-        ret = reply_db_error(rq, st);
-        goto out;
-    }
+        return ret;
+    if (admin_coupon_body_parse(rq->body, rq->body_len, &in, msg, sizeof msg) != 0)
+        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "%s", msg);
+    db_status st = db_create_coupon(rq->w->db, in.name, in.stock, in.per_user_limit, &c);
+    if (st != DB_OK)
+        return reply_db_error(rq, st);
     json_t *data = coupon_to_json(&c);
-    if (data == NULL) {
-        ret = reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "out of memory");
-        goto out;
-    }
-    ret = reply_json(rq, MHD_HTTP_CREATED, API_OK, "created", data);
-out:
-    json_decref(root);
-    return ret;
+    if (data == NULL)
+        return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "out of memory");
+    return reply_json(rq, MHD_HTTP_CREATED, API_OK, "created", data);
 }
