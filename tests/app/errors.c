@@ -102,6 +102,31 @@ Test(app_errors, bad_user_id_1001, .timeout = 30)
         app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='%s'", ok_user), 1);
 }
 
+/* %00 must not cut a value short: "nul%00evil" is not the user "nul", and
+ * "1%00junk" is not coupon 1. libmicrohttpd decodes %00 into a NUL that ends
+ * the C string, so the server keeps %00 undecoded (http/unescape.c). */
+Test(app_errors, nul_in_query_or_path_is_refused, .timeout = 30)
+{
+    APP_SETUP_OK();
+    long long id = app_create_coupon(&g_app.srv[0], "c", 5, 0);
+    char puser[128], pid[128], ppath[64];
+    snprintf(puser, sizeof puser, "/api/v1/coupon/add?coupon_id=%lld&user_id=nul%%00evil", id);
+    snprintf(pid, sizeof pid, "/api/v1/coupon/add?coupon_id=%lld%%00junk&user_id=u1", id);
+    snprintf(ppath, sizeof ppath, "/api/v1/coupon/%lld%%00junk", id);
+    http_reply r;
+    req("POST", puser, NULL, NULL, &r);
+    expect_invalid(&r, "user_id", puser);
+    http_reply_free(&r);
+    req("POST", pid, NULL, NULL, &r);
+    expect_invalid(&r, "coupon_id", pid);
+    http_reply_free(&r);
+    req("GET", ppath, NULL, NULL, &r);
+    cr_assert_neq(r.status, 200, "%s answered 200", ppath);
+    cr_assert(r.status == 400 || r.status == 404, "%s answered %ld", ppath, (long)r.status);
+    http_reply_free(&r);
+    expect_unchanged(id, 5, 0);
+}
+
 Test(app_errors, no_such_coupon_1002, .timeout = 30)
 {
     APP_SETUP_OK();
