@@ -342,6 +342,35 @@ Test(app_errors, unknown_route_and_method_1008, .timeout = 30)
         json_decref(app_expect(&r, 405, 1008));
         http_reply_free(&r);
     }
+    /* The client's raw method is not echoed back. */
+    req("X<script>", "/healthz", NULL, NULL, &r);
+    cr_assert_eq(r.status, 405);
+    cr_assert_null(strstr(r.body, "X<script>"), "%s", r.body);
+    http_reply_free(&r);
+}
+
+/* Every answer, JSON or page, carries the hardening headers. */
+Test(app_errors, hardening_headers_on_every_answer, .timeout = 30)
+{
+    APP_SETUP_OK();
+    const char *paths[][2] = {
+        {"GET", "/api/v1/coupon"}, {"GET", "/nope"}, {"GET", "/healthz"}, {"GET", "/metrics"},
+        {"GET", "/"},              {"POST", "/api/v1/coupon/add?coupon_id=x"},
+    };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        http_reply r;
+        req(paths[i][0], paths[i][1], NULL, NULL, &r);
+        cr_assert_str_eq(r.nosniff, "nosniff", "%s", paths[i][1]);
+        cr_assert_str_eq(r.cache_control, "no-store", "%s", paths[i][1]);
+        cr_assert_not_null(strstr(r.csp, "frame-ancestors 'none'"), "%s: CSP '%s'", paths[i][1], r.csp);
+        /* Only the page may run code, and only its own inline code. */
+        if (strncmp(r.content_type, "text/html", 9) == 0)
+            cr_assert_null(strstr(r.csp, "http"), "%s", r.csp);
+        else
+            cr_assert(strncmp(r.csp, "default-src 'none'", 18) == 0 && strstr(r.csp, "script-src") == NULL,
+                      "%s: %s", paths[i][1], r.csp);
+        http_reply_free(&r);
+    }
 }
 
 /* A JSON body of `size` bytes (a long name), malloc'd. */

@@ -6,11 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Seconds a client should wait before retrying a 503: a held coupon lock is
  * released within milliseconds and a Redis failover or a busy DB takes about
  * a second, so 1 s spreads retries without idling clients for long. */
 #define RETRY_AFTER_S "1"
+
+/* The page's code is inline (no external script can be swapped in), it
+ * polls this server only, and it may not be framed. */
+#define HTML_CSP                                                                                \
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "              \
+    "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+/* JSON and metrics are data: nothing in them may run or be framed. */
+#define DATA_CSP "default-src 'none'; frame-ancestors 'none'"
 
 static const char ERROR_FALLBACK[] = "{\"code\":1500,\"msg\":\"out of memory\",\"data\":null}";
 
@@ -39,6 +46,15 @@ static int queue(request *rq, unsigned status, int retry_after, const char *cont
             goto out;
     }
     if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) != MHD_YES)
+        goto out;
+    /* Hardening on every answer: browsers must not guess another type from
+     * the bytes (a user_id that looks like HTML), nothing is cached (stock
+     * changes every millisecond), and the page may only run its own inline
+     * code and talk to this server. */
+    int html = strncmp(content_type, "text/html", 9) == 0;
+    if (MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff") != MHD_YES ||
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") != MHD_YES ||
+        MHD_add_response_header(resp, "Content-Security-Policy", html ? HTML_CSP : DATA_CSP) != MHD_YES)
         goto out;
     if (retry_after &&
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S) != MHD_YES)
