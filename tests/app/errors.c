@@ -281,6 +281,57 @@ Test(app_errors, admin_auth_1007, .timeout = 30)
     cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon"), 0);
 }
 
+/* Strict Bearer parsing, and a back-off after failed guesses: on a server of
+ * its own, so that the other tests' admin calls are not slowed down. */
+Test(app_errors, admin_auth_strict_and_backoff, .timeout = 30)
+{
+    APP_SETUP_OK();
+    const char *body = "{\"name\":\"x\",\"stock\":3}";
+    const char *json_ct = "Content-Type: application/json";
+    char url[256];
+    http_reply r;
+
+    app_server_up(&g_app.srv[1], "--db", g_app.db, "--redis", g_app.redis[0].addr, "--admin-token", APP_TOKEN,
+                  NULL);
+    app_url(url, sizeof url, &g_app.srv[1], "/api/v1/admin/coupon");
+    /* Malformed: a lower-case scheme, two spaces, a second header, a space inside. */
+    const char *malformed[][4] = {
+        {"Authorization: bearer " APP_TOKEN, json_ct, NULL, NULL},
+        {"Authorization: Bearer  " APP_TOKEN, json_ct, NULL, NULL},
+        {"Authorization: Bearer " APP_TOKEN, "Authorization: Bearer " APP_TOKEN, json_ct, NULL},
+        {"Authorization: Bearer " APP_TOKEN " x", json_ct, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
+        memset(&r, 0, sizeof r);
+        cr_assert_eq(http_request("POST", url, body, malformed[i], &r), 0);
+        json_decref(app_expect(&r, 401, 1007));
+        http_reply_free(&r);
+    }
+    /* ADMIN_GUARD_FREE_TRIES (5) wrong guesses answer 401; from then on even
+     * the right token waits, with Retry-After. */
+    const char *wrong[] = {"Authorization: Bearer wrong-token", json_ct, NULL};
+    const char *right[] = {"Authorization: Bearer " APP_TOKEN, json_ct, NULL};
+    for (int i = 0; i < 5; i++) {
+        memset(&r, 0, sizeof r);
+        cr_assert_eq(http_request("POST", url, body, wrong, &r), 0);
+        json_decref(app_expect(&r, 401, 1007));
+        http_reply_free(&r);
+    }
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(http_request("POST", url, body, right, &r), 0);
+    json_decref(app_expect(&r, 429, 1007));
+    cr_assert_str_eq(r.retry_after, "1");
+    http_reply_free(&r);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon"), 0);
+    /* After the wait, the right token works and clears the record. */
+    test_sleep_ms(1100);
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(http_request("POST", url, body, right, &r), 0);
+    json_decref(app_expect(&r, 201, 0));
+    http_reply_free(&r);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon"), 1);
+}
+
 Test(app_errors, admin_bad_body_1001, .timeout = 30)
 {
     APP_SETUP_OK();
