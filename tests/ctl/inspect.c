@@ -156,7 +156,16 @@ Test(ctl_inspect, show_names_the_quorum_holder_and_a_free_resource)
     cr_expect(strstr(out, want) != NULL, "%s", out);
     free(out);
 
-    cr_expect_eq(dlock_release(c, l), DLOCK_OK);
+    /* And off a second: one node of three is no lock. */
+    tc_cmd(&rs[1], reply, sizeof reply, 2, del);
+    out = NULL;
+    cr_assert_eq(ctl_run(&out, "--redis", csv, "--prefix", "svc:", "show", "pay", NULL), 0);
+    cr_expect(strstr(out, "not held: no token on a quorum") != NULL, "%s", out);
+    cr_expect(strstr(out, "held by") == NULL, "%s", out);
+    free(out);
+
+    /* Its holder finds out on release: no quorum can still hold it. */
+    cr_expect_eq(dlock_release(c, l), DLOCK_ERR_LOST);
     out = NULL;
     cr_assert_eq(ctl_run(&out, "--redis", csv, "--prefix", "svc:", "show", "pay", "--json", NULL),
                  0);
