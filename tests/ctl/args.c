@@ -19,7 +19,6 @@ TestSuite(ctl_args);
         cr_expect_eq(rc_, 2, "exit %d, output: %s", rc_, out_ ? out_ : "");                        \
         cr_expect(out_ != NULL && strstr(out_, needle) != NULL, "no '%s' in: %s", needle,           \
                   out_ ? out_ : "");                                                               \
-        cr_expect(out_ != NULL && strstr(out_, "Traceback") == NULL && strstr(out_, "Segmentation") == NULL); \
         free(out_);                                                                                \
     } while (0)
 
