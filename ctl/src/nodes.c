@@ -75,8 +75,13 @@ redisReply *ctl_node_cmd(ctl_node *n, int argc, const char *const *argv)
         /* hiredis cannot resync a connection after an I/O error or a
          * timeout (a late reply would answer the next command): drop it. */
         char why[160];
-        /* hiredis reports its read timeout as EAGAIN's text: say what it is. */
-        if (n->ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
+        /* hiredis 0.14 reports its read timeout as EAGAIN's text, 1.x as
+         * REDIS_ERR_TIMEOUT: say what it is. */
+        int timed_out = n->ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+#ifdef REDIS_ERR_TIMEOUT
+        timed_out = timed_out || n->ctx->err == REDIS_ERR_TIMEOUT;
+#endif
+        if (timed_out)
             snprintf(why, sizeof(why), "no answer within the timeout (--timeout-ms)");
         else
             snprintf(why, sizeof(why), "%s", n->ctx->errstr[0] != '\0' ? n->ctx->errstr : "no reply");
