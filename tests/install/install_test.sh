@@ -1,14 +1,16 @@
 #!/bin/sh
-# install_test.sh CMAKE LOCK_BUILD_DIR CONSUMER_C CC PKG_CONFIG SAN_FLAGS VERSION REDIS_SERVER FIND_PACKAGE_DIR
+# install_test.sh CMAKE LOCK_BUILD_DIR CONSUMER_C CC PKG_CONFIG SAN_FLAGS VERSION REDIS_SERVER FIND_PACKAGE_DIR [TOP_BUILD_DIR]
 # Installs libdlock into a fresh temporary prefix and checks what a user of
 # the installed library sees: files, pkg-config metadata, a consumer built
 # both ways (pkg-config, shared and static; find_package(dlock CONFIG),
 # shared and static), each run against a real redis-server (acquire, taken,
 # release, larger fence), found through its rpath without LD_LIBRARY_PATH,
-# and an export list of dlock_* names only.
+# and an export list of dlock_* names only. With TOP_BUILD_DIR (a build
+# that has dlockctl), the whole project is installed too, and the installed
+# dlockctl must run and reach the same redis-server.
 set -eu
 cmake_bin=$1 lock_build=$2 consumer=$3 cc=$4 pkgconfig=$5 san=$6 version=$7
-redis_server=$8 fp_project=$9
+redis_server=$8 fp_project=$9 top_build=${10:-}
 
 prefix=$(mktemp -d "${TMPDIR:-/tmp}/dlock-install.XXXXXX")
 work=$(mktemp -d "${TMPDIR:-/tmp}/dlock-consumer.XXXXXX")
@@ -140,5 +142,18 @@ bad=$(nm -D --defined-only "$libdir/libdlock.so" | awk '{print $NF}' |
 [ -z "$bad" ] || fail "unexpected exported symbols: $bad"
 nm -D --defined-only "$libdir/libdlock.so" | awk '{print $NF}' | grep -q '^dlock_acquire$' ||
     fail "dlock_acquire not exported"
+
+# The whole project's install: dlockctl lands in bin/ and runs from there
+# (it links libdlock statically, so it needs no rpath).
+if [ -n "$top_build" ]; then
+    full=$work/full
+    "$cmake_bin" --install "$top_build" --prefix "$full" >"$work/install-full.log" 2>&1 ||
+        { cat "$work/install-full.log" >&2; fail "cmake --install of the project"; }
+    [ -x "$full/bin/dlockctl" ] || fail "dlockctl not installed into bin/"
+    "$full/bin/dlockctl" --version | grep -q "dlockctl $version" || fail "installed dlockctl --version"
+    env -u LD_LIBRARY_PATH "$full/bin/dlockctl" --redis "$addr" ping >"$work/ctl.out" 2>&1 ||
+        { cat "$work/ctl.out" >&2; fail "installed dlockctl ping"; }
+    grep -q "1/1 nodes up, quorum 1: ok" "$work/ctl.out" || fail "installed dlockctl ping output"
+fi
 
 echo "install test: OK (pkg-config and find_package, shared and static, each locked on a real redis-server)"
