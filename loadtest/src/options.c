@@ -196,8 +196,9 @@ static const cm_option options[] = {
 static const cm_args_spec spec = {
     .opts = options,
     .n_opts = sizeof options / sizeof options[0],
-    .usage = "usage: coupon-loadtest --url URL[,URL...] --coupon ID --threads T\n"
-             "                       (--requests R | --duration S | --audit-only) [options]\n"
+    .usage = "usage: coupon-loadtest --url URL[,URL...] --coupon ID --threads T [--connections C]\n"
+             "                       (--requests R | --duration S | --audit-only) [--rate R]\n"
+             "                       [--warmup S] [--timeline FILE.csv] [options]\n"
              "\n"
              "Hammers POST /api/v1/coupon/add?coupon_id=ID&user_id=U on one or more\n"
              "coupon-server instances, then audits the coupon for overselling.\n"
