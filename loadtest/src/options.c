@@ -205,6 +205,13 @@ static const cm_args_spec spec = {
              "\n",
     .epilogue =
         "\n"
+        "Report: throughput is answers per second (after --warmup). Connects are\n"
+        "counted apart ('connects:', JSON \"connects\"): attempts, failures by\n"
+        "kind, connections that gave up, requests they held unsent; a refused\n"
+        "connect is neither an answer nor a request. Latency: p50 p90 p99 p99.9\n"
+        "max, overall and by outcome: won (code 0), sold_out (1003), 503 (1005,\n"
+        "1006, 1010), other.\n"
+        "\n"
         "Audit: the coupon is read (GET /api/v1/coupon/ID) from the first URL before\n"
         "the run, and from EVERY URL and the DB after it. N in 'OVERSOLD by N' is the\n"
         "largest excess any of these checks finds (0 = NO OVERSELL):\n"

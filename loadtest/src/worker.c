@@ -234,7 +234,10 @@ static int take_ticket(lt_loop *lp, lt_conn *c, int64_t now)
     for (;;) {
         uint64_t ticket;
         int len;
-        if (run_over(run, now))
+        /* Open loop: the deadline is checked against the due time below, so
+         * the requests due before it all go out even when the tester or the
+         * server lags behind; the closed loop stops at the deadline itself. */
+        if (opt->rate > 0 ? atomic_load_explicit(&run->stop, memory_order_relaxed) : run_over(run, now))
             return 0;
         /* One shared ticket counter splits --requests exactly, and a slow
          * connection simply takes fewer tickets instead of finishing last. */
