@@ -132,6 +132,8 @@ typedef struct lt_stats {
 } lt_stats;
 
 void lt_stats_init(lt_stats *s);
+/* The same for an lt_stats that is already all zero bytes (calloc). */
+void lt_stats_init_zeroed(lt_stats *s);
 void lt_stats_add_code(lt_stats *s, long code, uint64_t n);
 void lt_stats_merge(lt_stats *dst, const lt_stats *src);
 /* The integer after the top-level "code" key of a JSON body, without a JSON

@@ -8,9 +8,17 @@
 void lt_stats_init(lt_stats *s)
 {
     memset(s, 0, sizeof *s);
-    cm_hist_init(&s->hist);
+    lt_stats_init_zeroed(s);
+}
+
+void lt_stats_init_zeroed(lt_stats *s)
+{
+    /* Only the fields that do not start at zero: the bucket arrays are left
+     * untouched, so calloc's fresh pages are not faulted in for buckets
+     * that never see a sample (~180 KB per lt_stats, two per worker). */
+    s->hist.min = UINT64_MAX;
     for (size_t i = 0; i < LT_OUT_COUNT; i++)
-        cm_hist_init(&s->by_outcome[i]);
+        s->by_outcome[i].min = UINT64_MAX;
 }
 
 const char *lt_outcome_name(lt_outcome o)
@@ -53,9 +61,14 @@ void lt_stats_add_code(lt_stats *s, long code, uint64_t n)
 
 void lt_stats_merge(lt_stats *dst, const lt_stats *src)
 {
-    cm_hist_merge(&dst->hist, &src->hist);
+    /* An empty histogram is skipped, not added: reading its 35 KB of
+     * buckets would fault in pages that were never written (a worker's
+     * warm-up stats without --warmup, the outcomes it never saw). */
+    if (src->hist.n > 0)
+        cm_hist_merge(&dst->hist, &src->hist);
     for (size_t i = 0; i < LT_OUT_COUNT; i++)
-        cm_hist_merge(&dst->by_outcome[i], &src->by_outcome[i]);
+        if (src->by_outcome[i].n > 0)
+            cm_hist_merge(&dst->by_outcome[i], &src->by_outcome[i]);
     dst->answered += src->answered;
     for (size_t i = 0; i < LT_STATUS_SLOTS; i++)
         dst->by_status[i] += src->by_status[i];

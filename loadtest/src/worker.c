@@ -434,8 +434,9 @@ static void wake_due(lt_loop *lp, lt_conn *conns, unsigned n, int64_t now)
         c->waiting = 0;
         lp->waiting--;
         /* A send due before the deadline still goes out (as in the closed
-         * loop, where a ticket taken is sent); a reconnect does not. */
-        if (over && (c->easy == NULL || atomic_load_explicit(&lp->w->run->stop, memory_order_relaxed))) {
+         * loop, where a ticket taken is sent); a reconnect in back-off does
+         * not, nor anything after a stop (Ctrl-C). */
+        if (over && (c->fails > 0 || atomic_load_explicit(&lp->w->run->stop, memory_order_relaxed))) {
             drop_ticket(lp, c);
             continue;
         }
@@ -567,8 +568,10 @@ int lt_workers_start(lt_run *run, lt_worker **out, char *err, size_t errlen)
         w[i].first_conn = first;
         first += w[i].n_conns;
         w[i].run = run;
-        lt_stats_init(&w[i].stats);
-        lt_stats_init(&w[i].warm);
+        /* w is calloc'd: thousands of threads must not fault in every
+         * histogram page up front. */
+        lt_stats_init_zeroed(&w[i].stats);
+        lt_stats_init_zeroed(&w[i].warm);
         atomic_init(&w[i].done, 0);
         atomic_init(&w[i].errors, 0);
         atomic_init(&w[i].connect_failures, 0);
