@@ -369,7 +369,8 @@ int main(int argc, char **argv)
              audit_after(&m) == 0)
         rc = report(&m);
     else if (pr == 0 && !m.opt.audit_only && set_up(&m) == 0 && check_sources(&m) == 0 &&
-             prepare_run(&m, run) == 0 && run_load(&m, run) == 0 && merge_stats(&m) == 0 && audit_after(&m) == 0) {
+             prepare_run(&m, run) == 0 && run_load(&m, run) == 0 && merge_stats(&m) == 0 &&
+             audit_after(&m) == 0) {
         write_timeline(&m);
         rc = report(&m);
     }

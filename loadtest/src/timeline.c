@@ -164,8 +164,8 @@ int lt_timeline_write_csv(const lt_timeline *t, FILE *f, char *err, size_t errle
     fprintf(f, "t_ms,answered,won,503_1005,503_1006,503_1010,errors,p50_ms,p99_ms\n");
     for (size_t i = 0; i < t->n; i++) {
         const tl_bucket *b = &t->b[i];
-        fprintf(f, "%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, i * LT_TIMELINE_BUCKET_MS,
-                b->answered, b->won, b->r1005, b->r1006, b->r1010, b->errors);
+        fprintf(f, "%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64,
+                i * LT_TIMELINE_BUCKET_MS, b->answered, b->won, b->r1005, b->r1006, b->r1010, b->errors);
         /* A bucket with no answer has no latency: empty fields, not a 0 that
          * would read as "fast". */
         if (b->answered > 0)

@@ -135,7 +135,8 @@ Test(loadtest_load, dead_server_reconnects_are_bounded_and_apart, .init = up1, .
     /* Every connection failed at least once and then gave up: the run ended
      * on its own, long before --duration 20. */
     cr_assert_eq(lt_jint(c, "gave_up"), 4, "%s", out);
-    cr_assert_lt(ended - killed, 8000, "the run went on for %lld ms after the kill", (long long)(ended - killed));
+    cr_assert_lt(ended - killed, 8000, "the run went on for %lld ms after the kill",
+                 (long long)(ended - killed));
     cr_assert_geq(failures, 4, "%s", out);
     cr_assert_geq(lt_jint(obj(c, "by_kind"), "Couldn't connect to server"), 4, "%s", out);
     /* The back-off: waits of at least 5, 10, 20, ... 320, 500 ms, so within
@@ -222,7 +223,8 @@ static void *pause_server(void *arg)
     return NULL;
 }
 
-Test(loadtest_load, rate_charges_a_stall_to_every_request_due_in_it, .init = up1, .fini = fini, .timeout = 120)
+Test(loadtest_load, rate_charges_a_stall_to_every_request_due_in_it, .init = up1, .fini = fini,
+     .timeout = 120)
 {
     char id[32];
     pthread_t t;
@@ -247,7 +249,8 @@ Test(loadtest_load, rate_charges_a_stall_to_every_request_due_in_it, .init = up1
     assert_outcomes_sum(root);
 }
 
-Test(loadtest_load, warmup_is_left_out_of_the_numbers_not_the_audit, .init = up1, .fini = fini, .timeout = 120)
+Test(loadtest_load, warmup_is_left_out_of_the_numbers_not_the_audit, .init = up1, .fini = fini,
+     .timeout = 120)
 {
     char id[32];
     long long coupon = lt_create_coupon(&rig, 100, 1);
@@ -304,7 +307,8 @@ static size_t read_timeline(const char *path, long long sums[TL_COLS])
             fields[n++] = strsep(&p, ",");
         cr_assert_eq(n, TL_COLS, "line %zu has %zu fields: %s", rows + 2, n, line);
         long long t = strtoll(fields[0], NULL, 10);
-        cr_assert_eq(t, (long long)rows * 250, "line %zu: t_ms %s, want %zu", rows + 2, fields[0], rows * 250);
+        cr_assert_eq(t, (long long)rows * 250, "line %zu: t_ms %s, want %zu", rows + 2, fields[0],
+                     rows * 250);
         for (size_t k = 1; k <= 6; k++) {
             char *end = NULL;
             long long v = strtoll(fields[k], &end, 10);
@@ -314,7 +318,8 @@ static size_t read_timeline(const char *path, long long sums[TL_COLS])
         }
         long long answered = strtoll(fields[1], NULL, 10);
         if (answered == 0) {
-            cr_assert(fields[7][0] == '\0' && fields[8][0] == '\0', "line %zu: latency without answers", rows + 2);
+            cr_assert(fields[7][0] == '\0' && fields[8][0] == '\0', "line %zu: latency without answers",
+                      rows + 2);
         } else {
             char *e1 = NULL, *e2 = NULL;
             double p50 = strtod(fields[7], &e1), p99 = strtod(fields[8], &e2);

@@ -73,7 +73,8 @@ Test(loadtest_timeline, buckets_columns_and_empty_rows, .timeout = 10)
     cr_assert_eq(lt_timeline_answer(a, 270 * MS_NS, 503, 1010, 2000), 0);
     cr_assert_eq(lt_timeline_error(a, 1100 * MS_NS), 0);
     csv(a);
-    cr_assert_str_eq(line(0, buf, sizeof buf), "t_ms,answered,won,503_1005,503_1006,503_1010,errors,p50_ms,p99_ms");
+    cr_assert_str_eq(line(0, buf, sizeof buf),
+                     "t_ms,answered,won,503_1005,503_1006,503_1010,errors,p50_ms,p99_ms");
     cr_assert_eq(lines(), 6, "header and buckets 0..4:\n%s", text);
     /* 1000 us sits in [992, 1024), reported by its middle, 1008 us. */
     cr_assert_str_eq(line(1, buf, sizeof buf), "0,2,1,0,0,0,0,1.008,1.008");
