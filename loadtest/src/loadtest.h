@@ -128,7 +128,7 @@ typedef struct lt_stats {
     uint64_t connect_failures;             /* of which failed */
     uint64_t connect_by_curl[LT_CURL_SLOTS];
     uint64_t gave_up;                      /* connections that stopped retrying (--give-up-ms) */
-    uint64_t unsent;                       /* requests dropped: their connection gave up */
+    uint64_t unsent;                       /* requests due but never sent: no connection */
 } lt_stats;
 
 void lt_stats_init(lt_stats *s);

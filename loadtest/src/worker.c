@@ -210,13 +210,14 @@ static void park(lt_loop *lp, lt_conn *c, int64_t until)
 }
 
 /* A ticket dropped unsent: its connection gave up, or the run ended while
- * it waited for a reconnect. It reached no server, so it is no error. */
-static void drop_ticket(lt_loop *lp, lt_conn *c)
+ * it waited for a reconnect. It reached no server, so it is no error; it is
+ * counted as unsent when it was due (an open-loop ticket whose time had not
+ * come when Ctrl-C stopped the run was simply never asked for). */
+static void drop_ticket(lt_loop *lp, lt_conn *c, int64_t now)
 {
-    if (c->held) {
+    if (c->held && c->sched <= now)
         lp->w->stats.unsent++;
-        c->held = 0;
-    }
+    c->held = 0;
 }
 
 /* Take the next ticket into c and format its request: 1, or 0 when the run
@@ -295,7 +296,7 @@ static void connect_failed(lt_loop *lp, lt_conn *c, CURLcode rc, int64_t now)
     if (now - c->failing_since >= w->run->opt->give_up_ms * MS) {
         c->gave_up = 1;
         w->stats.gave_up++;
-        drop_ticket(lp, c);
+        drop_ticket(lp, c, now);
         return;
     }
     park(lp, c, now + backoff_ns(lp, c->fails));
@@ -437,7 +438,7 @@ static void wake_due(lt_loop *lp, lt_conn *conns, unsigned n, int64_t now)
          * loop, where a ticket taken is sent); a reconnect in back-off does
          * not, nor anything after a stop (Ctrl-C). */
         if (over && (c->fails > 0 || atomic_load_explicit(&lp->w->run->stop, memory_order_relaxed))) {
-            drop_ticket(lp, c);
+            drop_ticket(lp, c, now);
             continue;
         }
         conn_next(lp, c);
@@ -541,7 +542,7 @@ static void *worker_main(void *arg)
     }
 out:
     for (unsigned i = 0; conns != NULL && i < w->n_conns; i++) {
-        drop_ticket(&lp, &conns[i]);
+        drop_ticket(&lp, &conns[i], cm_now_ns());
         conn_close(&lp, &conns[i]);
     }
     free(conns);
