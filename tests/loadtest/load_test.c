@@ -202,11 +202,13 @@ Test(loadtest_load, rate_is_held_and_outcomes_add_up, .init = up1, .fini = fini,
     cr_assert_eq(lt_jint(root, "requests"), 600, "%s", out);
     cr_assert_eq(jreal(root, "rate"), 300.0);
     /* The answers came at the rate, not as fast as the server could go
-     * (a closed loop here answers thousands per second). */
+     * (a closed loop here answers thousands per second, in ~0.1 s). The
+     * upper slack is for a loaded machine: the last requests may be
+     * answered late, never sent early. */
     double elapsed = jreal(root, "elapsed_s");
-    cr_assert(elapsed >= 1.99 && elapsed < 2.5, "elapsed %f:\n%s", elapsed, out);
+    cr_assert(elapsed >= 1.99 && elapsed < 3.0, "elapsed %f:\n%s", elapsed, out);
     double tp = jreal(root, "throughput");
-    cr_assert(tp > 300 * 0.8 && tp < 300 * 1.05, "throughput %f at --rate 300:\n%s", tp, out);
+    cr_assert(tp > 200 && tp < 300 * 1.01, "throughput %f at --rate 300:\n%s", tp, out);
     cr_assert_eq(lt_jint(root, "successes"), 100);
     cr_assert_eq(lt_jint(obj(obj(root, "latency_ms_by_outcome"), "sold_out"), "count"), 500, "%s", out);
     assert_outcomes_sum(root);
@@ -271,7 +273,7 @@ Test(loadtest_load, warmup_is_left_out_of_the_numbers_not_the_audit, .init = up1
     cr_assert_eq(lt_jint(obj(root, "by_code"), "1003"), 200, "%s", out);
     /* Throughput over the measured second only. */
     double elapsed = jreal(root, "elapsed_s");
-    cr_assert(elapsed >= 0.99 && elapsed < 1.5, "elapsed %f:\n%s", elapsed, out);
+    cr_assert(elapsed >= 0.99 && elapsed < 2.0, "elapsed %f:\n%s", elapsed, out);
     /* The audit saw the warm-up's successes: 100 seen, 100 issued. */
     json_t *audit = obj(root, "audit");
     cr_assert_eq(lt_jint(audit, "successes_seen"), 100, "%s", out);
@@ -354,8 +356,8 @@ Test(loadtest_load, timeline_is_well_formed_and_adds_up, .init = up1, .fini = fi
     cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
     root = report_json();
     size_t rows = read_timeline(path, sums);
-    /* 2 s: buckets 0..7, maybe an 8th for the last answers. */
-    cr_assert(rows >= 8 && rows <= 9, "%zu buckets", rows);
+    /* 2 s: buckets 0..7, and a few more if the last answers come late. */
+    cr_assert(rows >= 8 && rows <= 12, "%zu buckets", rows);
     /* The timeline covers the warm-up too. */
     json_t *w = obj(root, "warmup");
     cr_assert_eq(sums[1], lt_jint(root, "answered") + lt_jint(w, "answered"));
