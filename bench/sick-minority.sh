@@ -8,6 +8,7 @@
 #
 # usage: bench/sick-minority.sh [--bench PATH] [--redis-server PATH]
 #                               [--duration S] [--workers "8 1"] [--fault-after S]
+#                               [--only SCENARIO]
 #
 # Paused and killed nodes fall sick --fault-after seconds (default 0.3) into
 # the run, after every worker connected and cached the scripts; the tarpit
@@ -25,6 +26,7 @@ redis_server="${DLOCK_REDIS_SERVER:-redis-server}"
 duration=5
 workers_list="8 1"
 fault_after=0.3
+only=""
 
 die() { echo "sick-minority.sh: $*" >&2; exit 2; }
 
@@ -35,7 +37,8 @@ while [ $# -gt 0 ]; do
         --duration) [ $# -ge 2 ] || die "--duration needs seconds"; duration="$2"; shift 2 ;;
         --workers) [ $# -ge 2 ] || die "--workers needs a list"; workers_list="$2"; shift 2 ;;
         --fault-after) [ $# -ge 2 ] || die "--fault-after needs seconds"; fault_after="$2"; shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --only) [ $# -ge 2 ] || die "--only needs a scenario name"; only="$2"; shift 2 ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
@@ -149,6 +152,7 @@ field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
 run() {
     local name="$1" n="$2" w="$3" fault="$4"; shift 4
     local sick=("$@") i bpid out csv keys
+    if [ -n "$only" ] && [ "$only" != "$name" ]; then return 0; fi
     if [ "$fault" = tarpit ] && ! command -v python3 >/dev/null 2>&1; then
         echo "# $name: skipped (python3 not found, needed for the tarpit)" >&2
         return 0
