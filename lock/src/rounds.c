@@ -320,7 +320,7 @@ static uint32_t slots_with(const round_run *rr, slot_role role, int waiting)
 static int give_second_chance(round_run *rr)
 {
     uint32_t skipped = slots_with(rr, SLOT_SKIPPED, 0);
-    int sent = 0;
+    int sent = 0, connecting = 0;
 
     if (rr->second_chance || rr->stop != dlock__quorum_of_ones ||
         !could_decide(rr, skipped | slots_with(rr, SLOT_OPTIONAL, 1)))
@@ -335,8 +335,10 @@ static int give_second_chance(round_run *rr)
         s->role = SLOT_WAITED;
         send_slot(rr, s);
         sent |= s->waiting;
+        connecting |= s->waiting && s->node->state == DLOCK__CONNECTING;
     }
-    rr->deadline = dlock_now_ms() + rr->c->command_timeout_ms;
+    rr->deadline = dlock_now_ms() + rr->c->command_timeout_ms +
+                   (connecting ? rr->c->connect_timeout_ms : 0);
     return sent;
 }
 
