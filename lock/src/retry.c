@@ -29,8 +29,8 @@ static uint64_t rng_next(dlock_client *c)
     return c->rng[1] + s0;
 }
 
-/* Uniform in [lo, hi]. */
-static int64_t rng_range(dlock_client *c, int64_t lo, int64_t hi)
+/* Uniform in [lo, hi]; client mutex held. */
+int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi)
 {
     if (hi <= lo)
         return lo;
@@ -49,7 +49,7 @@ int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt)
     int64_t cap;
 
     if (c->retry_fixed_ms > 0) {
-        int64_t d = rng_range(c, (int64_t)c->retry_fixed_ms - c->retry_jitter_ms,
+        int64_t d = dlock__rng_range(c, (int64_t)c->retry_fixed_ms - c->retry_jitter_ms,
                               (int64_t)c->retry_fixed_ms + c->retry_jitter_ms);
         return d < 1 ? 1 : d;
     }
@@ -57,5 +57,5 @@ int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt)
     /* Shift only while it cannot overflow; past 2^30 the ceiling rules anyway. */
     if (attempt < 30 && ((int64_t)c->retry_base_ms << attempt) < cap)
         cap = (int64_t)c->retry_base_ms << attempt;
-    return rng_range(c, 1, cap < 1 ? 1 : cap);
+    return dlock__rng_range(c, 1, cap < 1 ? 1 : cap);
 }

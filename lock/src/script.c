@@ -3,6 +3,7 @@
 #include "dlock_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The scripts' text lives in lock/src/lua/ (one .lua file each); the build generates
@@ -74,12 +75,26 @@ static int build_argv(const dlock_client *c, dlock__script_id id, int by_sha,
     return argc;
 }
 
+/* Remembers the longest TTL an acquire or extend sent (ARGV[2] of both):
+ * a lagging connection is kept while it may still set or hold a key of that
+ * age (conn.c, dlock__conn_expire). */
+static void note_ttl(dlock_client *c, dlock__script_id id, const char *const *args, int nargs)
+{
+    unsigned long ttl;
+
+    if ((id != DLOCK__SCRIPT_ACQUIRE && id != DLOCK__SCRIPT_EXTEND) || nargs < 2)
+        return;
+    ttl = strtoul(args[1], NULL, 10);
+    if (ttl > c->longest_ttl_ms && ttl <= UINT32_MAX)
+        c->longest_ttl_ms = (uint32_t)ttl;
+}
+
 /* Runs script id on the nodes of mask, by SHA. Nodes that answer NOSCRIPT
  * (their script cache was emptied by SCRIPT FLUSH or a restart) get the full
  * script with EVAL, which also caches it again for the next EVALSHA. A
  * NOSCRIPT reply means the script did not run, so resending cannot apply it
- * twice. */
-void dlock__script_round(dlock_client *c, uint32_t mask, dlock__script_id id,
+ * twice. reach: as dlock__round. */
+void dlock__script_round(dlock_client *c, uint32_t mask, uint32_t reach, dlock__script_id id,
                          const char *const *keys, int nkeys, const char *const *args, int nargs,
                          dlock__result *res, dlock__stop_fn stop, void *stop_arg)
 {
@@ -89,8 +104,9 @@ void dlock__script_round(dlock_client *c, uint32_t mask, dlock__script_id id,
     uint32_t again = 0;
     int argc, stopped;
 
+    note_ttl(c, id, args, nargs);
     argc = build_argv(c, id, 1, keys, nkeys, args, nargs, numkeys, argv, argvlen);
-    stopped = dlock__round(c, mask, argc, argv, argvlen, res, stop, stop_arg);
+    stopped = dlock__round(c, mask, reach, argc, argv, argvlen, res, stop, stop_arg);
     for (size_t i = 0; i < c->n; i++) {
         if ((mask & (1u << i)) && dlock__reply_is_error(&res[i], "NOSCRIPT")) {
             again |= 1u << i;
@@ -107,7 +123,7 @@ void dlock__script_round(dlock_client *c, uint32_t mask, dlock__script_id id,
         dlock__send_only(c, again, argc, argv, argvlen);
         return;
     }
-    dlock__round(c, again, argc, argv, argvlen, res, stop, stop_arg);
+    dlock__round(c, again, 0, argc, argv, argvlen, res, stop, stop_arg);
 }
 
 void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id,
