@@ -159,16 +159,16 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    /* The node log and gauges follow the lock service from the start. */
-    if (a.strat->uses_lock && lockwatch_start(&cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "coupon-server: %s\n", err);
-        goto out;
-    }
-
     int started = server_start(&a, &srv, &port, err, sizeof err);
     if (started != 0) {
         fprintf(stderr, "coupon-server: %s\n", err);
         rc = started == SERVER_ERR_BIND ? 2 : 1;
+        goto out;
+    }
+    /* The node log and gauges follow the lock service from here on (after
+     * the bind: a usage error stays the one line it should be). */
+    if (a.strat->uses_lock && lockwatch_start(&cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "coupon-server: %s\n", err);
         goto out;
     }
     char hostport[320];

@@ -101,7 +101,7 @@ static claim_result run_locked(worker *w, const app_config *cfg, const char *res
     }
     if (st == DB_STALE_FENCE)
         log_event_line(LOG_WARN, LOG_EV_FENCE_REFUSED, "coupon %" PRId64 ": the store refused fence %" PRIu64
-                       " for %zu claim(s) (lease ended before the write): %s", coupon_id, fence, n,
+                       " for %zu claim(s): %s", coupon_id, fence, n,
                        db_errmsg(w->db));
     for (size_t i = 1; i < n; i++) {
         queued[i]->out->fence = fence;

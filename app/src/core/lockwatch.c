@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "dlock.h"
@@ -36,6 +37,15 @@ static size_t popcount(uint32_t m)
     return n;
 }
 
+/* "a, b, c": the nodes of one log line (cut when the buffer is full). */
+static void append_addr(char *buf, size_t len, size_t *count, const char *addr)
+{
+    size_t used = strlen(buf);
+    if (used < len)
+        snprintf(buf + used, len - used, "%s%s", *count > 0 ? ", " : "", addr);
+    (*count)++;
+}
+
 void lockwatch_observe(const app_config *cfg, uint32_t up_mask, size_t nodes)
 {
     size_t quorum = nodes / 2 + 1, up = popcount(up_mask);
@@ -50,16 +60,23 @@ void lockwatch_observe(const app_config *cfg, uint32_t up_mask, size_t nodes)
     last_mask = up_mask;
     pthread_mutex_unlock(&state_mu);
     /* Logged outside the mutex; two observers racing may log one change
-     * twice, never miss one. */
+     * twice, never miss one. One line per direction for all the nodes that
+     * changed together, so the rate limit never hides a node. */
+    char went_down[512] = "", came_up[512] = "";
+    size_t nd = 0, nu = 0;
     for (size_t i = 0; i < nodes && i < cfg->n_redis; i++) {
         uint32_t bit = UINT32_C(1) << i;
         if ((before & bit) && !(up_mask & bit))
-            log_event_line(LOG_WARN, LOG_EV_NODE_DOWN, "redis node %s stopped answering (%zu of %zu up, quorum %zu)",
-                           cfg->redis[i], up, nodes, quorum);
+            append_addr(went_down, sizeof went_down, &nd, cfg->redis[i]);
         else if (!(before & bit) && (up_mask & bit))
-            log_event_line(LOG_INFO, LOG_EV_NODE_UP, "redis node %s answers again (%zu of %zu up, quorum %zu)",
-                           cfg->redis[i], up, nodes, quorum);
+            append_addr(came_up, sizeof came_up, &nu, cfg->redis[i]);
     }
+    if (nd > 0)
+        log_event_line(LOG_WARN, LOG_EV_NODE_DOWN, "redis node%s %s stopped answering (%zu of %zu up, quorum %zu)",
+                       nd > 1 ? "s" : "", went_down, up, nodes, quorum);
+    if (nu > 0)
+        log_event_line(LOG_INFO, LOG_EV_NODE_UP, "redis node%s %s answer%s again (%zu of %zu up, quorum %zu)",
+                       nu > 1 ? "s" : "", came_up, nu > 1 ? "" : "s", up, nodes, quorum);
     if (up_before >= quorum && up < quorum)
         log_event_line(LOG_ERROR, LOG_EV_QUORUM_LOST,
                        "lock quorum lost: %zu of %zu nodes up, %zu needed; claims answer 503 / 1006", up, nodes,
