@@ -49,6 +49,7 @@ typedef struct lt_options {
     long connect_timeout_ms;
     uint64_t seed;           /* PRNG seed for --users; 0 = from /dev/urandom */
     int help;                /* --help was given: print usage, exit 0 */
+    int version;             /* --version was given: print it, exit 0 */
     int audit_only;          /* no load: read every source and judge the coupon as it is */
 } lt_options;
 
