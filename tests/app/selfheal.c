@@ -1,5 +1,6 @@
 /* selfheal.c - Redis loses its data mid-sale (FLUSHALL on every node: the
- * fence counters restart at 1 while the coupon row remembers a high fence).
+ * fence counters restart at 1 while the coupon row remembers a high fence;
+ * the servers are paused for the flush so all nodes lose it together).
  * Two servers on three nodes keep selling: each refuses at most once before
  * it raises the counters to the row's fence (coupon_fence_heals_total), the
  * sale goes on, and the database holds exactly the stock: no oversell. */
@@ -107,11 +108,21 @@ Test(app_selfheal, flushall_mid_sale_heals_without_oversell)
             test_sleep_ms(10);
     }
     long long fence_before = app_db_int(g_app.db, "SELECT last_fence FROM coupon WHERE id=%lld", id);
+    /* Every node at once, as a restart of all of them without AOF would:
+     * flushed one by one under load, the nodes not yet flushed would carry
+     * the counters over (each acquisition's fence sync lifts the lagging
+     * nodes of its quorum), and nothing would need healing. The servers are
+     * stopped for the few milliseconds of the three FLUSHALLs, well inside
+     * the lease, so no acquisition falls between them. */
     const char *flush[] = {"FLUSHALL"};
+    cr_assert_eq(server_pause(&g_app.srv[0]), 0);
+    cr_assert_eq(server_pause(&g_app.srv[1]), 0);
     for (size_t n = 0; n < g_app.nredis; n++) {
         app_redis(&g_app.redis[n], out, sizeof out, 1, flush);
         cr_assert_str_eq(out, "OK");
     }
+    cr_assert_eq(server_resume(&g_app.srv[0]), 0);
+    cr_assert_eq(server_resume(&g_app.srv[1]), 0);
     long long after_flush = app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record WHERE coupon_id=%lld", id);
     for (int i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
