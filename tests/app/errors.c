@@ -102,6 +102,31 @@ Test(app_errors, bad_user_id_1001, .timeout = 30)
         app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='%s'", ok_user), 1);
 }
 
+/* %00 must not cut a value short: "nul%00evil" is not the user "nul", and
+ * "1%00junk" is not coupon 1. libmicrohttpd decodes %00 into a NUL that ends
+ * the C string, so the server keeps %00 undecoded (http/unescape.c). */
+Test(app_errors, nul_in_query_or_path_is_refused, .timeout = 30)
+{
+    APP_SETUP_OK();
+    long long id = app_create_coupon(&g_app.srv[0], "c", 5, 0);
+    char puser[128], pid[128], ppath[64];
+    snprintf(puser, sizeof puser, "/api/v1/coupon/add?coupon_id=%lld&user_id=nul%%00evil", id);
+    snprintf(pid, sizeof pid, "/api/v1/coupon/add?coupon_id=%lld%%00junk&user_id=u1", id);
+    snprintf(ppath, sizeof ppath, "/api/v1/coupon/%lld%%00junk", id);
+    http_reply r;
+    req("POST", puser, NULL, NULL, &r);
+    expect_invalid(&r, "user_id", puser);
+    http_reply_free(&r);
+    req("POST", pid, NULL, NULL, &r);
+    expect_invalid(&r, "coupon_id", pid);
+    http_reply_free(&r);
+    req("GET", ppath, NULL, NULL, &r);
+    cr_assert_neq(r.status, 200, "%s answered 200", ppath);
+    cr_assert(r.status == 400 || r.status == 404, "%s answered %ld", ppath, (long)r.status);
+    http_reply_free(&r);
+    expect_unchanged(id, 5, 0);
+}
+
 Test(app_errors, no_such_coupon_1002, .timeout = 30)
 {
     APP_SETUP_OK();
@@ -256,6 +281,57 @@ Test(app_errors, admin_auth_1007, .timeout = 30)
     cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon"), 0);
 }
 
+/* Strict Bearer parsing, and a back-off after failed guesses: on a server of
+ * its own, so that the other tests' admin calls are not slowed down. */
+Test(app_errors, admin_auth_strict_and_backoff, .timeout = 30)
+{
+    APP_SETUP_OK();
+    const char *body = "{\"name\":\"x\",\"stock\":3}";
+    const char *json_ct = "Content-Type: application/json";
+    char url[256];
+    http_reply r;
+
+    app_server_up(&g_app.srv[1], "--db", g_app.db, "--redis", g_app.redis[0].addr, "--admin-token", APP_TOKEN,
+                  NULL);
+    app_url(url, sizeof url, &g_app.srv[1], "/api/v1/admin/coupon");
+    /* Malformed: a lower-case scheme, two spaces, a second header, a space inside. */
+    const char *malformed[][4] = {
+        {"Authorization: bearer " APP_TOKEN, json_ct, NULL, NULL},
+        {"Authorization: Bearer  " APP_TOKEN, json_ct, NULL, NULL},
+        {"Authorization: Bearer " APP_TOKEN, "Authorization: Bearer " APP_TOKEN, json_ct, NULL},
+        {"Authorization: Bearer " APP_TOKEN " x", json_ct, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
+        memset(&r, 0, sizeof r);
+        cr_assert_eq(http_request("POST", url, body, malformed[i], &r), 0);
+        json_decref(app_expect(&r, 401, 1007));
+        http_reply_free(&r);
+    }
+    /* ADMIN_GUARD_FREE_TRIES (5) wrong guesses answer 401; from then on even
+     * the right token waits, with Retry-After. */
+    const char *wrong[] = {"Authorization: Bearer wrong-token", json_ct, NULL};
+    const char *right[] = {"Authorization: Bearer " APP_TOKEN, json_ct, NULL};
+    for (int i = 0; i < 5; i++) {
+        memset(&r, 0, sizeof r);
+        cr_assert_eq(http_request("POST", url, body, wrong, &r), 0);
+        json_decref(app_expect(&r, 401, 1007));
+        http_reply_free(&r);
+    }
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(http_request("POST", url, body, right, &r), 0);
+    json_decref(app_expect(&r, 429, 1007));
+    cr_assert_str_eq(r.retry_after, "1");
+    http_reply_free(&r);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon"), 0);
+    /* After the wait, the right token works and clears the record. */
+    test_sleep_ms(1100);
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(http_request("POST", url, body, right, &r), 0);
+    json_decref(app_expect(&r, 201, 0));
+    http_reply_free(&r);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon"), 1);
+}
+
 Test(app_errors, admin_bad_body_1001, .timeout = 30)
 {
     APP_SETUP_OK();
@@ -315,6 +391,35 @@ Test(app_errors, unknown_route_and_method_1008, .timeout = 30)
     for (size_t i = 0; i < sizeof bad_method / sizeof bad_method[0]; i++) {
         req(bad_method[i][0], bad_method[i][1], NULL, NULL, &r);
         json_decref(app_expect(&r, 405, 1008));
+        http_reply_free(&r);
+    }
+    /* The client's raw method is not echoed back. */
+    req("X<script>", "/healthz", NULL, NULL, &r);
+    cr_assert_eq(r.status, 405);
+    cr_assert_null(strstr(r.body, "X<script>"), "%s", r.body);
+    http_reply_free(&r);
+}
+
+/* Every answer, JSON or page, carries the hardening headers. */
+Test(app_errors, hardening_headers_on_every_answer, .timeout = 30)
+{
+    APP_SETUP_OK();
+    const char *paths[][2] = {
+        {"GET", "/api/v1/coupon"}, {"GET", "/nope"}, {"GET", "/healthz"}, {"GET", "/metrics"},
+        {"GET", "/"},              {"POST", "/api/v1/coupon/add?coupon_id=x"},
+    };
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        http_reply r;
+        req(paths[i][0], paths[i][1], NULL, NULL, &r);
+        cr_assert_str_eq(r.nosniff, "nosniff", "%s", paths[i][1]);
+        cr_assert_str_eq(r.cache_control, "no-store", "%s", paths[i][1]);
+        cr_assert_not_null(strstr(r.csp, "frame-ancestors 'none'"), "%s: CSP '%s'", paths[i][1], r.csp);
+        /* Only the page may run code, and only its own inline code. */
+        if (strncmp(r.content_type, "text/html", 9) == 0)
+            cr_assert_null(strstr(r.csp, "http"), "%s", r.csp);
+        else
+            cr_assert(strncmp(r.csp, "default-src 'none'", 18) == 0 && strstr(r.csp, "script-src") == NULL,
+                      "%s: %s", paths[i][1], r.csp);
         http_reply_free(&r);
     }
 }

@@ -1,5 +1,6 @@
 /* fuzz_params.c - the claim's parameters as a hostile client sends them:
- * coupon_id, user_id and the form body reader (app/src/http/params.c).
+ * coupon_id, user_id, the form body reader (app/src/http/params.c) and the
+ * URL's percent-decoding (app/src/http/unescape.c).
  * Input: the bytes are a form body, and also (up to the first NUL) a
  * candidate coupon_id and user_id. */
 #include <inttypes.h>
@@ -7,6 +8,7 @@
 
 #include "fuzz.h"
 #include "http/params.h"
+#include "http/unescape.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -32,6 +34,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(len >= 1 && len <= 64);
         FUZZ_CHECK(strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-") == len);
     }
+
+    /* The URL decoding: never longer, never a NUL inside what it returns. */
+    char dec[sizeof s];
+    memcpy(dec, s, n + 1);
+    size_t before = strlen(dec);
+    size_t after = http_unescape(NULL, NULL, dec);
+    FUZZ_CHECK(after <= before);
+    FUZZ_CHECK(strlen(dec) == after);
 
     /* The body is not NUL-terminated: form_lookup must stay inside len. */
     char *body = malloc(size > 0 ? size : 1);

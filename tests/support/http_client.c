@@ -73,6 +73,9 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *user)
     size_t n = size * nmemb;
     grab_header(data, n, "Retry-After", r->retry_after, sizeof r->retry_after);
     grab_header(data, n, "Content-Type", r->content_type, sizeof r->content_type);
+    grab_header(data, n, "X-Content-Type-Options", r->nosniff, sizeof r->nosniff);
+    grab_header(data, n, "Cache-Control", r->cache_control, sizeof r->cache_control);
+    grab_header(data, n, "Content-Security-Policy", r->csp, sizeof r->csp);
     return n;
 }
 

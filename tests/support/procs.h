@@ -91,6 +91,9 @@ typedef struct http_reply {
     size_t body_len;
     char retry_after[32]; /* Retry-After header value, or "" */
     char content_type[96];
+    char nosniff[32];       /* X-Content-Type-Options, or "" */
+    char cache_control[64]; /* Cache-Control, or "" */
+    char csp[256];          /* Content-Security-Policy, or "" */
 } http_reply;
 
 /* One HTTP request with libcurl (timeout 10 s). body may be NULL; headers is

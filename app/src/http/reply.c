@@ -6,17 +6,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Seconds a client should wait before retrying a 503: a held coupon lock is
  * released within milliseconds and a Redis failover or a busy DB takes about
  * a second, so 1 s spreads retries without idling clients for long. */
-#define RETRY_AFTER_S "1"
+#define RETRY_AFTER_S 1u
+
+/* The page's code is inline (no external script can be swapped in), it
+ * polls this server only, and it may not be framed. */
+#define HTML_CSP                                                                                \
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "              \
+    "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+/* JSON and metrics are data: nothing in them may run or be framed. */
+#define DATA_CSP "default-src 'none'; frame-ancestors 'none'"
 
 static const char ERROR_FALLBACK[] = "{\"code\":1500,\"msg\":\"out of memory\",\"data\":null}";
 
-static int queue(request *rq, unsigned status, int retry_after, const char *content_type, char *body,
+/* retry_after: seconds for a Retry-After header, 0 for none. */
+static int queue(request *rq, unsigned status, unsigned retry_after, const char *content_type, char *body,
                  size_t len)
 {
+    char retry_text[16];
     int ret = MHD_NO;
     struct MHD_Response *resp = NULL;
 
@@ -40,8 +49,17 @@ static int queue(request *rq, unsigned status, int retry_after, const char *cont
     }
     if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) != MHD_YES)
         goto out;
-    if (retry_after &&
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER_S) != MHD_YES)
+    /* Hardening on every answer: browsers must not guess another type from
+     * the bytes (a user_id that looks like HTML), nothing is cached (stock
+     * changes every millisecond), and the page may only run its own inline
+     * code and talk to this server. */
+    int html = strncmp(content_type, "text/html", 9) == 0;
+    if (MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff") != MHD_YES ||
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") != MHD_YES ||
+        MHD_add_response_header(resp, "Content-Security-Policy", html ? HTML_CSP : DATA_CSP) != MHD_YES)
+        goto out;
+    snprintf(retry_text, sizeof retry_text, "%u", retry_after);
+    if (retry_after > 0 && MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, retry_text) != MHD_YES)
         goto out;
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED && rq->route.allow != NULL &&
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rq->route.allow) != MHD_YES)
@@ -68,10 +86,10 @@ out:
 
 int reply_text(request *rq, unsigned status, const char *content_type, char *body, size_t len)
 {
-    return queue(rq, status, status == MHD_HTTP_SERVICE_UNAVAILABLE, content_type, body, len);
+    return queue(rq, status, status == MHD_HTTP_SERVICE_UNAVAILABLE ? RETRY_AFTER_S : 0, content_type, body, len);
 }
 
-static int envelope(request *rq, unsigned status, int retry_after, int code, const char *msg, json_t *data)
+static int envelope(request *rq, unsigned status, unsigned retry_after, int code, const char *msg, json_t *data)
 {
     char *text = NULL;
     json_t *env = json_object();
@@ -105,7 +123,7 @@ out:
 /* The contract: every 503 tells the client when to come back. */
 int reply_json(request *rq, unsigned status, int code, const char *msg, json_t *data)
 {
-    return envelope(rq, status, status == MHD_HTTP_SERVICE_UNAVAILABLE, code, msg, data);
+    return envelope(rq, status, status == MHD_HTTP_SERVICE_UNAVAILABLE ? RETRY_AFTER_S : 0, code, msg, data);
 }
 
 int reply_error(request *rq, unsigned status, int code, const char *fmt, ...)
@@ -128,5 +146,16 @@ int reply_outcome(request *rq, claim_result r, const char *detail)
         snprintf(msg, sizeof msg, "%s: %s", o->msg, detail);
     else
         snprintf(msg, sizeof msg, "%s", o->msg);
-    return envelope(rq, o->http, o->retry_after, o->code, msg, NULL);
+    return envelope(rq, o->http, o->retry_after ? RETRY_AFTER_S : 0, o->code, msg, NULL);
+}
+
+int reply_error_retry(request *rq, unsigned status, int code, unsigned retry_s, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return envelope(rq, status, retry_s, code, msg, NULL);
 }

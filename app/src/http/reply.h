@@ -18,6 +18,9 @@ int reply_json(request *rq, unsigned status, int code, const char *msg, json_t *
  * Retry-After, 401 gets WWW-Authenticate, 405 gets Allow (from rq->route). */
 int reply_error(request *rq, unsigned status, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same with a Retry-After of retry_s seconds (0: none), whatever the status. */
+int reply_error_retry(request *rq, unsigned status, int code, unsigned retry_s, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* The row of the claim outcome table (claim/outcome.h) as an error reply:
  * its status, code, Retry-After and msg, with ": detail" when detail is
  * neither NULL nor empty. */

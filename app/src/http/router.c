@@ -80,8 +80,10 @@ int router_dispatch(request *rq)
     if (rq->route.id == ROUTE_UNMATCHED)
         return reply_error(rq, MHD_HTTP_NOT_FOUND, API_ROUTE, "no such route");
     if (!rq->route.method_ok)
-        return reply_error(rq, MHD_HTTP_METHOD_NOT_ALLOWED, API_ROUTE, "method %s not allowed here (allowed: %s)",
-                           rq->method, def->allow);
+        /* The method is not echoed: it is the client's raw bytes, and the
+         * Allow header already says what would work. */
+        return reply_error(rq, MHD_HTTP_METHOD_NOT_ALLOWED, API_ROUTE, "method not allowed here (allowed: %s)",
+                           def->allow);
     if (def->needs_worker)
         rq->w = pool_checkout(rq->app->pool);
     ret = def->handler(rq);

@@ -5,7 +5,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common.h"
 #include "http/admin_body.h"
+#include "http/admin_guard.h"
 #include "http/reply.h"
 
 /* Compares in time that depends only on the length of the guess, never on
@@ -22,31 +24,80 @@ static int token_equal(const char *given, const char *expected)
     return diff == 0;
 }
 
+/* The client's address, for the failed-attempt back-off (NULL if unknown). */
+static const struct sockaddr *client_addr(request *rq)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return ci != NULL ? ci->client_addr : NULL;
+}
+
+/* Counts the request's Authorization headers. */
+static enum MHD_Result count_auth(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    (void)value;
+    if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0)
+        (*(unsigned *)cls)++;
+    return MHD_YES;
+}
+
+/* The token of "Bearer <token>", parsed strictly: the scheme exactly once and
+ * in one header, one space, then token68 characters (RFC 6750) only. A NUL
+ * inside the header (its length differs from its strlen) is refused, so no
+ * prefix of a header is ever compared. NULL with *why when malformed. */
+static const char *bearer_token(request *rq, const char **why)
+{
+    unsigned headers = 0;
+    const char *auth = NULL;
+    size_t auth_len = 0;
+
+    (void)MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, count_auth, &headers);
+    if (headers == 0) {
+        *why = "missing admin token (Authorization: Bearer <token>)";
+        return NULL;
+    }
+    if (headers > 1 || MHD_lookup_connection_value_n(rq->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+                                                     strlen(MHD_HTTP_HEADER_AUTHORIZATION), &auth,
+                                                     &auth_len) != MHD_YES ||
+        auth == NULL || strlen(auth) != auth_len || strncmp(auth, "Bearer ", 7) != 0 || auth_len == 7 ||
+        strspn(auth + 7, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=") != auth_len - 7) {
+        *why = "malformed Authorization header (expected one header: Bearer <token>)";
+        return NULL;
+    }
+    return auth + 7;
+}
+
 /* 0 when authorised; otherwise the reply is queued and *ret holds its result. */
 static int check_auth(request *rq, int *ret)
 {
     const char *token = rq->app->cfg->admin_token;
+    const struct sockaddr *addr = client_addr(rq);
+    const char *why = NULL;
+    unsigned retry_s = 0;
+    int64_t now = cm_now_ms();
+
     if (token == NULL) {
         *ret = reply_error(rq, MHD_HTTP_FORBIDDEN, API_AUTH, "admin endpoints are disabled (no --admin-token)");
         return -1;
     }
-    const char *auth = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (auth == NULL) {
-        *ret = reply_error(rq, MHD_HTTP_UNAUTHORIZED, API_AUTH, "missing admin token (Authorization: Bearer <token>)");
+    /* Checked before the token, so a blocked guesser learns nothing. */
+    if (admin_guard_blocked(addr, now, &retry_s)) {
+        *ret = reply_error_retry(rq, MHD_HTTP_TOO_MANY_REQUESTS, API_AUTH, retry_s,
+                                 "too many failed admin attempts from this address; retry in %u s", retry_s);
         return -1;
     }
-    if (strncasecmp(auth, "Bearer ", 7) != 0) {
-        *ret = reply_error(rq, MHD_HTTP_UNAUTHORIZED, API_AUTH,
-                           "malformed Authorization header (expected Bearer <token>)");
+    const char *given = bearer_token(rq, &why);
+    if (given == NULL) {
+        *ret = reply_error(rq, MHD_HTTP_UNAUTHORIZED, API_AUTH, "%s", why);
         return -1;
     }
-    const char *given = auth + 7;
-    while (*given == ' ')
-        given++;
     if (!token_equal(given, token)) {
+        /* Only a well-formed wrong token is a guess worth slowing down. */
+        admin_guard_failed(addr, now);
         *ret = reply_error(rq, MHD_HTTP_UNAUTHORIZED, API_AUTH, "wrong admin token");
         return -1;
     }
+    admin_guard_succeeded(addr);
     return 0;
 }
 

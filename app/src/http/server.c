@@ -13,6 +13,7 @@
 
 #include "http/reply.h"
 #include "http/router.h"
+#include "http/unescape.h"
 #include "common.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -242,6 +243,8 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_POOL_BYTES,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+        /* Our decoding: %00 must not cut a parameter short (unescape.h). */
+        MHD_OPTION_UNESCAPE_CALLBACK, http_unescape, NULL,
         MHD_OPTION_END);
     if (s->daemon == NULL) {
         snprintf(errbuf, errlen, "cannot listen on %s:%d (address in use or not local?)", cfg->listen_host,
