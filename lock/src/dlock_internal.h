@@ -164,9 +164,6 @@ void dlock__sleep_ms(int64_t ms);
 int dlock__random_bytes(void *buf, size_t len);
 int dlock__token_new(char out[DLOCK_TOKEN_LEN]);
 
-/* ---- sha1.c ---- */
-void dlock__sha1_hex(const void *data, size_t len, char out[41]);
-
 /* ---- conn.c ---- */
 void dlock__node_close(dlock__node *node);
 void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res);

@@ -9,9 +9,9 @@ void dlock__rng_seed(dlock_client *c)
 {
     uint64_t seed[2] = {0, 0};
 
-    dlock__random_bytes(seed, sizeof(seed));
-    /* xorshift128+ must not start from all zeros. */
-    if (seed[0] == 0 && seed[1] == 0)
+    /* Jitter needs no secrecy: without kernel randomness, or from all zeros
+     * (where xorshift128+ must not start), the clock will do. */
+    if (dlock__random_bytes(seed, sizeof(seed)) != 0 || (seed[0] == 0 && seed[1] == 0))
         seed[0] = 0x9e3779b97f4a7c15ull ^ (uint64_t)dlock_now_ms();
     c->rng[0] = seed[0];
     c->rng[1] = seed[1];

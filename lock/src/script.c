@@ -1,59 +1,47 @@
-/* script.c - the Lua scripts (acquire, release, extend, fence sync), their
- * SHA1 names, and EVALSHA with the EVAL fallback on NOSCRIPT. */
+/* script.c - the Lua scripts (acquire, release, extend, fence sync) and
+ * EVALSHA with the EVAL fallback on NOSCRIPT. */
 #include "dlock_internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* Acquire. SET NX PX and INCR run in one script because a script is atomic
- * in Redis: the fence can never be bumped for an acquisition that did not
- * happen, nor an acquisition happen without its fence bump (two separate
- * commands could be split by a crash or by another client's SET).
- * KEYS[1] = <prefix><resource>, KEYS[2] = <prefix><resource>:fence.
- * The fence key has no expiry on purpose: the lock key comes and goes with
+/* The scripts' text lives in lock/src/lua/ (one .lua file each); the build generates
+ * dlock_scripts.h from those files, with each body as a C string and its
+ * SHA1 (the name EVALSHA uses) computed by CMake from the same bytes.
+ *
+ * acquire.lua: SET NX PX and INCR run in one script because a script is
+ * atomic in Redis: the fence can never be bumped for an acquisition that
+ * did not happen, nor an acquisition happen without its fence bump (two
+ * separate commands could be split by a crash or by another client's SET).
+ * KEYS[1] = the lock key, KEYS[2] = the fence key (see acquire.c). The
+ * fence key has no expiry on purpose: the lock key comes and goes with
  * every TTL, but fences must keep increasing across those expiries - an
  * expiring counter would restart at 1 and let a stale holder's old, larger
- * fence win at the storage. */
-static const char ACQUIRE_LUA[] =
-    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-    "  return redis.call('INCR', KEYS[2])\n"
-    "end\n"
-    "return 0\n";
-
-/* Release: GET-compare-DEL must be one atomic step, else the key can expire
- * and be taken by another client between our GET and our DEL, and we would
- * delete their lock (the distlock page's script). */
-static const char RELEASE_LUA[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-    "  return redis.call('DEL', KEYS[1])\n"
-    "end\n"
-    "return 0\n";
-
-/* Extend: same token check, so an owner whose key expired cannot prolong
- * another client's lock, and renewal can never re-acquire. */
-static const char EXTEND_LUA[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-    "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "end\n"
-    "return 0\n";
-
-/* Fence sync: raise the counter to ARGV[1] if it is lower; counters only
- * ever go up. See acquire.c for why the nodes of a quorum must agree. */
-static const char FENCE_SYNC_LUA[] =
-    "local cur = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
-    "if cur < tonumber(ARGV[1]) then\n"
-    "  redis.call('SET', KEYS[1], ARGV[1])\n"
-    "end\n"
-    "return 1\n";
+ * fence win at the storage.
+ *
+ * release.lua: GET-compare-DEL must be one atomic step, else the key can
+ * expire and be taken by another client between our GET and our DEL, and
+ * we would delete their lock (the distlock page's script).
+ *
+ * extend.lua: the same token check, so an owner whose key expired cannot
+ * prolong another client's lock, and renewal can never re-acquire.
+ *
+ * fence_sync.lua: raise the counter to ARGV[1] if it is lower; counters
+ * only ever go up. See acquire.c for why the nodes of a quorum must agree. */
+#include "dlock_scripts.h"
 
 void dlock__scripts_init(dlock_client *c)
 {
-    static const char *const bodies[DLOCK__SCRIPT_COUNT] = {ACQUIRE_LUA, RELEASE_LUA, EXTEND_LUA,
-                                                            FENCE_SYNC_LUA};
+    static const char *const bodies[DLOCK__SCRIPT_COUNT] = {DLOCK__LUA_ACQUIRE, DLOCK__LUA_RELEASE,
+                                                            DLOCK__LUA_EXTEND,
+                                                            DLOCK__LUA_FENCE_SYNC};
+    static const char *const shas[DLOCK__SCRIPT_COUNT] = {DLOCK__SHA1_ACQUIRE, DLOCK__SHA1_RELEASE,
+                                                          DLOCK__SHA1_EXTEND,
+                                                          DLOCK__SHA1_FENCE_SYNC};
 
     for (int i = 0; i < DLOCK__SCRIPT_COUNT; i++) {
         c->scripts[i].body = bodies[i];
-        dlock__sha1_hex(bodies[i], strlen(bodies[i]), c->scripts[i].sha);
+        memcpy(c->scripts[i].sha, shas[i], sizeof(c->scripts[i].sha));
     }
 }
 
