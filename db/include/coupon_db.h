@@ -73,6 +73,11 @@ const char *db_errmsg(const db_store *db); /* borrowed; last failure's detail */
 
 /* A trivial query, for health checks. */
 db_status db_ping(db_store *db);
+/* Can this connection write now? DB_OK, or DB_ERROR for a read-only file,
+ * DB_BUSY when another writer holds the lock past the busy timeout, or the
+ * failure (detail in db_errmsg). Runs BEGIN IMMEDIATE; ROLLBACK: nothing
+ * changes. For health checks and the start-up check (db/src/probe.c). */
+db_status db_write_probe(db_store *db);
 
 db_status db_create_coupon(db_store *db, const char *name, int64_t stock, int64_t per_user_limit,
                            db_coupon *out);

@@ -148,6 +148,20 @@ DLOCK_API size_t dlock_client_quorum(const dlock_client *c);
  * failed that same way. */
 DLOCK_API dlock_err dlock_ping(dlock_client *c, size_t *up_out);
 
+/* Like dlock_ping, and *up_mask (may be NULL) gets which nodes answered:
+ * bit i for the i-th address of the options. */
+DLOCK_API dlock_err dlock_ping_nodes(dlock_client *c, uint32_t *up_mask);
+
+/* Raise the fence counter of `resource` on every node to at least at_least;
+ * a counter already higher is left alone, so fences never go down. For a
+ * storage that refuses a fresh holder's fence as stale because the Redis
+ * nodes lost their counters (restart without AOF, FLUSHALL): pass the
+ * highest fence the storage accepted, and the next acquisition gets a
+ * larger one. DLOCK_OK when a quorum applied it (at_least <= 2^53: the
+ * script compares in Lua numbers); else an unavailable code, or
+ * DLOCK_ERR_ARG for a NULL / empty / oversized resource or a larger value. */
+DLOCK_API dlock_err dlock_fence_raise(dlock_client *c, const char *resource, uint64_t at_least);
+
 /* Acquire `resource` for ttl_ms, trying until the absolute CLOCK_MONOTONIC
  * deadline (ms, from dlock_now_ms()); deadline <= now means try once.
  * Between attempts: exponential backoff with full jitter (or the fixed delay

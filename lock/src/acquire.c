@@ -100,7 +100,7 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
 
     memset(res, 0, sizeof(res));
     if (dlock__lock_key(c, resource, key, sizeof(key)) != 0 ||
-        snprintf(fkey, sizeof(fkey), "%s:fence", key) >= (int)sizeof(fkey)) {
+        dlock__fence_key(c, resource, fkey, sizeof(fkey)) != 0) {
         dlock__errf(errbuf, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
         rc = DLOCK_ERR_ARG;
         goto out;

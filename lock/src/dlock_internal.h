@@ -242,6 +242,8 @@ void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id
 /* ---- keys and validity (acquire.c) ---- */
 #define DLOCK__KEY_BUF (DLOCK_MAX_KEY_LEN + 8) /* room for the ":fence" suffix */
 int dlock__lock_key(const dlock_client *c, const char *resource, char *out, size_t outlen);
+/* ---- fence_raise.c: the fence counter's key, "<lock key>:fence" (0, or -1 if it does not fit) ---- */
+int dlock__fence_key(const dlock_client *c, const char *resource, char *out, size_t outlen);
 int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms);
 size_t dlock__count_int(const dlock__result *res, size_t n, long long value, uint32_t *mask_out);
 int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);

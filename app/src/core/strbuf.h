@@ -1,4 +1,5 @@
-/* strbuf.h - a growable, NUL-terminated text buffer for the page and /metrics. */
+/* strbuf.h - a growable, NUL-terminated text buffer for the page (routes_page.c;
+ * /metrics writes through open_memstream instead). */
 #ifndef APP_STRBUF_H
 #define APP_STRBUF_H
 

@@ -2,7 +2,9 @@
  * accumulation with our own body and header limits, and the graceful stop. */
 #include "http/server.h"
 
+#include <errno.h>
 #include <netdb.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "http/router.h"
 #include "http/unescape.h"
 #include "common.h"
+#include "core/log.h"
 #include "core/metrics.h"
 
 /* MHD's own per-connection memory pool. It must be well above our header
@@ -94,9 +97,20 @@ _Static_assert(ROUTE__COUNT <= METRICS_MAX_ROUTES, "metrics has a counter row pe
 
 static enum MHD_Result counted(request *rq, int ret)
 {
-    if (rq->replied)
-        metrics_request((unsigned)rq->route.id, router_route_name(rq->route.id), rq->status);
+    if (rq->replied) {
+        int64_t took = cm_now_us() - rq->t0_us;
+        metrics_request((unsigned)rq->route.id, router_route_name(rq->route.id), rq->status, took);
+        access_log_line(rq->method, rq->url, rq->status, rq->code, took);
+    }
     return (enum MHD_Result)ret;
+}
+
+/* libmicrohttpd's own messages (a socket error, a connection it dropped)
+ * go through the same logger as ours, so stderr keeps one line format. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    log_event_vline(LOG_WARN, LOG_EV_HTTPD, fmt, ap);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -116,6 +130,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rq->app = a;
         rq->conn = conn;
         rq->method = method;
+        rq->url = url;
+        rq->code = -1;
+        rq->t0_us = cm_now_us();
         *con_cls = rq;
         atomic_fetch_add(&a->in_flight, 1);
         router_match(url, method, &rq->route);
@@ -158,6 +175,28 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     atomic_fetch_sub(&a->in_flight, 1);
 }
 
+/* Binds the address once ourselves, as MHD will (SO_REUSEADDR), and lets
+ * it go: MHD reports a failed bind only as "NULL daemon", and an operator
+ * who finds the port taken needs the port and the reason. */
+static int probe_bind(const struct addrinfo *ai, const app_config *cfg, char *errbuf, size_t errlen)
+{
+    char hostport[320];
+    int one = 1;
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+
+    if (fd < 0)
+        return 0; /* no socket to probe with: MHD will say what it says */
+    config_format_hostport(cfg->listen_host, cfg->listen_port, hostport, sizeof hostport);
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+        bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        snprintf(errbuf, errlen, "cannot listen on %s: %s", hostport, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
 int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errlen)
 {
     int result = -1;
@@ -178,6 +217,10 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
         snprintf(errbuf, errlen, "cannot resolve listen host '%s': %s", cfg->listen_host, gai_strerror(gai));
         goto out;
     }
+    if (probe_bind(ai, cfg, errbuf, errlen) != 0) {
+        result = SERVER_ERR_BIND;
+        goto out;
+    }
     s = calloc(1, sizeof *s);
     if (s == NULL) {
         snprintf(errbuf, errlen, "out of memory");
@@ -191,6 +234,8 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
         flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, a,
+        /* First, or MHD's messages about the options go to its own stderr logger. */
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
         MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
