@@ -4,6 +4,7 @@
  * client; duplicate nodes are refused; lock and fence keys never collide; a
  * failed fence sync says so. (Renewal safety: tests/lock/lost.c.) */
 #include <criterion/criterion.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,4 +305,60 @@ Test(lock_safety, failed_fence_sync_has_its_own_code, .timeout = 10)
     cr_assert(strstr(why, "fence counter reached 11 on only 1 of them") != NULL, "%s", why);
     cr_assert(dlock_err_is_unavailable(DLOCK_ERR_FENCE_SYNC));
     dlock_client_free(c);
+}
+
+typedef struct errstr_writer {
+    dlock_client *c;
+    const char *names[2];
+    _Atomic int stop;
+    int rounds;
+} errstr_writer;
+
+static void *write_errstrs(void *p)
+{
+    errstr_writer *w = p;
+    for (w->rounds = 0; !atomic_load(&w->stop); w->rounds++) {
+        dlock_lock *l = NULL;
+        (void)dlock_try_acquire(w->c, w->names[w->rounds % 2], 5000, &l);
+    }
+    return NULL;
+}
+
+/* Defect: dlock_client_errstr handed out the client's own buffer, which
+ * another thread's failing call rewrote while the caller read it. The copy
+ * is taken under the client's mutex: every copy is one whole message. */
+Test(lock_safety, errstr_copy_is_one_whole_message, .timeout = 15)
+{
+    char longname[120], want[2][DLOCK_ERRSTR_LEN], buf[DLOCK_ERRSTR_LEN];
+    dlock_client *holder = tc_client(nodes, 1, 0), *shared = tc_client(nodes, 1, 0);
+    dlock_lock *h[2] = {NULL, NULL};
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    errstr_writer w = {.c = shared, .names = {longname, "y"}};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(dlock_try_acquire(holder, w.names[i], 10000, &h[i]), DLOCK_OK);
+        cr_assert_eq(dlock_try_acquire(shared, w.names[i], 5000, &(dlock_lock *){NULL}),
+                     DLOCK_ERR_TAKEN);
+        dlock_client_errstr(shared, want[i], sizeof want[i]);
+    }
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, write_errstrs, &w), 0);
+    long copies = 0, torn = 0;
+    int64_t until = dlock_now_ms() + 1500;
+    while (dlock_now_ms() < until) {
+        dlock_client_errstr(shared, buf, sizeof buf);
+        copies++;
+        if (strcmp(buf, want[0]) != 0 && strcmp(buf, want[1]) != 0 && torn++ == 0)
+            fprintf(stderr, "torn copy: \"%s\"\n", buf);
+    }
+    atomic_store(&w.stop, 1);
+    pthread_join(th, NULL);
+    cr_assert_gt(w.rounds, 100, "only %d failing calls to race with", w.rounds);
+    cr_assert_eq(torn, 0, "%ld of %ld copies were not one whole message", torn, copies);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(dlock_release(holder, h[i]), DLOCK_OK);
+        dlock_lock_free(h[i]);
+    }
+    dlock_client_free(holder);
+    dlock_client_free(shared);
 }
