@@ -160,7 +160,7 @@ DLOCK_API dlock_err dlock_client_new(const dlock_options *opts, dlock_client **o
 
 /* Stops the watchdog thread (if any), closes every connection and frees the
  * client. Locks still held are not released (their TTL frees them); lock
- * handles stay valid to free but must not be used with another client.
+ * handles stay valid to free; any other client refuses them (DLOCK_ERR_ARG).
  * Accepts NULL. */
 DLOCK_API void dlock_client_free(dlock_client *c);
 
@@ -251,7 +251,10 @@ DLOCK_API dlock_err dlock_release(dlock_client *c, dlock_lock *lock);
 DLOCK_API dlock_err dlock_extend(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms);
 
 /* Frees the handle only (no network). If automatic renewal is on for it, it
- * is stopped first. Release before freeing if you still hold it. NULL ok. */
+ * is stopped first; if its on_lost is running on the watchdog thread, this
+ * waits for the callback to return (called from inside that callback, the
+ * free is done just after it returns). Release before freeing if you still
+ * hold it. NULL ok. */
 DLOCK_API void dlock_lock_free(dlock_lock *lock);
 
 /* Accessors; all borrowed/plain values, valid until dlock_lock_free. */
@@ -284,8 +287,8 @@ DLOCK_API int dlock_is_held(const dlock_lock *lock);
  * released or freed; it never re-acquires an expired lock. Reaching
  * max_renewals or max_lease_ms only stops renewal: on_lost is NOT called;
  * dlock_is_held() turns 0 when the last validity ends.
- * dlock_auto_renew returns DLOCK_OK, DLOCK_ERR_ARG (NULL, or the lock is
- * auto-renewed by another client), DLOCK_ERR_LOST (already released or
+ * dlock_auto_renew returns DLOCK_OK, DLOCK_ERR_ARG (NULL, or a lock of
+ * another client), DLOCK_ERR_LOST (already released or
  * lost) or DLOCK_ERR_NOMEM (the watchdog thread could not start). Calling
  * it again for a registered lock replaces its options. */
 typedef void (*dlock_lost_fn)(const dlock_lock *lock, dlock_err why, void *user);

@@ -202,7 +202,7 @@ Test(lock_args, release_extend_renew_reject_null, .timeout = 10)
 
 Test(lock_args, strerror_never_null, .timeout = 10)
 {
-    for (int e = DLOCK_OK; e <= DLOCK_ERR_AUTH; e++) {
+    for (int e = DLOCK_OK; e <= DLOCK_ERR_FENCE_SYNC; e++) {
         const char *s = dlock_strerror((dlock_err)e);
         cr_assert_not_null(s);
         cr_assert_neq(s[0], '\0');
@@ -211,7 +211,7 @@ Test(lock_args, strerror_never_null, .timeout = 10)
     }
     cr_assert_not_null(dlock_strerror((dlock_err)999));
     cr_assert_not_null(dlock_strerror((dlock_err)-1));
-    cr_assert_not_null(dlock_strerror((dlock_err)(DLOCK_ERR_AUTH + 1)));
+    cr_assert_not_null(dlock_strerror((dlock_err)(DLOCK_ERR_FENCE_SYNC + 1)));
 }
 
 Test(lock_args, unavailable_classification, .timeout = 10)
@@ -220,9 +220,9 @@ Test(lock_args, unavailable_classification, .timeout = 10)
         [DLOCK_OK] = 0,          [DLOCK_ERR_ARG] = 0,      [DLOCK_ERR_TAKEN] = 0,
         [DLOCK_ERR_TIMEOUT] = 1, [DLOCK_ERR_UNREACHABLE] = 1, [DLOCK_ERR_NO_QUORUM] = 1,
         [DLOCK_ERR_LOST] = 0,    [DLOCK_ERR_EXPIRED] = 0,  [DLOCK_ERR_NOMEM] = 0,
-        [DLOCK_ERR_PROTOCOL] = 1, [DLOCK_ERR_AUTH] = 1,
+        [DLOCK_ERR_PROTOCOL] = 1, [DLOCK_ERR_AUTH] = 1,   [DLOCK_ERR_FENCE_SYNC] = 1,
     };
-    for (int e = DLOCK_OK; e <= DLOCK_ERR_AUTH; e++)
+    for (int e = DLOCK_OK; e <= DLOCK_ERR_FENCE_SYNC; e++)
         cr_assert_eq(dlock_err_is_unavailable((dlock_err)e) != 0, expect[e], "code %d", e);
     cr_assert_eq(dlock_err_is_unavailable((dlock_err)999), 0);
 }
