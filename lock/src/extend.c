@@ -49,6 +49,7 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
     if (ones >= c->quorum && validity > 0) {
         atomic_store(&lock->valid_until_ms, t0 + (int64_t)ttl_ms - drift);
         lock->renew_base_ms = t0;
+        lock->renew_retry_ms = 0; /* the watchdog counts from this round now */
         lock->cur_ttl_ms = ttl_ms;
         c->stats.extends++;
         rc = DLOCK_OK;
