@@ -46,11 +46,10 @@ static void on_lost(const dlock_lock *lock, dlock_err why, void *user)
     atomic_store(&s->done, 1);
 }
 
-static dlock_lock *renewed(dlock_client *c, size_t n, const char *res, seen *s)
+static dlock_lock *renewed(dlock_client *c, const char *res, seen *s)
 {
     dlock_lock *l = NULL;
     dlock_renew_options ro = {.on_lost = on_lost, .user = s};
-    (void)n;
     cr_assert_eq(dlock_try_acquire(c, res, TTL, &l), DLOCK_OK, "%s", TC_ERR(c));
     cr_assert_eq(dlock_auto_renew(c, l, &ro), DLOCK_OK);
     return l;
@@ -79,7 +78,7 @@ Test(lock_lost, on_lost_may_call_the_client, .timeout = 10)
 {
     dlock_client *c = tc_client(nodes, 1, 0);
     seen s = {.c = c};
-    dlock_lock *l = renewed(c, 1, "cb-call", &s);
+    dlock_lock *l = renewed(c, "cb-call", &s);
     delete_key("cb-call");
     cr_assert_eq(wait_flag(&s.done, 3 * TTL), 1, "on_lost did not return (deadlock?)");
     cr_assert_eq(s.why, DLOCK_ERR_LOST);
@@ -99,7 +98,7 @@ Test(lock_lost, free_when_not_held_waits_for_on_lost, .timeout = 10)
 {
     dlock_client *c = tc_client(nodes, 1, 0);
     seen s = {.sleep_ms = 300};
-    dlock_lock *l = renewed(c, 1, "cb-free", &s);
+    dlock_lock *l = renewed(c, "cb-free", &s);
     delete_key("cb-free");
     int64_t until = dlock_now_ms() + 3 * TTL;
     while (dlock_is_held(l) && dlock_now_ms() < until)
@@ -119,14 +118,14 @@ Test(lock_lost, free_inside_on_lost_is_deferred, .timeout = 10)
 {
     dlock_client *c = tc_client(nodes, 1, 0);
     seen s = {0};
-    dlock_lock *l = renewed(c, 1, "cb-self", &s);
+    dlock_lock *l = renewed(c, "cb-self", &s);
     s.free_me = l;
     delete_key("cb-self");
     cr_assert_eq(wait_flag(&s.done, 3 * TTL), 1);
     cr_assert_str_eq(s.resource, "cb-self");
     /* The watchdog goes on serving other locks afterwards. */
     seen s2 = {0};
-    dlock_lock *l2 = renewed(c, 1, "cb-next", &s2);
+    dlock_lock *l2 = renewed(c, "cb-next", &s2);
     test_sleep_ms(2 * TTL);
     cr_assert_eq(dlock_is_held(l2), 1);
     cr_assert_geq(dlock_lock_renewals(l2), 2);
@@ -144,7 +143,7 @@ Test(lock_lost, one_unanswered_renewal_is_retried, .timeout = 15)
 {
     dlock_client *c = tc_client(nodes, NODES, CMD_TIMEOUT);
     seen s = {0};
-    dlock_lock *l = renewed(c, NODES, "blip", &s);
+    dlock_lock *l = renewed(c, "blip", &s);
     int64_t t0 = dlock_now_ms();
     cr_assert_eq(redis_pause(&nodes[1]), 0);
     cr_assert_eq(redis_pause(&nodes[2]), 0);
@@ -169,7 +168,7 @@ Test(lock_lost, renewal_gives_up_shortly_before_validity_ends, .timeout = 15)
 {
     dlock_client *c = tc_client(nodes, NODES, CMD_TIMEOUT);
     seen s = {0};
-    dlock_lock *l = renewed(c, NODES, "gone-for-good", &s);
+    dlock_lock *l = renewed(c, "gone-for-good", &s);
     int64_t end = dlock_lock_valid_until_ms(l);
     cr_assert_eq(redis_pause(&nodes[1]), 0);
     cr_assert_eq(redis_pause(&nodes[2]), 0);
