@@ -77,10 +77,15 @@ static void mark_lost(dlock_client *c, dlock_lock *lock, dlock_err why)
         pthread_mutex_lock(&c->mu);
         c->wd_cb_lock = NULL;
     }
+    /* Read before unregistering: once the lock leaves the registry, a
+     * dlock_lock_free on another thread finds no client and frees it at
+     * once, without waiting for our mutex. */
+    int free_it = lock->free_after_cb;
+
     /* Called once: the lock leaves the registry here, so no later pass can
      * report it again. */
     dlock__renew_unregister_locked(c, lock);
-    if (lock->free_after_cb) {
+    if (free_it) {
         free(lock->resource);
         free(lock);
     }
