@@ -38,8 +38,10 @@ static db_status heal_fence(worker *w, const app_config *cfg, const char *resour
         return DB_STALE_FENCE;
     dlock_err e = dlock_fence_raise(w->lock, resource, (uint64_t)c.last_fence);
     if (e != DLOCK_OK) {
+        char why[DLOCK_ERRSTR_LEN];
         log_event_line(LOG_ERROR, LOG_EV_LOCK_ERROR, "coupon %" PRId64 ": cannot raise the fence counters to %" PRId64
-                       ": %s: %s", coupon_id, c.last_fence, dlock_strerror(e), dlock_client_errstr(w->lock));
+                       ": %s: %s", coupon_id, c.last_fence, dlock_strerror(e),
+                       dlock_client_errstr(w->lock, why, sizeof why));
         return DB_STALE_FENCE;
     }
     if (dlock_release(w->lock, *lockp) != DLOCK_OK)
