@@ -44,7 +44,7 @@ dlock_err dlock_fence_raise(dlock_client *c, const char *resource, uint64_t at_l
     snprintf(value, sizeof(value), "%" PRIu64, at_least);
     memset(res, 0, sizeof(res));
     /* The fence-sync script: SET to ARGV[1] only if the counter is lower. */
-    dlock__script_round(c, dlock__all_nodes(c), DLOCK__SCRIPT_FENCE_SYNC, keys, 1, args, 1, res, NULL, NULL);
+    dlock__script_round(c, dlock__all_nodes(c), 0, DLOCK__SCRIPT_FENCE_SYNC, keys, 1, args, 1, res, NULL, NULL);
     dlock__count_int(res, c->n, 1, &ones);
     /* A quorum: every later quorum shares a node with it, so the next
      * acquisition's fence (the maximum over its quorum, plus one) is above
