@@ -1,5 +1,5 @@
 /* fence_raise.c - dlock_fence_raise: lift a resource's fence counters to at
- * least a value, on a quorum, never lowering any; and the fence key's name.
+ * least a value, on a quorum, never lowering any.
  *
  * Why: the counters live in Redis. A node that restarts without its data
  * (no AOF, FLUSHALL) starts them at 0 again, while the storage behind the
@@ -7,23 +7,13 @@
  * refused as stale until the counter has climbed back. The storage knows
  * that value, so the caller hands it here and the next acquisition draws a
  * fence above it. Raising is always safe: fences must only grow, and a
- * counter already higher is left alone. */
+ * counter already higher is left alone. The counter's key is
+ * dlock__fence_key's (acquire.c: "<prefix>fence:<resource>"). */
 #include "dlock_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-
-int dlock__fence_key(const dlock_client *c, const char *resource, char *out, size_t outlen)
-{
-    char key[DLOCK__KEY_BUF];
-
-    /* The one place that names the counter: "<prefix><resource>:fence". */
-    if (dlock__lock_key(c, resource, key, sizeof(key)) != 0)
-        return -1;
-    int len = snprintf(out, outlen, "%s:fence", key);
-    return (len < 0 || (size_t)len >= outlen) ? -1 : 0;
-}
 
 dlock_err dlock_fence_raise(dlock_client *c, const char *resource, uint64_t at_least)
 {

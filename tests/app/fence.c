@@ -12,9 +12,6 @@
 
 #include "app_util.h"
 
-/* Key of libdlock's per-resource fencing counter (INCR'd on each acquisition). */
-#define APP_FENCE_KEY_FMT APP_LOCK_KEY_FMT ":fence"
-
 const app_suite_plan app_plan = {.db_name = "fence.db", .nredis = 1, .nservers = 1};
 TestSuite(app_fence, .init = app_suite_init, .fini = app_suite_fini, .timeout = 30);
 

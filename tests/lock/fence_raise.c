@@ -22,7 +22,7 @@ static void set_counter(const redis_proc *r, const char *key, const char *value)
 static uint64_t acquire_fence(dlock_client *c, const char *resource)
 {
     dlock_lock *l = NULL;
-    cr_assert_eq(dlock_try_acquire(c, resource, 5000, &l), DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(dlock_try_acquire(c, resource, 5000, &l), DLOCK_OK, "%s", TC_ERR(c));
     uint64_t f = dlock_lock_fence(l);
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
     dlock_lock_free(l);
@@ -33,9 +33,9 @@ Test(lock_fence_raise, raises_and_the_next_fence_is_above, .timeout = 15)
 {
     dlock_client *c = tc_client(nodes, NODES, 0);
     cr_assert_eq(acquire_fence(c, "fr1"), 1);
-    cr_assert_eq(dlock_fence_raise(c, "fr1", 100), DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(dlock_fence_raise(c, "fr1", 100), DLOCK_OK, "%s", TC_ERR(c));
     for (size_t i = 0; i < NODES; i++)
-        cr_assert_eq(tc_get_ll(&nodes[i], "fr1:fence"), 100, "node %zu", i);
+        cr_assert_eq(tc_get_ll(&nodes[i], "fence:fr1"), 100, "node %zu", i);
     cr_assert_eq(acquire_fence(c, "fr1"), 101);
     /* A resource never acquired gets its counters too. */
     cr_assert_eq(dlock_fence_raise(c, "fr-new", 7), DLOCK_OK);
@@ -47,20 +47,20 @@ Test(lock_fence_raise, never_lowers, .timeout = 15)
 {
     dlock_client *c = tc_client(nodes, NODES, 0);
     /* Node 0 is ahead of the others (it saw acquisitions they missed). */
-    set_counter(&nodes[0], "fr2:fence", "500");
-    set_counter(&nodes[1], "fr2:fence", "40");
-    set_counter(&nodes[2], "fr2:fence", "40");
+    set_counter(&nodes[0], "fence:fr2", "500");
+    set_counter(&nodes[1], "fence:fr2", "40");
+    set_counter(&nodes[2], "fence:fr2", "40");
     cr_assert_eq(dlock_fence_raise(c, "fr2", 60), DLOCK_OK);
-    cr_assert_eq(tc_get_ll(&nodes[0], "fr2:fence"), 500, "raise lowered a counter");
-    cr_assert_eq(tc_get_ll(&nodes[1], "fr2:fence"), 60);
-    cr_assert_eq(tc_get_ll(&nodes[2], "fr2:fence"), 60);
+    cr_assert_eq(tc_get_ll(&nodes[0], "fence:fr2"), 500, "raise lowered a counter");
+    cr_assert_eq(tc_get_ll(&nodes[1], "fence:fr2"), 60);
+    cr_assert_eq(tc_get_ll(&nodes[2], "fence:fr2"), 60);
     /* Lower than every counter: nothing moves. */
     cr_assert_eq(dlock_fence_raise(c, "fr2", 3), DLOCK_OK);
-    cr_assert_eq(tc_get_ll(&nodes[0], "fr2:fence"), 500);
-    cr_assert_eq(tc_get_ll(&nodes[1], "fr2:fence"), 60);
-    cr_assert_eq(tc_get_ll(&nodes[2], "fr2:fence"), 60);
+    cr_assert_eq(tc_get_ll(&nodes[0], "fence:fr2"), 500);
+    cr_assert_eq(tc_get_ll(&nodes[1], "fence:fr2"), 60);
+    cr_assert_eq(tc_get_ll(&nodes[2], "fence:fr2"), 60);
     cr_assert_eq(dlock_fence_raise(c, "fr2", 0), DLOCK_OK);
-    cr_assert_eq(tc_get_ll(&nodes[1], "fr2:fence"), 60);
+    cr_assert_eq(tc_get_ll(&nodes[1], "fence:fr2"), 60);
     dlock_client_free(c);
 }
 
@@ -73,8 +73,8 @@ Test(lock_fence_raise, needs_a_quorum, .timeout = 20)
     cr_assert_eq(redis_kill(&nodes[2]), 0);
     cr_assert_eq(dlock_ping_nodes(c, &mask), DLOCK_OK);
     cr_assert_eq(mask, 3u, "ping_nodes mask %u with node 2 down", mask);
-    cr_assert_eq(dlock_fence_raise(c, "fr3", 9), DLOCK_OK, "2 of 3 is a quorum: %s", dlock_client_errstr(c));
-    cr_assert_eq(tc_get_ll(&nodes[0], "fr3:fence"), 9);
+    cr_assert_eq(dlock_fence_raise(c, "fr3", 9), DLOCK_OK, "2 of 3 is a quorum: %s", TC_ERR(c));
+    cr_assert_eq(tc_get_ll(&nodes[0], "fence:fr3"), 9);
     cr_assert_eq(redis_kill(&nodes[1]), 0);
     dlock_err e = dlock_fence_raise(c, "fr3", 20);
     cr_assert(dlock_err_is_unavailable(e), "one of 3 nodes: %s", dlock_strerror(e));
@@ -96,6 +96,9 @@ Test(lock_fence_raise, bad_arguments, .timeout = 10)
     memset(big, 'k', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     cr_assert_eq(dlock_fence_raise(c, big, 1), DLOCK_ERR_ARG);
-    cr_assert_eq(tc_exists(&nodes[0], "x:fence"), 0);
+    char fkey[TC_KEY_LEN], out[16];
+    const char *exists[] = {"EXISTS", tc_fence_key(fkey, "x")};
+    tc_cmd(&nodes[0], out, sizeof out, 2, exists);
+    cr_assert_str_eq(out, "0");
     dlock_client_free(c);
 }

@@ -60,6 +60,7 @@ const claim_outcome *claim_outcome_of(claim_result r);
     X(TIMEOUT, "timeout")         /* still taken at the deadline (or queued past it) */     \
     X(EXPIRED, "expired")         /* quorum reached but validity used up */                 \
     X(UNAVAILABLE, "unavailable") /* no quorum / unreachable / timeout / auth / protocol */ \
+    X(FENCE_SYNC, "fence_sync")   /* a quorum granted it, its fence counters could not be synced */ \
     X(OTHER, "other")
 
 typedef enum lock_error_kind {

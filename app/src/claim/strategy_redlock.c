@@ -1,5 +1,6 @@
-/* strategy_redlock.c - the critical section under libdlock's lock
- * "lock:coupon:<id>" (single instance with one Redis address, Redlock with
+/* strategy_redlock.c - the critical section under libdlock's lock on the
+ * resource "coupon:<id>", which libdlock keeps at the key "lock:coupon:<id>"
+ * and its fence counter at "fence:coupon:<id>" (dlock.h, "Keys") (single instance with one Redis address, Redlock with
  * several), with the lock's fencing token checked by the store (--fence).
  * Same-coupon claims of this server queue locally first (combiner.h) and,
  * with --lock-batch > 1, share one acquisition, one read and one write. */
@@ -37,8 +38,10 @@ static db_status heal_fence(worker *w, const app_config *cfg, const char *resour
         return DB_STALE_FENCE;
     dlock_err e = dlock_fence_raise(w->lock, resource, (uint64_t)c.last_fence);
     if (e != DLOCK_OK) {
+        char why[DLOCK_ERRSTR_LEN];
         log_event_line(LOG_ERROR, LOG_EV_LOCK_ERROR, "coupon %" PRId64 ": cannot raise the fence counters to %" PRId64
-                       ": %s: %s", coupon_id, c.last_fence, dlock_strerror(e), dlock_client_errstr(w->lock));
+                       ": %s: %s", coupon_id, c.last_fence, dlock_strerror(e),
+                       dlock_client_errstr(w->lock, why, sizeof why));
         return DB_STALE_FENCE;
     }
     if (dlock_release(w->lock, *lockp) != DLOCK_OK)
@@ -145,7 +148,7 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
     }
 
     /* One lock per coupon: claims on different coupons never wait for each other. */
-    snprintf(resource, sizeof resource, "lock:coupon:%" PRId64, coupon_id);
+    snprintf(resource, sizeof resource, "coupon:%" PRId64, coupon_id);
     dlock_client_stats(w->lock, &before);
     dlock_err e = dlock_acquire(w->lock, resource, cfg->lock_ttl_ms, deadline, &lock);
     metrics_lock_wait_us(cm_now_us() - t0);
@@ -155,7 +158,9 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
     metrics_lock_retries(after.retries - before.retries);
     if (e != DLOCK_OK) {
         lock_error_kind kind;
-        snprintf(out->detail, sizeof out->detail, "%s: %s", dlock_strerror(e), dlock_client_errstr(w->lock));
+        char why[DLOCK_ERRSTR_LEN];
+        snprintf(out->detail, sizeof out->detail, "%s: %s", dlock_strerror(e),
+                 dlock_client_errstr(w->lock, why, sizeof why));
         result = claim_from_lock(e, &kind); /* 1005 or 1006: claim/outcome.c */
         metrics_lock_error(kind);
         goto out;
