@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "app.h"
+#include "claim/hold_log.h"
 #include "http/server.h"
 
 /* Written by the signal handler, read by main: the self-pipe turns an
@@ -93,6 +94,12 @@ int main(int argc, char **argv)
     }
     a.cfg = &cfg;
     a.strat = strategy_by_name(cfg.strategy);
+    /* Before any thread: the log's descriptor is then only read by them. */
+    if (hold_log_open(cfg.hold_log, err, sizeof err) != 0) {
+        fprintf(stderr, "coupon-server: %s\n", err);
+        rc = 2;
+        goto out;
+    }
     atomic_init(&a.in_flight, 0);
     atomic_init(&a.stopping, 0);
     /* jansson seeds its hash function on first use; doing it here, before
@@ -147,6 +154,7 @@ int main(int argc, char **argv)
 out:
     server_stop(srv);
     pool_free(pool);
+    hold_log_close();
     config_free(&cfg);
     for (int i = 0; i < 2; i++)
         if (stop_pipe[i] >= 0)

@@ -11,6 +11,7 @@
 
 #include "claim/combiner.h"
 #include "claim/fault.h"
+#include "claim/hold_log.h"
 #include "common.h"
 #include "core/metrics.h"
 #include "claim/section.h"
@@ -28,6 +29,7 @@ static claim_result run_locked(worker *w, const app_config *cfg, dlock_lock *loc
     db_claim_req reqs[CONFIG_MAX_BATCH];
     combine_req *queued[CONFIG_MAX_BATCH];
     uint64_t fence = dlock_lock_fence(lock);
+    int64_t held_at_us = hold_log_begin(lock); /* --hold-log: before the write, see hold_log.h */
     size_t n = 1;
 
     memset(reqs, 0, sizeof reqs);
@@ -46,6 +48,7 @@ static claim_result run_locked(worker *w, const app_config *cfg, dlock_lock *loc
     }
 
     db_status st = section_run(w, cfg, coupon_id, cfg->fence, fence, reqs, n);
+    hold_log_note(lock, held_at_us, st, reqs, n);
     for (size_t i = 0; st == DB_STALE_FENCE && i < n; i++)
         metrics_lock_error(LOCK_ERROR_STALE_FENCE);
     for (size_t i = 1; i < n; i++) {
