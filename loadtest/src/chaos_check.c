@@ -12,7 +12,8 @@
  *   logged        every record's fence is that of a logged hold: listed in
  *                 an applied hold line with the same fence, or (its server
  *                 was killed between the commit and the line) the fence of a
- *                 begin line of that resource that never got its hold line;
+ *                 begin line that never got its hold line and is the last
+ *                 line of its server;
  *   one holder    no two applied holds share a fence while their holds
  *                 overlap in time (two writers the store could not tell apart).
  */
@@ -177,12 +178,22 @@ static void close_begins(run *r)
     }
 }
 
-/* A begin line of this fence without its hold line: a server killed mid-hold. */
+/* A begin line of this fence without its hold line, and its server's last
+ * line of the resource: a server killed mid-hold (one server's holds of one
+ * resource are sequential, so only its last one can lack its hold line). */
 static int open_begin_with(const run *r, uint64_t fence)
 {
-    for (size_t i = 0; i < r->n_holds; i++)
-        if (r->holds[i].kind == H_BEGIN && !r->holds[i].closed && r->holds[i].fence == fence)
+    for (size_t i = 0; i < r->n_holds; i++) {
+        const hold *b = &r->holds[i];
+        if (b->kind != H_BEGIN || b->closed || b->fence != fence)
+            continue;
+        int last = 1;
+        for (size_t j = 0; j < r->n_holds && last; j++)
+            if (r->holds[j].pid == b->pid && r->holds[j].acquired_us > b->acquired_us)
+                last = 0;
+        if (last)
             return 1;
+    }
     return 0;
 }
 
