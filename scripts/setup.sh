@@ -16,7 +16,7 @@ case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$DLOCK_ROOT/$BUILD_DIR" ;; esac
 
 SETUP_PACKAGES=(redis-server libhiredis-dev libsqlite3-dev libmicrohttpd-dev libjansson-dev
                 uuid-dev libcriterion-dev libcurl4-openssl-dev cmake pkg-config make gcc
-                curl)
+                curl sqlite3)
 
 setup_log() { [ "${SETUP_QUIET:-0}" = 1 ] || printf '[setup] %s\n' "$*" >&2; }
 

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "app.h"
+#include "claim/hold_log.h"
 #include "core/lockwatch.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -118,6 +119,12 @@ int main(int argc, char **argv)
     }
     a.cfg = &cfg;
     a.strat = strategy_by_name(cfg.strategy);
+    /* Before any thread: the log's descriptor is then only read by them. */
+    if (hold_log_open(cfg.hold_log, err, sizeof err) != 0) {
+        fprintf(stderr, "coupon-server: %s\n", err);
+        rc = 2;
+        goto out;
+    }
     atomic_init(&a.in_flight, 0);
     atomic_init(&a.stopping, 0);
     /* jansson seeds its hash function on first use; doing it here, before
@@ -197,6 +204,7 @@ out:
     if (stopping)
         log_event_line(LOG_INFO, LOG_EV_STOPPED, "stopped");
     access_log_close();
+    hold_log_close();
     config_free(&cfg);
     for (int i = 0; i < 2; i++)
         if (stop_pipe[i] >= 0)

@@ -196,6 +196,7 @@ Test(app_cli, bad_options_exit_2, .timeout = 30)
         {{"--lock-ttl", "abc"}, 2},
         {{"--lock-wait", "-5"}, 2},
         {{"--db", "/nonexistent/dir/x.db"}, 2},
+        {{"--hold-log", "/nonexistent/dir/holds.log"}, 2},
         {{"stray-argument"}, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

@@ -128,3 +128,52 @@ Test(app_fence, reset_fence_counter_heals_after_one_refusal, .timeout = 30)
                  0);
     expect_lock_free(id);
 }
+
+/* --hold-log: two lines per hold (begin, then hold with the outcome), the
+ * applied ones naming the fence the client was told and the record written;
+ * a refused hold says so and names no record. Read by chaos-check. */
+Test(app_fence, hold_log_records_each_hold, .timeout = 30)
+{
+    char path[400], line[1024], want[128];
+    snprintf(path, sizeof path, "%s.holds", g_app.db);
+    app_env_server_up(&g_app, 1, "--hold-log", path, NULL);
+    long long id = app_create_coupon(&g_app.srv[1], "logged", 10, 0);
+    long long fences[3];
+    const char *users[3] = {"h1", "h2", "h3"};
+    for (int i = 0; i < 3; i++) {
+        http_reply r;
+        app_claim(&g_app.srv[1], "POST", id, users[i], &r);
+        json_t *root = app_expect(&r, 200, 0);
+        fences[i] = app_jint(json_object_get(root, "data"), "fence");
+        json_decref(root);
+        http_reply_free(&r);
+    }
+    app_db_exec(g_app.db, "UPDATE coupon SET last_fence=%lld WHERE id=%lld", fences[2] + 100, id);
+    app_claim_expect(&g_app.srv[1], "POST", id, "h4", 503, 1010, APP_RETRY_AFTER);
+
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "no hold log at %s", path);
+    int begins = 0, applied = 0, refused = 0, matched = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        cr_assert(strncmp(line, "begin pid=", 10) == 0 || strncmp(line, "hold pid=", 9) == 0, "bad line: %s", line);
+        cr_assert_eq(line[strlen(line) - 1], '\n', "torn line: %s", line);
+        begins += line[0] == 'b';
+        applied += strstr(line, " outcome=applied ") != NULL;
+        if (strstr(line, " outcome=refused ") != NULL) {
+            refused++;
+            cr_assert(strstr(line, " records=\n") != NULL, "a refused hold names records: %s", line);
+        }
+        for (int i = 0; i < 3; i++) {
+            long long rec = app_db_int(g_app.db, "SELECT id FROM coupon_record WHERE user_id='%s'", users[i]);
+            snprintf(want, sizeof want, " fence=%lld ", fences[i]);
+            char recs[64];
+            snprintf(recs, sizeof recs, " records=%lld\n", rec);
+            matched += strstr(line, want) != NULL && strstr(line, recs) != NULL;
+        }
+    }
+    fclose(f);
+    cr_assert_eq(begins, 4, "%d begin lines, expected 4 (one per hold)", begins);
+    cr_assert_eq(applied, 3, "%d applied holds, expected 3", applied);
+    cr_assert_eq(refused, 1, "%d refused holds, expected 1", refused);
+    cr_assert_eq(matched, 3, "%d applied lines name the client's fence and its record, expected 3", matched);
+}

@@ -12,6 +12,7 @@
 
 #include "claim/combiner.h"
 #include "claim/fault.h"
+#include "claim/hold_log.h"
 #include "common.h"
 #include "core/lockwatch.h"
 #include "core/log.h"
@@ -62,7 +63,11 @@ static db_status heal_fence(worker *w, const app_config *cfg, const char *resour
     log_event_line(LOG_WARN, LOG_EV_FENCE_HEALED, "coupon %" PRId64 ": the store refused fresh fence %" PRIu64
                    " (its last is %" PRId64 "; Redis lost its fence counters?): counters raised, retried with fence %"
                    PRIu64, coupon_id, old, c.last_fence, fence);
-    return section_run(w, cfg, coupon_id, cfg->fence, fence, reqs, n);
+    /* The new lock is a hold of its own in the --hold-log history. */
+    int64_t held_at_us = hold_log_begin(*lockp);
+    db_status st = section_run(w, cfg, coupon_id, cfg->fence, fence, reqs, n);
+    hold_log_note(*lockp, held_at_us, st, reqs, n);
+    return st;
 }
 
 /* The section under a held lock: our claim plus, with --lock-batch > 1,
@@ -79,6 +84,7 @@ static claim_result run_locked(worker *w, const app_config *cfg, const char *res
     db_claim_req reqs[CONFIG_MAX_BATCH];
     combine_req *queued[CONFIG_MAX_BATCH];
     uint64_t fence = dlock_lock_fence(*lockp);
+    int64_t held_at_us = hold_log_begin(*lockp); /* --hold-log: before the write, see hold_log.h */
     size_t n = 1;
 
     memset(reqs, 0, sizeof reqs);
@@ -97,6 +103,7 @@ static claim_result run_locked(worker *w, const app_config *cfg, const char *res
     }
 
     db_status st = section_run(w, cfg, coupon_id, cfg->fence, fence, reqs, n);
+    hold_log_note(*lockp, held_at_us, st, reqs, n);
     if (st == DB_STALE_FENCE && dlock_lock_valid_until_ms(*lockp) > dlock_now_ms()) {
         st = heal_fence(w, cfg, resource, coupon_id, deadline, lockp, reqs, n);
         if (*lockp != NULL)

@@ -65,6 +65,8 @@
       "fault injection: on this server's N-th successful lock acquisition, _exit at once without releasing (setnx-expire: between SETNX and EXPIRE); 0 = off") \
     X(NUM,    unsigned, clock_offset_ms,  "clock-offset-ms",   "COUPON_CLOCK_OFFSET_MS",   "MS",             0, 86400000,          0,                                \
       "fault injection: added to the wall clock the setnx-getset recipe reads (a clock running ahead)")                                                        \
+    X(STR,    char *,   hold_log,         "hold-log",          "COUPON_HOLD_LOG",          "FILE",           0, 0,                 NULL,                             \
+      "append one line per lock hold of the redlock strategy (pid, fence, CLOCK_MONOTONIC times, applied/refused) to FILE, for the chaos checker; off unless given") \
     X(NUM,    int,      db_busy_ms,       "db-busy-ms",        "COUPON_DB_BUSY_MS",        "MS",             1, 600000,            5000,                             \
       "SQLite busy timeout")                                                                                                                                     \
     X(NUM,    size_t,   max_body,         "max-body-bytes",    "COUPON_MAX_BODY_BYTES",    "N",              1, 1048576,           16384,                            \
