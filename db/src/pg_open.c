@@ -37,7 +37,9 @@ static int url_keyword(const char *url, const char *keyword, char *buf, size_t l
  * deadline and the connection survives it), and a session that sits in an
  * open transaction (a coupon-server stopped with SIGSTOP between its UPDATE
  * and its COMMIT) is ended by the server instead of holding the coupon's
- * row lock forever. The URL's own options come last, so they win. */
+ * row lock forever. client_min_messages: libpq prints notices on stderr
+ * ("relation ... already exists, skipping" from the schema's IF NOT
+ * EXISTS at every start). The URL's own options come last, so they win. */
 static char *session_options(int timeout_ms, int readonly, const char *url_options)
 {
     int idle_ms = timeout_ms > 500 ? timeout_ms * 2 : 1000;
@@ -47,7 +49,8 @@ static char *session_options(int timeout_ms, int readonly, const char *url_optio
     if (s == NULL)
         return NULL;
     (void)snprintf(s, len,
-                   "-c statement_timeout=%d -c lock_timeout=%d -c idle_in_transaction_session_timeout=%d%s%s%s",
+                   "-c statement_timeout=%d -c lock_timeout=%d -c idle_in_transaction_session_timeout=%d "
+                   "-c client_min_messages=warning%s%s%s",
                    timeout_ms, timeout_ms, idle_ms, readonly ? " -c default_transaction_read_only=on" : "",
                    url_options != NULL ? " " : "", url_options != NULL ? url_options : "");
     return s;

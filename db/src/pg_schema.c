@@ -70,9 +70,15 @@ db_status dbpg_check_schema(db_store *db)
 
 db_status dbpg_migrate(db_store *db)
 {
+    db_status res;
+
+    /* Fast path: every open after the first finds the schema in place, and
+     * N worker connections should not queue on the advisory lock for that. */
+    if (dbpg_check_schema(db) == DB_OK)
+        return DB_OK;
     /* Every statement is IF NOT EXISTS, and the lock makes a second server
      * wait for the first's COMMIT, then find everything there. */
-    db_status res = dbpg_run_text(db, dbpg_create, "create schema", NULL);
+    res = dbpg_run_text(db, dbpg_create, "create schema", NULL);
 
     if (res != DB_OK) {
         /* A failed statement leaves the transaction aborted: end it. */
