@@ -84,8 +84,9 @@ const char *db_errmsg(const db_store *db); /* borrowed; last failure's detail */
 db_status db_ping(db_store *db);
 /* Could a write start now? SQLite: BEGIN IMMEDIATE; ROLLBACK (DB_BUSY while
  * another connection holds the write lock past the busy timeout).
- * PostgreSQL: a transaction that takes a transaction id, rolled back
- * (refused by a read-only server). Nothing is written. */
+ * PostgreSQL: an UPDATE that matches no row (refused by a read-only
+ * session or a standby, DB_BUSY behind a table lock past the timeout).
+ * Nothing is written. */
 db_status db_write_probe(db_store *db);
 
 db_status db_create_coupon(db_store *db, const char *name, int64_t stock, int64_t per_user_limit,

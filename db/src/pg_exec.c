@@ -292,10 +292,10 @@ db_status dbpg_run_text(db_store *db, const char *sql, const char *what, PGresul
 
     if (out != NULL)
         *out = NULL;
-    if (db->pg->conn == NULL) {
-        dbi_set_error(db, "%s: not connected", what);
-        return DB_ERROR;
-    }
+    /* After open, a dropped connection is opened again (as dbpg_run does). */
+    res = dbpg_connect(db);
+    if (res != DB_OK)
+        return res;
     res = send_check(db, PQsendQuery(db->pg->conn, sql), what);
     if (res != DB_OK)
         return res;
