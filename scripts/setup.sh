@@ -80,4 +80,5 @@ setup_build() {
 }
 
 setup_packages
-setup_build
+# SETUP_NO_BUILD=1: packages only (scripts/fuzz and scripts/memcheck build their own way).
+[ "${SETUP_NO_BUILD:-0}" = 1 ] || setup_build

@@ -47,6 +47,10 @@ typedef struct lt_options {
     int use_get;             /* GET instead of the canonical POST */
     long timeout_ms;         /* whole request */
     long connect_timeout_ms;
+    long give_up_ms;         /* a connection that cannot (re)connect for this long stops trying */
+    double rate;             /* requests/s over the whole run (open loop); 0 = closed loop */
+    double warmup_s;         /* the first S seconds are left out of latency and throughput */
+    const char *timeline_path; /* --timeline CSV, borrowed from argv, or NULL */
     uint64_t seed;           /* PRNG seed for --users; 0 = from /dev/urandom */
     int help;                /* --help was given: print usage, exit 0 */
     int audit_only;          /* no load: read every source and judge the coupon as it is */
@@ -85,6 +89,21 @@ typedef cm_hist lt_hist;
 #define LT_CURL_SLOTS 128    /* CURLcode values counted directly */
 #define LT_CODE_MISSING LONG_MIN /* body had no parsable "code" (-1 is a valid code) */
 
+/* What an answer meant for the claim, for the latency split: the 503s (lock
+ * busy, lock service down, lease ended) are the answers a lock adds, and
+ * their latency is the lock wait; sold-out answers skip the lock's section. */
+typedef enum lt_outcome {
+    LT_OUT_WON,      /* code 0: the claim got a coupon */
+    LT_OUT_SOLD_OUT, /* code 1003 */
+    LT_OUT_503,      /* HTTP 503 (1005, 1006, 1010) */
+    LT_OUT_OTHER,    /* anything else answered (1004, 4xx, 500, no code) */
+    LT_OUT_COUNT
+} lt_outcome;
+
+/* "won", "sold_out", "503", "other": the keys of the text and JSON reports. */
+const char *lt_outcome_name(lt_outcome o);
+lt_outcome lt_outcome_of(int status, long code);
+
 typedef struct lt_code_count {
     long code;
     uint64_t count;
@@ -92,6 +111,7 @@ typedef struct lt_code_count {
 
 typedef struct lt_stats {
     cm_hist hist;                          /* latency of answered requests, us */
+    cm_hist by_outcome[LT_OUT_COUNT];      /* the same latencies split by outcome */
     uint64_t answered;                     /* requests that got an HTTP response */
     uint64_t by_status[LT_STATUS_SLOTS];
     uint64_t status_other;                 /* status >= 600 */
@@ -99,11 +119,21 @@ typedef struct lt_stats {
     size_t n_codes;
     uint64_t code_other;                   /* codes beyond LT_CODE_SLOTS distinct ones */
     uint64_t successes;                    /* code 0 */
-    uint64_t errors;                       /* transport errors (no HTTP response) */
+    uint64_t errors;                       /* sent, but no HTTP response (timeout, reset) */
     uint64_t errors_by_curl[LT_CURL_SLOTS];
+    /* Connections apart from requests: a refused connect sends nothing, so it
+     * is neither an answer nor a request error, and it never counts in
+     * throughput. */
+    uint64_t connect_attempts;             /* every connect, the first ones and the reconnects */
+    uint64_t connect_failures;             /* of which failed */
+    uint64_t connect_by_curl[LT_CURL_SLOTS];
+    uint64_t gave_up;                      /* connections that stopped retrying (--give-up-ms) */
+    uint64_t unsent;                       /* requests due but never sent: no connection */
 } lt_stats;
 
 void lt_stats_init(lt_stats *s);
+/* The same for an lt_stats that is already all zero bytes (calloc). */
+void lt_stats_init_zeroed(lt_stats *s);
 void lt_stats_add_code(lt_stats *s, long code, uint64_t n);
 void lt_stats_merge(lt_stats *dst, const lt_stats *src);
 /* The integer after the top-level "code" key of a JSON body, without a JSON
@@ -137,13 +167,17 @@ int lt_http_parse(const char *buf, size_t len, int eof, char *body, size_t body_
 
 /* ---- worker.c ----------------------------------------------------------- */
 
+typedef struct lt_timeline lt_timeline; /* timeline.c */
+
 /* What all workers share. */
 typedef struct lt_run {
     const lt_options *opt;
     lt_target *targets;               /* one per URL; owned by main */
     atomic_uint_fast64_t next_ticket; /* request number handed out next */
     atomic_int stop;                  /* set by SIGINT/SIGTERM or a failed worker */
+    int64_t start_ns;                 /* CLOCK_MONOTONIC when the load began */
     int64_t deadline_ns;              /* CLOCK_MONOTONIC, 0 = none */
+    int64_t warmup_end_ns;            /* requests started before it are warm-up; 0 = none */
     char user_tag[40];                /* prefix of per-request users: distinct across runs */
     uint64_t seed;
 } lt_run;
@@ -154,8 +188,11 @@ typedef struct lt_worker {
     unsigned n_conns;                 /* connections this thread drives */
     lt_run *run;
     lt_stats stats;                   /* owned by the worker thread until joined */
+    lt_stats warm;                    /* requests of the warm-up: for the audit only */
+    lt_timeline *timeline;            /* its own buckets (--timeline), or NULL */
     atomic_uint_fast64_t done;        /* published for the progress line (relaxed) */
     atomic_uint_fast64_t errors;
+    atomic_uint_fast64_t connect_failures;
     char err[LT_ERR_MAX];             /* set when the worker failed */
     int failed;
     pthread_t tid;
@@ -167,7 +204,27 @@ typedef struct lt_worker {
  * lt_workers_free after lt_workers_join). */
 int lt_workers_start(lt_run *run, lt_worker **out, char *err, size_t errlen);
 void lt_workers_join(lt_worker *w, unsigned n);
-void lt_workers_free(lt_worker *w);
+void lt_workers_free(lt_worker *w, unsigned n); /* and their timelines */
+
+/* ---- timeline.c --------------------------------------------------------- */
+
+#define LT_TIMELINE_BUCKET_MS 250
+
+/* Per 250 ms of the run (by the time each answer arrived): answers, claims
+ * won, the 503s by code, transport errors, and a small latency histogram
+ * for p50/p99 (16 buckets per power of two: the middle is within 3 %).
+ * One per worker, merged at the end; buckets grow as the run goes on. */
+lt_timeline *lt_timeline_new(void); /* NULL when out of memory */
+void lt_timeline_free(lt_timeline *t);
+/* One answer (status, JSON code, latency) or one error, at since_ns after
+ * the run's start. 0, or -1 when out of memory (counted: the CSV says so). */
+int lt_timeline_answer(lt_timeline *t, int64_t since_ns, int status, long code, uint64_t latency_us);
+int lt_timeline_error(lt_timeline *t, int64_t since_ns);
+/* Adds src's buckets to dst. 0, or -1 when out of memory. */
+int lt_timeline_merge(lt_timeline *dst, const lt_timeline *src);
+/* The CSV: a header line, then one line per bucket from 0 to the last one
+ * with anything in it. 0, or -1 with err set (unwritable, or buckets lost). */
+int lt_timeline_write_csv(const lt_timeline *t, FILE *f, char *err, size_t errlen);
 
 /* ---- progress.c --------------------------------------------------------- */
 
@@ -253,9 +310,10 @@ void lt_audit_free(lt_audit *a); /* frees a->after; NULL ok */
 
 typedef struct lt_summary {
     const lt_options *opt;
-    const lt_stats *stats;      /* merged over workers */
-    double elapsed_s;
-    uint64_t requests_done;     /* answered + transport errors */
+    const lt_stats *stats;      /* merged over workers, warm-up left out */
+    const lt_stats *warm;       /* the warm-up's, merged over workers */
+    double elapsed_s;           /* the measured part: from the warm-up's end */
+    uint64_t requests_done;     /* answered + transport errors, warm-up left out */
     int interrupted;            /* stopped early by a signal */
     const lt_audit *audit;
 } lt_summary;

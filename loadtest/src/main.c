@@ -4,6 +4,7 @@
 #include "loadtest.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -61,8 +62,12 @@ typedef struct lt_main {
     lt_audit audit;
     lt_worker *workers;
     lt_progress *progress;
-    lt_stats *total;        /* the workers' stats merged */
+    lt_stats *total;        /* the workers' stats merged, warm-up left out */
+    lt_stats *warm;         /* the warm-up's, merged */
+    lt_timeline *timeline;  /* the workers' timelines merged (--timeline) */
+    FILE *timeline_file;    /* opened before the load: a bad path is a usage error */
     int64_t t0, t1;         /* the load's start and end, CLOCK_MONOTONIC */
+    int64_t t_measured;     /* where the measured part starts: t0 + --warmup */
 } lt_main;
 
 /* 0 to run, 1 when --help was printed, -1 after a message (exit 2). */
@@ -103,6 +108,12 @@ static int set_up(lt_main *m)
             fprintf(stderr, "coupon-loadtest: %s\n", err);
             return -1;
         }
+    }
+    if (m->opt.timeline_path != NULL && !m->opt.audit_only &&
+        (m->timeline_file = fopen(m->opt.timeline_path, "w")) == NULL) {
+        fprintf(stderr, "coupon-loadtest: --timeline: cannot write %s: %s\n", m->opt.timeline_path,
+                strerror(errno));
+        return -1;
     }
     return 0;
 }
@@ -171,8 +182,12 @@ static int run_load(lt_main *m, lt_run *run)
 {
     char err[LT_ERR_MAX] = "";
     m->t0 = cm_now_ns();
+    run->start_ns = m->t0;
     if (m->opt.duration_s > 0)
         run->deadline_ns = m->t0 + (int64_t)(m->opt.duration_s * 1e9);
+    if (m->opt.warmup_s > 0)
+        run->warmup_end_ns = m->t0 + (int64_t)(m->opt.warmup_s * 1e9);
+    m->t_measured = m->t0 + (int64_t)(m->opt.warmup_s * 1e9);
     if (lt_workers_start(run, &m->workers, err, sizeof err) != 0) {
         fprintf(stderr, "coupon-loadtest: %s\n", err);
         return -1;
@@ -193,17 +208,25 @@ static int merge_stats(lt_main *m)
 {
     unsigned failed = 0;
     m->total = malloc(sizeof *m->total);
-    if (m->total == NULL) {
+    m->warm = malloc(sizeof *m->warm);
+    if (m->total == NULL || m->warm == NULL ||
+        (m->opt.timeline_path != NULL && (m->timeline = lt_timeline_new()) == NULL)) {
         fprintf(stderr, "coupon-loadtest: out of memory\n");
         return -1;
     }
     lt_stats_init(m->total);
+    lt_stats_init(m->warm);
     for (unsigned i = 0; i < m->opt.threads; i++) {
         if (m->workers[i].failed) {
             fprintf(stderr, "coupon-loadtest: %s\n", m->workers[i].err);
             failed++;
         }
         lt_stats_merge(m->total, &m->workers[i].stats);
+        lt_stats_merge(m->warm, &m->workers[i].warm);
+        if (m->timeline != NULL && lt_timeline_merge(m->timeline, m->workers[i].timeline) != 0) {
+            fprintf(stderr, "coupon-loadtest: out of memory\n");
+            return -1;
+        }
     }
     if (failed == m->opt.threads) {
         fprintf(stderr, "coupon-loadtest: no worker could run\n");
@@ -231,14 +254,37 @@ static int audit_after(lt_main *m)
             fprintf(stderr, "coupon-loadtest: audit: %s\n", audit->after[i].err);
     if (m->db != NULL && lt_db_read(m->db, m->opt.coupon_id, &audit->db_after) != 0)
         fprintf(stderr, "coupon-loadtest: audit: %s\n", audit->db_after.err);
-    audit->successes_seen = m->total->successes;
-    audit->transport_errors = m->total->errors;
-    audit->answered = m->total->answered;
+    /* The audit counts every answer, the warm-up's too: a success is a
+     * coupon issued whenever it came. */
+    audit->successes_seen = m->total->successes + m->warm->successes;
+    audit->transport_errors = m->total->errors + m->warm->errors;
+    audit->answered = m->total->answered + m->warm->answered;
     for (size_t i = 0; i < m->total->n_codes; i++)
         if (m->total->codes[i].code == 1005)
-            audit->lock_refusals = m->total->codes[i].count;
+            audit->lock_refusals += m->total->codes[i].count;
+    for (size_t i = 0; i < m->warm->n_codes; i++)
+        if (m->warm->codes[i].code == 1005)
+            audit->lock_refusals += m->warm->codes[i].count;
     lt_audit_evaluate(audit);
     return 0;
+}
+
+/* --timeline: the merged buckets into the file opened at set-up. A write
+ * that fails is reported; the run's verdict stands (the audit is the point). */
+static void write_timeline(lt_main *m)
+{
+    char err[LT_ERR_MAX] = "";
+    FILE *f = m->timeline_file;
+    m->timeline_file = NULL;
+    if (f == NULL || m->timeline == NULL) {
+        if (f != NULL)
+            fclose(f);
+        return;
+    }
+    if (lt_timeline_write_csv(m->timeline, f, err, sizeof err) != 0)
+        fprintf(stderr, "coupon-loadtest: --timeline %s: %s\n", m->opt.timeline_path, err);
+    if (fclose(f) != 0)
+        fprintf(stderr, "coupon-loadtest: --timeline %s: %s\n", m->opt.timeline_path, strerror(errno));
 }
 
 /* The report on stdout; returns the exit status the verdict calls for. */
@@ -249,7 +295,9 @@ static int report(const lt_main *m)
     memset(&sum, 0, sizeof sum);
     sum.opt = &m->opt;
     sum.stats = m->total;
-    sum.elapsed_s = (double)(m->t1 - m->t0) / 1e9;
+    sum.warm = m->warm;
+    /* A run shorter than its warm-up measured nothing: 0 s, throughput 0. */
+    sum.elapsed_s = m->t1 > m->t_measured ? (double)(m->t1 - m->t_measured) / 1e9 : 0.0;
     sum.requests_done = m->total->answered + m->total->errors;
     sum.interrupted = g_interrupted != 0;
     sum.audit = &m->audit;
@@ -278,12 +326,14 @@ static int report(const lt_main *m)
 static int skip_load(lt_main *m)
 {
     m->total = malloc(sizeof *m->total);
-    if (m->total == NULL) {
+    m->warm = malloc(sizeof *m->warm);
+    if (m->total == NULL || m->warm == NULL) {
         fprintf(stderr, "coupon-loadtest: out of memory\n");
         return -1;
     }
     lt_stats_init(m->total);
-    m->t0 = m->t1 = cm_now_ns();
+    lt_stats_init(m->warm);
+    m->t0 = m->t1 = m->t_measured = cm_now_ns();
     return 0;
 }
 
@@ -291,9 +341,13 @@ static int skip_load(lt_main *m)
 static void clean_up(lt_main *m)
 {
     lt_progress_stop(m->progress);
-    lt_workers_free(m->workers);
+    lt_workers_free(m->workers, m->opt.threads);
     free(m->targets);
     free(m->total);
+    free(m->warm);
+    lt_timeline_free(m->timeline);
+    if (m->timeline_file != NULL)
+        fclose(m->timeline_file);
     lt_audit_free(&m->audit);
     lt_db_close(m->db);
     if (m->curl_ready)
@@ -315,8 +369,11 @@ int main(int argc, char **argv)
              audit_after(&m) == 0)
         rc = report(&m);
     else if (pr == 0 && !m.opt.audit_only && set_up(&m) == 0 && check_sources(&m) == 0 &&
-             prepare_run(&m, run) == 0 && run_load(&m, run) == 0 && merge_stats(&m) == 0 && audit_after(&m) == 0)
+             prepare_run(&m, run) == 0 && run_load(&m, run) == 0 && merge_stats(&m) == 0 &&
+             audit_after(&m) == 0) {
+        write_timeline(&m);
         rc = report(&m);
+    }
     clean_up(&m);
     return rc;
 }

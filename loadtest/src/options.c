@@ -18,6 +18,7 @@ typedef struct lt_cmdline {
     uint64_t connections; /* 0 = as many as threads */
     uint64_t timeout_ms;
     uint64_t connect_timeout_ms;
+    uint64_t give_up_ms;
 } lt_cmdline;
 
 static int valid_user_prefix(const char *p)
@@ -94,7 +95,7 @@ static int convert_user_prefix(const char *val, void *field, char *err, size_t e
     return 0;
 }
 
-static int convert_db(const char *val, void *field, char *err, size_t errlen)
+static int convert_path(const char *val, void *field, char *err, size_t errlen)
 {
     if (*val == '\0')
         return cm_fail(err, errlen, "empty path");
@@ -135,6 +136,24 @@ static const cm_option options[] = {
     {.name = "requests", .kind = CM_ARG_U64, .offset = AT(o.requests), .ulo = 1,
      .uhi = UINT64_MAX / 2, .expect = "a positive integer", .metavar = "R",
      .help = "total requests over all threads (exact)"},
+    {.name = "rate", .kind = CM_ARG_DOUBLE, .offset = AT(o.rate), .dlo = 0, .dlo_open = 1, .dhi = 1e7,
+     .expect = "a number of requests per second > 0", .metavar = "R",
+     .help = "open loop: send R requests/s in all, request k due at\n"
+             "start + k/R whether or not earlier ones were answered;\n"
+             "latency runs from the due time, so a stalled server\n"
+             "shows its stall (no coordinated omission). Default:\n"
+             "closed loop, each connection sends when answered"},
+    {.name = "warmup", .kind = CM_ARG_DOUBLE, .offset = AT(o.warmup_s), .dlo = 0, .dlo_open = 1,
+     .dhi = 86400, .expect = "a number of seconds > 0", .metavar = "S",
+     .help = "requests started in the first S seconds count in the\n"
+             "audit but not in latency, throughput or the answers\n"
+             "by status and code (reported apart)"},
+    {.name = "timeline", .kind = CM_ARG_STRING, .offset = AT(o.timeline_path), .convert = convert_path,
+     .metavar = "FILE.csv",
+     .help = "write one CSV line per 250 ms of the run (by answer\n"
+             "time): t_ms, answered, won, 503_1005, 503_1006,\n"
+             "503_1010, errors, p50_ms, p99_ms (empty when nothing\n"
+             "was answered); warm-up included"},
     {.name = "duration", .kind = CM_ARG_DOUBLE, .offset = AT(o.duration_s), .dlo = 0, .dlo_open = 1,
      .dhi = 86400 * 7, .expect = "a number of seconds > 0", .metavar = "S",
      .help = "stop after S seconds (with --requests: whichever first)"},
@@ -149,7 +168,7 @@ static const cm_option options[] = {
     {.name = "seed", .kind = CM_ARG_U64, .offset = AT(o.seed), .ulo = 0, .uhi = UINT64_MAX,
      .expect = "a non-negative integer", .metavar = "N",
      .help = "PRNG seed for --users (default: random)"},
-    {.name = "db", .kind = CM_ARG_STRING, .offset = AT(o.db_path), .convert = convert_db,
+    {.name = "db", .kind = CM_ARG_STRING, .offset = AT(o.db_path), .convert = convert_path,
      .metavar = "PATH", .help = "also audit the SQLite file (opened read-only)"},
     {.name = "method", .kind = CM_ARG_STRING, .offset = AT(o.use_get), .convert = convert_method,
      .metavar = "POST|GET", .help = "claim method (default POST, the canonical one)"},
@@ -157,6 +176,12 @@ static const cm_option options[] = {
      .metavar = "MS", .help = "whole-request timeout (default 10000)"},
     {.name = "connect-timeout-ms", .kind = CM_ARG_U64, .offset = AT(connect_timeout_ms), .ulo = 1,
      .uhi = 600000, .metavar = "MS", .help = "connect timeout (default 3000)"},
+    {.name = "give-up-ms", .kind = CM_ARG_U64, .offset = AT(give_up_ms), .ulo = 1, .uhi = 3600000,
+     .metavar = "MS",
+     .help = "a connection reconnects after a failed connect with\n"
+             "an exponential back-off (10 ms doubling to 1 s,\n"
+             "jittered) and gives up after MS of failures in a row;\n"
+             "its held request is then reported unsent (default 5000)"},
     {.name = "audit-only", .kind = CM_ARG_NONE, .offset = AT(o.audit_only),
      .help = "send no claim: read the coupon from every URL (and\n"
              "--db) and judge it as it is now"},
@@ -171,13 +196,21 @@ static const cm_option options[] = {
 static const cm_args_spec spec = {
     .opts = options,
     .n_opts = sizeof options / sizeof options[0],
-    .usage = "usage: coupon-loadtest --url URL[,URL...] --coupon ID --threads T\n"
-             "                       (--requests R | --duration S | --audit-only) [options]\n"
+    .usage = "usage: coupon-loadtest --url URL[,URL...] --coupon ID --threads T [--connections C]\n"
+             "                       (--requests R | --duration S | --audit-only) [--rate R]\n"
+             "                       [--warmup S] [--timeline FILE.csv] [options]\n"
              "\n"
              "Hammers POST /api/v1/coupon/add?coupon_id=ID&user_id=U on one or more\n"
              "coupon-server instances, then audits the coupon for overselling.\n"
              "\n",
     .epilogue =
+        "\n"
+        "Report: throughput is answers per second (after --warmup). Connects are\n"
+        "counted apart ('connects:', JSON \"connects\"): attempts, failures by\n"
+        "kind, connections that gave up, requests they held unsent; a refused\n"
+        "connect is neither an answer nor a request. Latency: p50 p90 p99 p99.9\n"
+        "max, overall and by outcome: won (code 0), sold_out (1003), 503 (1005,\n"
+        "1006, 1010), other.\n"
         "\n"
         "Audit: the coupon is read (GET /api/v1/coupon/ID) from the first URL before\n"
         "the run, and from EVERY URL and the DB after it. N in 'OVERSOLD by N' is the\n"
@@ -216,6 +249,7 @@ int lt_options_parse(int argc, char **argv, lt_options *o, char *err, size_t err
     cl.threads = 8;
     cl.timeout_ms = 10000;
     cl.connect_timeout_ms = 3000;
+    cl.give_up_ms = 5000;
 
     int rc = cm_args_parse(&spec, argc, argv, &cl, err, errlen);
     if (rc < 0)
@@ -226,6 +260,9 @@ int lt_options_parse(int argc, char **argv, lt_options *o, char *err, size_t err
     }
     if (cl.o.requests == 0 && cl.o.duration_s == 0 && !cl.o.audit_only)
         return cm_fail(err, errlen, "give --requests R or --duration S (see --help)");
+    if (cl.o.warmup_s > 0 && cl.o.duration_s > 0 && cl.o.warmup_s >= cl.o.duration_s)
+        return cm_fail(err, errlen, "--warmup %g is not shorter than --duration %g", cl.o.warmup_s,
+                       cl.o.duration_s);
     if (cl.connections == 0)
         cl.connections = cl.threads;
     /* A thread with no connection would idle; fewer threads would do the same work. */
@@ -238,6 +275,7 @@ int lt_options_parse(int argc, char **argv, lt_options *o, char *err, size_t err
     o->connections = (unsigned)cl.connections;
     o->timeout_ms = (long)cl.timeout_ms;
     o->connect_timeout_ms = (long)cl.connect_timeout_ms;
+    o->give_up_ms = (long)cl.give_up_ms;
     return parse_urls(cl.url, o, err, errlen);
 }
 

@@ -1,5 +1,5 @@
 /* progress.c - the progress line on stderr while the load runs: requests done,
- * rate, errors; in place on a terminal, one line per second otherwise. */
+ * rate, errors, failed connects; in place on a terminal, one line per second otherwise. */
 #include "loadtest.h"
 
 #include <errno.h>
@@ -27,7 +27,7 @@ struct lt_progress {
 
 static void print_line(lt_progress *p, int final)
 {
-    uint64_t done = 0, errors = 0;
+    uint64_t done = 0, errors = 0, connect_failures = 0;
     int64_t now = cm_now_ns();
     double dt = (double)(now - p->last_ns) / 1e9;
     double elapsed = (double)(now - p->start_ns) / 1e9;
@@ -38,6 +38,7 @@ static void print_line(lt_progress *p, int final)
     for (unsigned i = 0; i < p->n; i++) {
         done += atomic_load_explicit(&p->w[i].done, memory_order_relaxed);
         errors += atomic_load_explicit(&p->w[i].errors, memory_order_relaxed);
+        connect_failures += atomic_load_explicit(&p->w[i].connect_failures, memory_order_relaxed);
     }
     /* The final line reports the whole run's mean rate, not the last sliver. */
     if (final)
@@ -49,13 +50,16 @@ static void print_line(lt_progress *p, int final)
 
     if (p->total > 0)
         len = snprintf(line, sizeof line,
-                       "progress: %llu/%llu requests (%.0f%%)  %.0f req/s  errors %llu  %.1f s",
+                       "progress: %llu/%llu requests (%.0f%%)  %.0f req/s  errors %llu  "
+                       "failed connects %llu  %.1f s",
                        (unsigned long long)done, (unsigned long long)p->total,
                        100.0 * (double)done / (double)p->total, rate, (unsigned long long)errors,
-                       elapsed);
+                       (unsigned long long)connect_failures, elapsed);
     else
-        len = snprintf(line, sizeof line, "progress: %llu requests  %.0f req/s  errors %llu  %.1f s",
-                       (unsigned long long)done, rate, (unsigned long long)errors, elapsed);
+        len = snprintf(line, sizeof line,
+                       "progress: %llu requests  %.0f req/s  errors %llu  failed connects %llu  %.1f s",
+                       (unsigned long long)done, rate, (unsigned long long)errors,
+                       (unsigned long long)connect_failures, elapsed);
     if (len < 0)
         return;
     if (p->tty) {

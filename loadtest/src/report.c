@@ -36,10 +36,16 @@ static void sorted_codes(const lt_stats *st, lt_code_count *out)
     qsort(out, st->n_codes, sizeof *out, code_cmp);
 }
 
+/* Answers per second: a refused connect or a reset is not served load, and
+ * counting it made a dead server look fast. */
 static double throughput(const lt_summary *s)
 {
-    return s->elapsed_s > 0 ? (double)s->requests_done / s->elapsed_s : 0.0;
+    return s->elapsed_s > 0 ? (double)s->stats->answered / s->elapsed_s : 0.0;
 }
+
+static const double pcts[] = {0.50, 0.90, 0.99, 0.999};
+static const char *const pct_names[] = {"p50", "p90", "p99", "p99.9"};
+#define N_PCTS (sizeof pcts / sizeof pcts[0])
 
 static double ms(uint64_t us)
 {
@@ -85,13 +91,29 @@ int lt_report_text(FILE *f, const lt_summary *s)
         fprintf(f, "users drawn from %" PRIu64 "\n", o->users);
     else
         fprintf(f, "a distinct user per request\n");
-    fprintf(f, "requests:   %" PRIu64 " in %.3f s, throughput %.1f req/s%s\n", s->requests_done,
+    if (o->rate > 0)
+        fprintf(f, "load:       open loop at %.1f req/s, latency from each request's due time\n", o->rate);
+    if (o->warmup_s > 0)
+        fprintf(f, "warm-up:    first %.3f s: %" PRIu64 " answered (%" PRIu64 " won), %" PRIu64
+                   " errors; in the audit only\n",
+                o->warmup_s, s->warm->answered, s->warm->successes, s->warm->errors);
+    fprintf(f, "requests:   %" PRIu64 " answered in %.3f s, throughput %.1f req/s%s\n", st->answered,
             s->elapsed_s, throughput(s), s->interrupted ? " (interrupted)" : "");
-    fprintf(f, "latency ms: p50 %.3f  p90 %.3f  p99 %.3f  max %.3f  (mean %.3f, %" PRIu64
-               " answered)\n",
-            ms(cm_hist_quantile(&st->hist, 0.50)), ms(cm_hist_quantile(&st->hist, 0.90)),
-            ms(cm_hist_quantile(&st->hist, 0.99)), ms(st->hist.max), cm_hist_mean(&st->hist) / 1000.0,
-            st->hist.n);
+    fprintf(f, "latency ms:");
+    for (size_t i = 0; i < N_PCTS; i++)
+        fprintf(f, " %s %.3f ", pct_names[i], ms(cm_hist_quantile(&st->hist, pcts[i])));
+    fprintf(f, " max %.3f  (mean %.3f, %" PRIu64 " answered)\n", ms(st->hist.max),
+            cm_hist_mean(&st->hist) / 1000.0, st->hist.n);
+    for (int k = 0; k < LT_OUT_COUNT; k++) {
+        const cm_hist *h = &st->by_outcome[k];
+        fprintf(f, "  %-9s %8" PRIu64, lt_outcome_name((lt_outcome)k), h->n);
+        if (h->n > 0) {
+            for (size_t i = 0; i < N_PCTS; i++)
+                fprintf(f, "  %s %.3f", pct_names[i], ms(cm_hist_quantile(h, pcts[i])));
+            fprintf(f, "  max %.3f", ms(h->max));
+        }
+        fputc('\n', f);
+    }
     fprintf(f, "by status:");
     for (size_t i = 0; i < LT_STATUS_SLOTS; i++)
         if (st->by_status[i] > 0)
@@ -108,10 +130,16 @@ int lt_report_text(FILE *f, const lt_summary *s)
     }
     if (st->code_other > 0)
         fprintf(f, "  other: %" PRIu64, st->code_other);
-    fprintf(f, "\nerrors:     %" PRIu64, st->errors);
+    fprintf(f, "\nerrors:     %" PRIu64 " sent without an answer", st->errors);
     for (size_t i = 0; i < LT_CURL_SLOTS; i++)
         if (st->errors_by_curl[i] > 0)
             fprintf(f, "  (%s: %" PRIu64 ")", curl_easy_strerror((CURLcode)i), st->errors_by_curl[i]);
+    fprintf(f, "\nconnects:   %" PRIu64 " attempts, %" PRIu64 " failed", st->connect_attempts,
+            st->connect_failures);
+    for (size_t i = 0; i < LT_CURL_SLOTS; i++)
+        if (st->connect_by_curl[i] > 0)
+            fprintf(f, "  (%s: %" PRIu64 ")", curl_easy_strerror((CURLcode)i), st->connect_by_curl[i]);
+    fprintf(f, "; %" PRIu64 " connections gave up, %" PRIu64 " requests unsent", st->gave_up, st->unsent);
     fprintf(f, "\naudit of coupon %" PRId64 ":\n", a->coupon_id);
     text_view(f, "before", &a->before);
     if (a->have_db)
@@ -220,6 +248,19 @@ fail:
     return NULL;
 }
 
+/* p50 .. p99.9, max, min, mean and count of h into o; 1 when a field failed. */
+static int json_latency(json_t *o, const cm_hist *h)
+{
+    int bad = 0;
+    for (size_t i = 0; i < N_PCTS; i++)
+        bad |= jset(o, pct_names[i], json_real(ms(cm_hist_quantile(h, pcts[i]))));
+    bad |= jset(o, "max", json_real(ms(h->max)));
+    bad |= jset(o, "min", json_real(h->n ? ms(h->min) : 0.0));
+    bad |= jset(o, "mean", json_real(cm_hist_mean(h) / 1000.0));
+    bad |= jset(o, "count", json_integer((json_int_t)h->n));
+    return bad;
+}
+
 int lt_report_json(FILE *f, const lt_summary *s)
 {
     int rc = -1, bad = 0;
@@ -234,19 +275,24 @@ int lt_report_json(FILE *f, const lt_summary *s)
     json_t *by_code = json_object();
     json_t *errors = json_object();
     json_t *by_kind = json_object();
+    json_t *lat_by = json_object();
+    json_t *conn = json_object();
+    json_t *conn_kind = json_object();
+    json_t *warm = json_object();
 
     if (root == NULL || urls == NULL || lat == NULL || by_status == NULL || by_code == NULL ||
-        errors == NULL || by_kind == NULL)
+        errors == NULL || by_kind == NULL || lat_by == NULL || conn == NULL || conn_kind == NULL ||
+        warm == NULL)
         goto out;
     for (size_t i = 0; i < o->n_urls; i++)
         bad |= json_array_append_new(urls, json_string(o->urls[i])) != 0;
-    bad |= jset(lat, "p50", json_real(ms(cm_hist_quantile(&st->hist, 0.50))));
-    bad |= jset(lat, "p90", json_real(ms(cm_hist_quantile(&st->hist, 0.90))));
-    bad |= jset(lat, "p99", json_real(ms(cm_hist_quantile(&st->hist, 0.99))));
-    bad |= jset(lat, "max", json_real(ms(st->hist.max)));
-    bad |= jset(lat, "min", json_real(st->hist.n ? ms(st->hist.min) : 0.0));
-    bad |= jset(lat, "mean", json_real(cm_hist_mean(&st->hist) / 1000.0));
-    bad |= jset(lat, "count", json_integer((json_int_t)st->hist.n));
+    bad |= json_latency(lat, &st->hist);
+    for (int k = 0; k < LT_OUT_COUNT; k++) {
+        json_t *one = json_object();
+        /* Filled before it is handed over: jset frees it on failure. */
+        bad |= one != NULL && json_latency(one, &st->by_outcome[k]);
+        bad |= jset(lat_by, lt_outcome_name((lt_outcome)k), one);
+    }
     for (size_t i = 0; i < LT_STATUS_SLOTS; i++) {
         if (st->by_status[i] == 0)
             continue;
@@ -272,6 +318,20 @@ int lt_report_json(FILE *f, const lt_summary *s)
     bad |= jset(errors, "total", json_integer((json_int_t)st->errors));
     bad |= jset(errors, "by_kind", by_kind);
     by_kind = NULL;
+    for (size_t i = 0; i < LT_CURL_SLOTS; i++)
+        if (st->connect_by_curl[i] > 0)
+            bad |= jset(conn_kind, curl_easy_strerror((CURLcode)i),
+                        json_integer((json_int_t)st->connect_by_curl[i]));
+    bad |= jset(conn, "attempts", json_integer((json_int_t)st->connect_attempts));
+    bad |= jset(conn, "failures", json_integer((json_int_t)st->connect_failures));
+    bad |= jset(conn, "by_kind", conn_kind);
+    conn_kind = NULL;
+    bad |= jset(conn, "gave_up", json_integer((json_int_t)st->gave_up));
+    bad |= jset(conn, "unsent", json_integer((json_int_t)st->unsent));
+    bad |= jset(warm, "seconds", json_real(o->warmup_s));
+    bad |= jset(warm, "answered", json_integer((json_int_t)s->warm->answered));
+    bad |= jset(warm, "successes", json_integer((json_int_t)s->warm->successes));
+    bad |= jset(warm, "errors", json_integer((json_int_t)s->warm->errors));
 
     bad |= jset(root, "coupon", json_integer(o->coupon_id));
     bad |= jset(root, "urls", urls);
@@ -285,8 +345,13 @@ int lt_report_json(FILE *f, const lt_summary *s)
     bad |= jset(root, "elapsed_s", json_real(s->elapsed_s));
     bad |= jset(root, "throughput", json_real(throughput(s)));
     bad |= jset(root, "interrupted", json_boolean(s->interrupted));
+    bad |= jset(root, "rate", o->rate > 0 ? json_real(o->rate) : json_null());
+    bad |= jset(root, "warmup", warm);
+    warm = NULL;
     bad |= jset(root, "latency_ms", lat);
     lat = NULL;
+    bad |= jset(root, "latency_ms_by_outcome", lat_by);
+    lat_by = NULL;
     bad |= jset(root, "by_status", by_status);
     by_status = NULL;
     bad |= jset(root, "by_code", by_code);
@@ -294,6 +359,8 @@ int lt_report_json(FILE *f, const lt_summary *s)
     bad |= jset(root, "successes", json_integer((json_int_t)st->successes));
     bad |= jset(root, "errors", errors);
     errors = NULL;
+    bad |= jset(root, "connects", conn);
+    conn = NULL;
     bad |= jset(root, "audit", json_audit(s->audit));
     bad |= jset(root, "verdict", json_string(lt_verdict(s->audit, verdict, sizeof verdict)));
     bad |= jset(root, "oversold_by", json_integer(s->audit->oversold_by));
@@ -304,6 +371,10 @@ int lt_report_json(FILE *f, const lt_summary *s)
         goto out;
     rc = 0;
 out:
+    json_decref(warm);
+    json_decref(conn_kind);
+    json_decref(conn);
+    json_decref(lat_by);
     json_decref(by_kind);
     json_decref(errors);
     json_decref(by_code);

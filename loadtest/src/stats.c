@@ -8,7 +8,36 @@
 void lt_stats_init(lt_stats *s)
 {
     memset(s, 0, sizeof *s);
-    cm_hist_init(&s->hist);
+    lt_stats_init_zeroed(s);
+}
+
+void lt_stats_init_zeroed(lt_stats *s)
+{
+    /* Only the fields that do not start at zero: the bucket arrays are left
+     * untouched, so calloc's fresh pages are not faulted in for buckets
+     * that never see a sample (~180 KB per lt_stats, two per worker). */
+    s->hist.min = UINT64_MAX;
+    for (size_t i = 0; i < LT_OUT_COUNT; i++)
+        s->by_outcome[i].min = UINT64_MAX;
+}
+
+const char *lt_outcome_name(lt_outcome o)
+{
+    static const char *const names[LT_OUT_COUNT] = {"won", "sold_out", "503", "other"};
+    return (unsigned)o < LT_OUT_COUNT ? names[o] : "other";
+}
+
+lt_outcome lt_outcome_of(int status, long code)
+{
+    /* The status first: a 503 is the lock's answer whatever its body says. */
+    if (status == 503)
+        return LT_OUT_503;
+    /* Code 0 whatever the status, as the audit counts successes. */
+    if (code == 0)
+        return LT_OUT_WON;
+    if (code == 1003)
+        return LT_OUT_SOLD_OUT;
+    return LT_OUT_OTHER;
 }
 
 void lt_stats_add_code(lt_stats *s, long code, uint64_t n)
@@ -32,7 +61,14 @@ void lt_stats_add_code(lt_stats *s, long code, uint64_t n)
 
 void lt_stats_merge(lt_stats *dst, const lt_stats *src)
 {
-    cm_hist_merge(&dst->hist, &src->hist);
+    /* An empty histogram is skipped, not added: reading its 35 KB of
+     * buckets would fault in pages that were never written (a worker's
+     * warm-up stats without --warmup, the outcomes it never saw). */
+    if (src->hist.n > 0)
+        cm_hist_merge(&dst->hist, &src->hist);
+    for (size_t i = 0; i < LT_OUT_COUNT; i++)
+        if (src->by_outcome[i].n > 0)
+            cm_hist_merge(&dst->by_outcome[i], &src->by_outcome[i]);
     dst->answered += src->answered;
     for (size_t i = 0; i < LT_STATUS_SLOTS; i++)
         dst->by_status[i] += src->by_status[i];
@@ -42,8 +78,14 @@ void lt_stats_merge(lt_stats *dst, const lt_stats *src)
         lt_stats_add_code(dst, src->codes[i].code, src->codes[i].count);
     dst->code_other += src->code_other;
     dst->errors += src->errors;
-    for (size_t i = 0; i < LT_CURL_SLOTS; i++)
+    dst->connect_attempts += src->connect_attempts;
+    dst->connect_failures += src->connect_failures;
+    dst->gave_up += src->gave_up;
+    dst->unsent += src->unsent;
+    for (size_t i = 0; i < LT_CURL_SLOTS; i++) {
         dst->errors_by_curl[i] += src->errors_by_curl[i];
+        dst->connect_by_curl[i] += src->connect_by_curl[i];
+    }
 }
 
 /* memmem is a GNU extension; the key starts with '"', so memchr finds candidates. */

@@ -17,21 +17,37 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #define OUT_CAP 1024       /* one claim request: ~200 bytes, host and path at most 255 */
 #define IN_CAP 8192        /* one reply: ~250 bytes; a larger one is an error */
 #define BODY_CAP 1024      /* the code is near the start of the body */
 #define SCAN_EVERY_NS 10000000 /* request-timeout scan every 10 ms */
+#define MS 1000000LL
+/* Reconnect back-off: 10 ms doubling to 1 s, each wait drawn from [d/2, d].
+ * Without it a stopped server took ~57,000 refused connects in 2.5 s: the
+ * tester spun on the cores the other servers needed, and the refusals
+ * drained --requests as if they had been requests. */
+#define BACKOFF_FIRST_NS (10 * MS)
+#define BACKOFF_MAX_NS (1000 * MS)
 
 typedef struct lt_conn {
     CURL *easy;              /* CONNECT_ONLY handle owning the socket; NULL = closed */
     curl_socket_t fd;
     const lt_target *target;
     int busy;                /* a request is in flight */
+    int held;                /* a ticket is taken and its request formatted, not yet sent */
+    int waiting;             /* parked until wake_at (counted in lt_loop.waiting) */
+    int gave_up;             /* could not connect for --give-up-ms: out of the run */
+    int warm;                /* the request in flight started in the warm-up */
     int want_out;            /* EPOLLOUT registered: part of the request is unsent */
-    int64_t t0;              /* first byte of the request handed to the kernel */
-    int64_t deadline;        /* t0 + --timeout-ms */
+    int64_t wake_at;         /* the scheduled send time, or the next reconnect */
+    int64_t sched;           /* --rate: the held ticket's scheduled send time; 0 = closed loop */
+    unsigned fails;          /* connects failed in a row */
+    int64_t failing_since;   /* when the first of them failed */
+    int64_t t0;              /* latency origin: the scheduled time (--rate), else the send */
+    int64_t deadline;        /* send + --timeout-ms */
     size_t out_len, out_sent, in_len;
     char out[OUT_CAP];
     char in[IN_CAP];
@@ -43,6 +59,8 @@ typedef struct lt_loop {
     int epfd;
     uint64_t rng;
     unsigned busy;           /* connections with a request in flight */
+    unsigned waiting;        /* connections parked until their wake_at */
+    int no_pwait2;           /* the kernel lacks epoll_pwait2: ms timeouts */
 } lt_loop;
 
 static uint64_t splitmix64(uint64_t *state)
@@ -53,24 +71,46 @@ static uint64_t splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-static void count_error(lt_worker *w, CURLcode rc)
+static unsigned curl_slot(CURLcode rc)
 {
-    w->stats.errors++;
-    w->stats.errors_by_curl[(unsigned)rc < LT_CURL_SLOTS ? (unsigned)rc : LT_CURL_SLOTS - 1]++;
-    atomic_store_explicit(&w->errors, w->stats.errors, memory_order_relaxed);
-    atomic_store_explicit(&w->done, w->stats.answered + w->stats.errors, memory_order_relaxed);
+    return (unsigned)rc < LT_CURL_SLOTS ? (unsigned)rc : LT_CURL_SLOTS - 1;
+}
+
+static void publish(lt_worker *w)
+{
+    atomic_store_explicit(&w->done, w->stats.answered + w->stats.errors + w->warm.answered + w->warm.errors,
+                          memory_order_relaxed);
+    atomic_store_explicit(&w->errors, w->stats.errors + w->warm.errors, memory_order_relaxed);
+    atomic_store_explicit(&w->connect_failures, w->stats.connect_failures, memory_order_relaxed);
+}
+
+/* A request that was sent and got no answer (reset, timeout, garbage). */
+static void count_error(lt_worker *w, const lt_conn *c, CURLcode rc, int64_t now)
+{
+    lt_stats *st = c->warm ? &w->warm : &w->stats;
+    st->errors++;
+    st->errors_by_curl[curl_slot(rc)]++;
+    if (w->timeline != NULL)
+        (void)lt_timeline_error(w->timeline, now - w->run->start_ns); /* a loss is counted inside */
+    publish(w);
 }
 
 static void count_reply(lt_worker *w, const lt_conn *c, const lt_http_resp *r, int64_t t1)
 {
-    w->stats.answered++;
-    cm_hist_record(&w->stats.hist, (uint64_t)((t1 - c->t0) / 1000));
+    lt_stats *st = c->warm ? &w->warm : &w->stats;
+    long code = lt_scan_code(c->body, r->body_len);
+    uint64_t us = (uint64_t)((t1 - c->t0) / 1000);
+    st->answered++;
+    cm_hist_record(&st->hist, us);
+    cm_hist_record(&st->by_outcome[lt_outcome_of(r->status, code)], us);
     if (r->status >= 0 && r->status < LT_STATUS_SLOTS)
-        w->stats.by_status[r->status]++;
+        st->by_status[r->status]++;
     else
-        w->stats.status_other++;
-    lt_stats_add_code(&w->stats, lt_scan_code(c->body, r->body_len), 1);
-    atomic_store_explicit(&w->done, w->stats.answered + w->stats.errors, memory_order_relaxed);
+        st->status_other++;
+    lt_stats_add_code(st, code, 1);
+    if (w->timeline != NULL)
+        (void)lt_timeline_answer(w->timeline, t1 - w->run->start_ns, r->status, code, us);
+    publish(w);
 }
 
 static void conn_close(lt_loop *lp, lt_conn *c)
@@ -96,6 +136,7 @@ static CURLcode conn_open(lt_loop *lp, lt_conn *c)
     const lt_options *opt = lp->w->run->opt;
     struct epoll_event ev;
     CURLcode rc;
+    lp->w->stats.connect_attempts++;
     c->easy = curl_easy_init();
     if (c->easy == NULL)
         return CURLE_OUT_OF_MEMORY;
@@ -153,10 +194,35 @@ static CURLcode conn_flush(lt_loop *lp, lt_conn *c)
     return set_out_interest(lp, c, 0) == 0 ? CURLE_OK : CURLE_SEND_ERROR;
 }
 
-/* Give c its next request, if there is one. A request that fails before it
- * is sent (connect refused, send error) is counted and the next ticket tried,
- * so a dead server drains the tickets instead of hanging the run. */
-static void conn_next(lt_loop *lp, lt_conn *c)
+static int run_over(const lt_run *run, int64_t now)
+{
+    return atomic_load_explicit(&run->stop, memory_order_relaxed) ||
+           (run->deadline_ns != 0 && now >= run->deadline_ns);
+}
+
+static void park(lt_loop *lp, lt_conn *c, int64_t until)
+{
+    if (!c->waiting) {
+        c->waiting = 1;
+        lp->waiting++;
+    }
+    c->wake_at = until;
+}
+
+/* A ticket dropped unsent: its connection gave up, or the run ended while
+ * it waited for a reconnect. It reached no server, so it is no error; it is
+ * counted as unsent when it was due (an open-loop ticket whose time had not
+ * come when Ctrl-C stopped the run was simply never asked for). */
+static void drop_ticket(lt_loop *lp, lt_conn *c, int64_t now)
+{
+    if (c->held && c->sched <= now)
+        lp->w->stats.unsent++;
+    c->held = 0;
+}
+
+/* Take the next ticket into c and format its request: 1, or 0 when the run
+ * has no more (--requests handed out, the deadline or a stop reached). */
+static int take_ticket(lt_loop *lp, lt_conn *c, int64_t now)
 {
     lt_worker *w = lp->w;
     lt_run *run = w->run;
@@ -169,39 +235,112 @@ static void conn_next(lt_loop *lp, lt_conn *c)
     for (;;) {
         uint64_t ticket;
         int len;
-        CURLcode rc;
-
-        if (atomic_load_explicit(&run->stop, memory_order_relaxed))
-            return;
-        if (run->deadline_ns != 0 && cm_now_ns() >= run->deadline_ns)
-            return;
+        /* Open loop: the deadline is checked against the due time below, so
+         * the requests due before it all go out even when the tester or the
+         * server lags behind; the closed loop stops at the deadline itself. */
+        if (opt->rate > 0 ? atomic_load_explicit(&run->stop, memory_order_relaxed) : run_over(run, now))
+            return 0;
         /* One shared ticket counter splits --requests exactly, and a slow
          * connection simply takes fewer tickets instead of finishing last. */
         ticket = atomic_fetch_add_explicit(&run->next_ticket, 1, memory_order_relaxed);
         if (opt->requests != 0 && ticket >= opt->requests)
-            return;
+            return 0;
+        c->sched = 0;
+        if (opt->rate > 0) {
+            /* Open loop: ticket k is due at start + k/R whatever the
+             * server did with the earlier ones (coordinated omission). */
+            c->sched = run->start_ns + (int64_t)((double)ticket * 1e9 / opt->rate);
+            if (run->deadline_ns != 0 && c->sched >= run->deadline_ns)
+                return 0;
+        }
         if (opt->users > 0)
             snprintf(user, sizeof user, "%s%" PRIu64, prefix, splitmix64(&lp->rng) % opt->users);
         else
             snprintf(user, sizeof user, "%s%" PRIu64, prefix, ticket);
         len = lt_http_format_claim(c->out, sizeof c->out, c->target, opt->use_get, opt->coupon_id, user);
         if (len < 0) {
-            count_error(w, CURLE_URL_MALFORMAT);
+            /* Cannot happen with parsed URLs (OUT_CAP fits the longest);
+             * counted, not sent, so a bug here shows in the report. */
+            w->stats.unsent++;
             continue;
         }
         c->out_len = (size_t)len;
+        c->held = 1;
+        return 1;
+    }
+}
+
+/* The wait before reconnect number `fails`: [d/2, d], d = 10 ms * 2^(fails-1)
+ * up to 1 s. The jitter keeps connections that failed together from
+ * reconnecting in lockstep; the floor bounds the attempts. */
+static int64_t backoff_ns(lt_loop *lp, unsigned fails)
+{
+    int64_t d = BACKOFF_FIRST_NS;
+    for (unsigned i = 1; i < fails && d < BACKOFF_MAX_NS; i++)
+        d *= 2;
+    if (d > BACKOFF_MAX_NS)
+        d = BACKOFF_MAX_NS;
+    return d / 2 + (int64_t)(splitmix64(&lp->rng) % (uint64_t)(d / 2 + 1));
+}
+
+/* A connect failed: back off, or give the connection up after --give-up-ms
+ * of failures in a row. */
+static void connect_failed(lt_loop *lp, lt_conn *c, CURLcode rc, int64_t now)
+{
+    lt_worker *w = lp->w;
+    w->stats.connect_failures++;
+    w->stats.connect_by_curl[curl_slot(rc)]++;
+    publish(w);
+    if (c->fails++ == 0)
+        c->failing_since = now;
+    if (now - c->failing_since >= w->run->opt->give_up_ms * MS) {
+        c->gave_up = 1;
+        w->stats.gave_up++;
+        drop_ticket(lp, c, now);
+        return;
+    }
+    park(lp, c, now + backoff_ns(lp, c->fails));
+}
+
+/* Drive c until it has a request in flight, is parked (a scheduled send
+ * time, a reconnect back-off), or the run has nothing more for it. */
+static void conn_next(lt_loop *lp, lt_conn *c)
+{
+    lt_worker *w = lp->w;
+    const lt_run *run = w->run;
+
+    for (;;) {
+        int64_t now = cm_now_ns();
+        CURLcode rc;
+        if (c->gave_up)
+            return;
+        if (!c->held && !take_ticket(lp, c, now))
+            return;
+        if (c->easy == NULL) {
+            /* Connect before the scheduled time, not at it: the send then
+             * goes out on time. */
+            rc = conn_open(lp, c);
+            now = cm_now_ns();
+            if (rc != CURLE_OK) {
+                connect_failed(lp, c, rc, now);
+                return;
+            }
+            c->fails = 0;
+        }
+        if (c->sched > now) {
+            park(lp, c, c->sched);
+            return;
+        }
+        c->held = 0;
+        c->t0 = c->sched != 0 ? c->sched : now;
+        c->warm = run->warmup_end_ns != 0 && c->t0 < run->warmup_end_ns;
+        c->deadline = now + (int64_t)run->opt->timeout_ms * MS;
         c->out_sent = 0;
         c->in_len = 0;
-        if (c->easy == NULL && (rc = conn_open(lp, c)) != CURLE_OK) {
-            count_error(w, rc);
-            continue;
-        }
-        c->t0 = cm_now_ns();
-        c->deadline = c->t0 + (int64_t)opt->timeout_ms * 1000000;
         c->busy = 1;
         lp->busy++;
         if ((rc = conn_flush(lp, c)) != CURLE_OK) {
-            count_error(w, rc);
+            count_error(w, c, rc, cm_now_ns());
             conn_close(lp, c);
             continue;
         }
@@ -212,7 +351,7 @@ static void conn_next(lt_loop *lp, lt_conn *c)
 /* A request ended without a reply: count it, drop the connection, go on. */
 static void conn_fail(lt_loop *lp, lt_conn *c, CURLcode rc)
 {
-    count_error(lp->w, rc);
+    count_error(lp->w, c, rc, cm_now_ns());
     conn_close(lp, c);
     conn_next(lp, c);
 }
@@ -284,12 +423,65 @@ static void scan_timeouts(lt_loop *lp, lt_conn *conns, unsigned n, int64_t now)
             conn_fail(lp, &conns[i], CURLE_OPERATION_TIMEDOUT);
 }
 
+/* Wake the parked connections whose time has come; when the run is over,
+ * all of them, dropping what they held. */
+static void wake_due(lt_loop *lp, lt_conn *conns, unsigned n, int64_t now)
+{
+    int over = run_over(lp->w->run, now);
+    for (unsigned i = 0; i < n; i++) {
+        lt_conn *c = &conns[i];
+        if (!c->waiting || (!over && now < c->wake_at))
+            continue;
+        c->waiting = 0;
+        lp->waiting--;
+        /* A send due before the deadline still goes out (as in the closed
+         * loop, where a ticket taken is sent); a reconnect in back-off does
+         * not, nor anything after a stop (Ctrl-C). */
+        if (over && (c->fails > 0 || atomic_load_explicit(&lp->w->run->stop, memory_order_relaxed))) {
+            drop_ticket(lp, c, now);
+            continue;
+        }
+        conn_next(lp, c);
+    }
+}
+
+/* How long epoll may sleep: until the first parked connection is due, at
+ * most 10 ms (the timeout scan and the stop flag). */
+static int64_t sleep_ns(const lt_loop *lp, const lt_conn *conns, unsigned n, int64_t now)
+{
+    int64_t best = SCAN_EVERY_NS;
+    for (unsigned i = 0; lp->waiting > 0 && i < n; i++) {
+        if (conns[i].waiting) {
+            int64_t d = conns[i].wake_at - now;
+            if (d < best)
+                best = d > 0 ? d : 0;
+        }
+    }
+    return best;
+}
+
+/* epoll with a nanosecond timeout: a send scheduled at t must not leave at
+ * t + 1 ms because epoll_wait rounds to milliseconds, since that delay
+ * counts in the open loop's latency. */
+static int wait_events(lt_loop *lp, struct epoll_event *evs, int max, int64_t timeout_ns)
+{
+    if (!lp->no_pwait2) {
+        struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000),
+                              .tv_nsec = (long)(timeout_ns % 1000000000)};
+        int n = epoll_pwait2(lp->epfd, evs, max, &ts, NULL);
+        if (n >= 0 || errno != ENOSYS)
+            return n;
+        lp->no_pwait2 = 1; /* kernels before 5.11 */
+    }
+    return epoll_wait(lp->epfd, evs, max, (int)((timeout_ns + MS - 1) / MS));
+}
+
 static void *worker_main(void *arg)
 {
     lt_worker *w = arg;
     const lt_run *run = w->run;
     const lt_options *opt = run->opt;
-    lt_loop lp = {.w = w, .epfd = -1, .busy = 0};
+    lt_loop lp = {.w = w, .epfd = -1};
     lt_conn *conns = NULL;
     struct epoll_event evs[64];
     int64_t last_scan;
@@ -313,9 +505,10 @@ static void *worker_main(void *arg)
     for (unsigned i = 0; i < w->n_conns; i++)
         conn_next(&lp, &conns[i]);
     last_scan = cm_now_ns();
-    while (lp.busy > 0) {
+    while (lp.busy > 0 || lp.waiting > 0) {
         /* Bounded wait: request timeouts are checked at least every 10 ms. */
-        int n = epoll_wait(lp.epfd, evs, (int)(sizeof evs / sizeof evs[0]), 10);
+        int n = wait_events(&lp, evs, (int)(sizeof evs / sizeof evs[0]),
+                            sleep_ns(&lp, conns, w->n_conns, cm_now_ns()));
         int64_t now;
         if (n < 0 && errno != EINTR) {
             snprintf(w->err, sizeof w->err, "worker %u: epoll_wait: %s", w->index, strerror(errno));
@@ -340,14 +533,18 @@ static void *worker_main(void *arg)
                 conn_readable(&lp, c);
         }
         now = cm_now_ns();
+        if (lp.waiting > 0)
+            wake_due(&lp, conns, w->n_conns, now);
         if (now - last_scan >= SCAN_EVERY_NS) {
             scan_timeouts(&lp, conns, w->n_conns, now);
             last_scan = now;
         }
     }
 out:
-    for (unsigned i = 0; conns != NULL && i < w->n_conns; i++)
+    for (unsigned i = 0; conns != NULL && i < w->n_conns; i++) {
+        drop_ticket(&lp, &conns[i], cm_now_ns());
         conn_close(&lp, &conns[i]);
+    }
     free(conns);
     if (lp.epfd >= 0)
         close(lp.epfd);
@@ -372,9 +569,17 @@ int lt_workers_start(lt_run *run, lt_worker **out, char *err, size_t errlen)
         w[i].first_conn = first;
         first += w[i].n_conns;
         w[i].run = run;
-        lt_stats_init(&w[i].stats);
+        /* w is calloc'd: thousands of threads must not fault in every
+         * histogram page up front. */
+        lt_stats_init_zeroed(&w[i].stats);
+        lt_stats_init_zeroed(&w[i].warm);
         atomic_init(&w[i].done, 0);
         atomic_init(&w[i].errors, 0);
+        atomic_init(&w[i].connect_failures, 0);
+        if (run->opt->timeline_path != NULL && (w[i].timeline = lt_timeline_new()) == NULL) {
+            snprintf(err, errlen, "out of memory for the timeline");
+            goto out;
+        }
     }
     for (unsigned i = 0; i < n; i++) {
         int e = pthread_create(&w[i].tid, NULL, worker_main, &w[i]);
@@ -390,7 +595,7 @@ int lt_workers_start(lt_run *run, lt_worker **out, char *err, size_t errlen)
     w = NULL;
     rc = 0;
 out:
-    lt_workers_free(w);
+    lt_workers_free(w, n);
     return rc;
 }
 
@@ -406,7 +611,9 @@ void lt_workers_join(lt_worker *w, unsigned n)
     }
 }
 
-void lt_workers_free(lt_worker *w)
+void lt_workers_free(lt_worker *w, unsigned n)
 {
+    for (unsigned i = 0; w != NULL && i < n; i++)
+        lt_timeline_free(w[i].timeline);
     free(w);
 }

@@ -77,7 +77,7 @@ static uint32_t fence_sync(dlock_client *c, uint32_t ok_mask, uint64_t fence, co
         return synced;
     snprintf(fence_s, sizeof(fence_s), "%llu", (unsigned long long)fence);
     args[0] = fence_s;
-    dlock__script_round(c, lagging, DLOCK__SCRIPT_FENCE_SYNC, keys, 1, args, 1, res, NULL, NULL);
+    dlock__script_round(c, lagging, 0, DLOCK__SCRIPT_FENCE_SYNC, keys, 1, args, 1, res, NULL, NULL);
     dlock__count_int(res, c->n, 1, &ones);
     return synced | (ones & lagging);
 }
@@ -118,7 +118,7 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
     /* Redlock step 1: the time before the first SET is sent; every key is
      * set at or after t0, so t0 + TTL bounds the earliest expiry. */
     t0 = dlock_now_ms();
-    dlock__script_round(c, all, DLOCK__SCRIPT_ACQUIRE, keys, 2, args, 2, res, acquire_decided,
+    dlock__script_round(c, all, 0, DLOCK__SCRIPT_ACQUIRE, keys, 2, args, 2, res, acquire_decided,
                         &c->quorum);
     for (size_t i = 0; i < c->n; i++) {
         if (acquired(&res[i])) {
@@ -165,6 +165,7 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
         }
         memcpy(lock->token, token, sizeof(token));
         lock->fence = fence;
+        lock->may_hold = ok_mask | maybe_mask;
         lock->ttl_ms = ttl_ms;
         lock->cur_ttl_ms = ttl_ms;
         lock->acquired_ms = t0;

@@ -219,7 +219,7 @@ dlock_err dlock_ping(dlock_client *c, size_t *up_out)
         return DLOCK_ERR_ARG;
     memset(res, 0, sizeof(res));
     pthread_mutex_lock(&c->mu);
-    dlock__round(c, dlock__all_nodes(c), 1, (const char **)argv, argvlen, res, NULL, NULL);
+    dlock__round(c, dlock__all_nodes(c), 0, 1, (const char **)argv, argvlen, res, NULL, NULL);
     for (size_t i = 0; i < c->n; i++) {
         if (res[i].status == DLOCK__R_REPLY && res[i].reply->type == REDIS_REPLY_STATUS)
             up |= 1u << i;

@@ -1,9 +1,10 @@
-/* conn.c - per-node hiredis connections: parallel non-blocking connect with
- * pipelined AUTH, close, and the SIGPIPE guard for writes; plus the
- * bookkeeping of each connection's reply stream (the AUTH answer, replies
- * owed to rounds that ended early, when a connection is too far behind and
- * is dropped, dead idle connections replaced before a round). The rounds
- * (rounds.c) only see the replies meant for them. */
+/* conn.c - per-node hiredis connections: non-blocking connect with
+ * pipelined AUTH, close, and the SIGPIPE guard for writes; the circuit
+ * breaker of each node; and the bookkeeping of each connection's reply
+ * stream (the AUTH answer, replies owed to rounds that ended early, lagging
+ * connections kept until they drain or fall silent for too long, dead idle
+ * connections replaced before a round). The rounds (rounds.c) only see the
+ * replies meant for them. */
 #include "dlock_internal.h"
 
 #include <errno.h>
@@ -16,9 +17,15 @@
 #include <time.h>
 
 /* A node may owe at most this many replies to rounds that ended early; past
- * that it is not keeping up (paused, overloaded) and its connection is
- * dropped rather than letting a backlog of stale commands grow. */
+ * that it is not keeping up (paused, overloaded) and its breaker opens: new
+ * votes skip it while the connection is kept for what it still owes. */
 #define DLOCK__MAX_STALE 4
+
+/* Probe delays of an open breaker: a DOWN node is reconnected no sooner than
+ * this after it failed, doubling per failed probe up to the ceiling, with
+ * half of it random so that many clients do not reconnect in step. */
+#define DLOCK__PROBE_BASE_MS 100
+#define DLOCK__PROBE_MAX_MS 2000
 
 void dlock__node_close(dlock__node *node)
 {
@@ -32,40 +39,89 @@ void dlock__node_close(dlock__node *node)
      * be reported as an AUTH failure. */
     node->auth_failed = 0;
     node->stale = 0;
+    node->unwritten = 0;
 }
 
-static void fail_node(dlock__node *node, dlock__result *r, const char *why, const char *arg)
+/* ---- the circuit breaker ---- */
+
+/* Opens node's breaker, or, when it is open already (a probe failed),
+ * doubles the delay before the next probe. */
+void dlock__breaker_trip(dlock_client *c, dlock__node *node, dlock_err code, const char *detail)
 {
-    dlock__detailf(r->detail, "%s%s", why, arg);
+    dlock__breaker *b = &node->breaker;
+    int64_t now = dlock_now_ms();
+
+    if (!b->open) {
+        b->open = 1;
+        b->backoff_ms = DLOCK__PROBE_BASE_MS;
+    } else if (b->backoff_ms < DLOCK__PROBE_MAX_MS) {
+        b->backoff_ms *= 2;
+        if (b->backoff_ms > DLOCK__PROBE_MAX_MS)
+            b->backoff_ms = DLOCK__PROBE_MAX_MS;
+    }
+    b->code = code;
+    dlock__detailf(b->detail, "%s", detail);
+    b->probe_at_ms = now + dlock__rng_range(c, b->backoff_ms / 2, b->backoff_ms);
+}
+
+/* The node answered everything it was sent: it takes part again. */
+void dlock__breaker_heard(dlock__node *node)
+{
+    node->breaker.open = 0;
+    node->breaker.backoff_ms = 0;
+}
+
+/* A tripped node without a connection may be tried again (a reconnect that
+ * rides along with a round, never waited for by it). A tripped node that is
+ * connected needs no probe: it is heard again when it has drained what it
+ * owes. */
+int dlock__breaker_probe_due(const dlock__node *node, int64_t now)
+{
+    return node->breaker.open && node->state == DLOCK__DOWN && now >= node->breaker.probe_at_ms;
+}
+
+/* ---- connecting ---- */
+
+static void fail_node(dlock_client *c, dlock__node *node, dlock__result *r, const char *why,
+                      const char *arg)
+{
+    char detail[DLOCK__DETAIL_LEN];
+
+    dlock__detailf(detail, "%s%s", why, arg);
+    dlock__detailf(r->detail, "%s", detail);
     dlock__node_close(node);
+    dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, detail);
     r->status = DLOCK__R_DOWN;
 }
 
-static void start_connect(dlock_client *c, dlock__node *node, dlock__result *r)
+/* Starts a non-blocking connect and queues AUTH behind it. Nothing waits
+ * here: the caller polls the socket for writability (finishing with
+ * dlock__conn_finish), so a dead or tarpitted host costs no caller more
+ * than its own poll deadline, and never an unbounded kernel SYN-retry wait.
+ * Commands appended now leave when the connect is done. */
+void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
 {
     const char *argv[3];
     size_t argvlen[3];
     int argc = 0;
 
-    /* Non-blocking connect: the caller waits for all nodes at once with one
-     * poll() bounded by connect_timeout_ms, so a dead host costs one timeout
-     * per round instead of one per node, and never an unbounded kernel
-     * SYN-retry wait. */
     if (node->addr.is_unix)
         node->ctx = redisConnectUnixNonBlock(node->addr.host);
     else
         node->ctx = redisConnectNonBlock(node->addr.host, node->addr.port);
     if (node->ctx == NULL) {
-        fail_node(node, r, "out of memory creating the connection", "");
+        fail_node(c, node, r, "out of memory creating the connection", "");
         return;
     }
     if (node->ctx->err != 0) {
-        fail_node(node, r, "connect: ", node->ctx->errstr);
+        fail_node(c, node, r, "connect: ", node->ctx->errstr);
         return;
     }
     node->state = DLOCK__CONNECTING;
+    node->connect_started_ms = dlock_now_ms();
     node->auth_pending = 0;
     node->stale = 0;
+    node->unwritten = 0;
     if (c->password == NULL)
         return;
     argv[argc] = "AUTH";
@@ -80,10 +136,28 @@ static void start_connect(dlock_client *c, dlock__node *node, dlock__result *r)
      * next round, so authenticating costs no extra round trip. Its reply
      * arrives first on the stream and is checked by the round. */
     if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK) {
-        fail_node(node, r, "out of memory queueing AUTH", "");
+        fail_node(c, node, r, "out of memory queueing AUTH", "");
         return;
     }
     node->auth_pending = 1;
+    node->unwritten = 1;
+}
+
+/* Hands hiredis's buffered output to the kernel, as much as it takes now.
+ * 0, or -1 with the reason in ebuf (DLOCK__DETAIL_LEN bytes; the caller
+ * closes the connection). */
+int dlock__conn_write(dlock__node *node, char *ebuf)
+{
+    int done = 0;
+
+    if (node->state != DLOCK__UP)
+        return 0; /* leaves when the connect is done */
+    if (redisBufferWrite(node->ctx, &done) != REDIS_OK) {
+        dlock__detailf(ebuf, "write: %s", node->ctx->errstr);
+        return -1;
+    }
+    node->unwritten = !done;
+    return 0;
 }
 
 /* One poll() over the k entries of pfd. Returns 1 when poll() returned
@@ -102,21 +176,22 @@ int dlock__poll(struct pollfd *pfd, size_t k, int timeout_ms, char *ebuf, size_t
 }
 
 /* A connect poll() reported done on node: finds out how it went and, if it
- * worked, makes the connection ready for lock rounds. */
-static void finish_connect(dlock_client *c, dlock__node *node, dlock__result *r)
+ * worked, sends what was queued behind it. 0 when the node is UP, -1 when it
+ * failed (closed, breaker tripped, r says why). */
+int dlock__conn_finish(dlock_client *c, dlock__node *node, dlock__result *r)
 {
     int soerr = 0;
     socklen_t len = sizeof(soerr);
+    char ebuf[DLOCK__DETAIL_LEN];
 
     /* Writability only says the connect finished; SO_ERROR says how
      * (ECONNREFUSED from a dead port arrives this way). */
     if (getsockopt(node->ctx->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
         soerr = errno;
     if (soerr != 0) {
-        char ebuf[64];
         dlock__strerror(soerr, ebuf, sizeof(ebuf));
-        fail_node(node, r, "connect: ", ebuf);
-        return;
+        fail_node(c, node, r, "connect: ", ebuf);
+        return -1;
     }
     /* Lock rounds are small writes that must leave at once: hiredis 0.14
      * sets TCP_NODELAY on non-blocking connects, 1.x only on blocking ones,
@@ -128,13 +203,25 @@ static void finish_connect(dlock_client *c, dlock__node *node, dlock__result *r)
         (void)setsockopt(node->ctx->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     node->state = DLOCK__UP;
+    node->heard_ms = dlock_now_ms();
     if (c->count_reconnects)
         c->stats.reconnects++;
+    if (dlock__conn_write(node, ebuf) != 0) {
+        fail_node(c, node, r, ebuf, "");
+        return -1;
+    }
+    return 0;
 }
 
-/* Connects every DOWN node in mask, in parallel, within connect_timeout_ms.
- * Nodes that fail are closed and res[i] gets DLOCK__R_DOWN with the reason;
- * res of the other nodes is untouched. */
+int64_t dlock__conn_connect_deadline(const dlock_client *c, const dlock__node *node)
+{
+    return node->connect_started_ms + c->connect_timeout_ms;
+}
+
+/* Connects every DOWN node in mask, in parallel, within connect_timeout_ms:
+ * only dlock_client_new waits like this (the request path never does).
+ * Nodes that fail are closed, tripped, and res[i] gets DLOCK__R_DOWN with
+ * the reason; res of the other nodes is untouched. */
 void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res)
 {
     struct pollfd pfd[DLOCK_MAX_NODES];
@@ -144,7 +231,7 @@ void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res)
 
     for (size_t i = 0; i < c->n; i++) {
         if ((mask & (1u << i)) && c->nodes[i].state == DLOCK__DOWN) {
-            start_connect(c, &c->nodes[i], &res[i]);
+            dlock__conn_start(c, &c->nodes[i], &res[i]);
             any = 1;
         }
     }
@@ -172,7 +259,7 @@ void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res)
             char ms[16];
             snprintf(ms, sizeof(ms), "%d ms", c->connect_timeout_ms);
             for (size_t j = 0; j < k; j++)
-                fail_node(&c->nodes[idx[j]], &res[idx[j]], "connect timeout after ", ms);
+                fail_node(c, &c->nodes[idx[j]], &res[idx[j]], "connect timeout after ", ms);
             return;
         }
         rc = dlock__poll(pfd, k, (int)(deadline - now), ebuf, sizeof(ebuf));
@@ -180,53 +267,155 @@ void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res)
             continue;
         if (rc < 0) {
             for (size_t j = 0; j < k; j++)
-                fail_node(&c->nodes[idx[j]], &res[idx[j]], "poll: ", ebuf);
+                fail_node(c, &c->nodes[idx[j]], &res[idx[j]], "poll: ", ebuf);
             return;
         }
         for (size_t j = 0; j < k; j++) {
             if (pfd[j].revents != 0)
-                finish_connect(c, &c->nodes[idx[j]], &res[idx[j]]);
+                (void)dlock__conn_finish(c, &c->nodes[idx[j]], &res[idx[j]]);
         }
     }
 }
 
 /* ---- the reply stream of a connection ---- */
 
-/* An idle connection has nothing to say in RESP2: if it is readable before
- * we send, the server closed it (restart, idle timeout, kill) or sent junk.
- * Dropping it now lets the connect phase replace it, instead of failing this
- * round on a socket known to be dead. */
-static void drop_dead_idle(dlock_client *c, uint32_t mask)
+/* The poll events a node needs outside any round's command: a connect to
+ * finish, output to flush, replies owed to earlier rounds to drain. 0 when
+ * it has nothing going on. Every round serves these nodes in its poll loop
+ * without waiting for them. */
+int dlock__conn_background(const dlock__node *node)
+{
+    if (node->state == DLOCK__CONNECTING)
+        return POLLOUT;
+    if (node->state != DLOCK__UP)
+        return 0;
+    if (node->stale > 0 || node->auth_pending)
+        return POLLIN | (node->unwritten ? POLLOUT : 0);
+    return node->unwritten ? POLLOUT : 0;
+}
+
+/* Acts on what poll() reported for a node outside the round: finishes its
+ * connect, flushes its output, discards owed replies as they come. A
+ * tripped node that has drained everything it owed answers again: its
+ * breaker closes. */
+void dlock__conn_service(dlock_client *c, dlock__node *node, short revents)
+{
+    dlock__result scratch;
+    char ebuf[DLOCK__DETAIL_LEN];
+
+    if (revents == 0)
+        return;
+    memset(&scratch, 0, sizeof(scratch));
+    if (node->state == DLOCK__CONNECTING) {
+        (void)dlock__conn_finish(c, node, &scratch);
+        return;
+    }
+    if (node->state != DLOCK__UP)
+        return;
+    if ((revents & POLLOUT) && node->unwritten && dlock__conn_write(node, ebuf) != 0) {
+        dlock__node_close(node);
+        dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, ebuf);
+        return;
+    }
+    if (revents & (POLLIN | POLLERR | POLLHUP)) {
+        redisReply *extra = NULL;
+
+        if (redisBufferRead(node->ctx) != REDIS_OK) {
+            dlock__detailf(ebuf, "connection lost: %s", node->ctx->errstr);
+            dlock__node_close(node);
+            dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, ebuf);
+            return;
+        }
+        if (dlock__conn_next_reply(node, &extra) != 0 || extra != NULL) {
+            /* Nothing is owed beyond stale: a reply past it means the
+             * stream is out of step, and only a fresh connection is. */
+            if (extra != NULL)
+                freeReplyObject(extra);
+            dlock__node_close(node);
+            dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, "reply stream out of step");
+            return;
+        }
+    }
+    if (node->breaker.open && node->stale == 0 && !node->auth_pending)
+        dlock__breaker_heard(node);
+}
+
+/* Gives up on what is hopeless: a connect older than connect_timeout_ms,
+ * and a connection that owes replies and has said nothing for longer than
+ * the longest TTL any lock of ours used. Until then a lagging connection is
+ * kept, so that releases queue behind the commands already sent on it, in
+ * order, and a resumed node deletes what it sets; past the longest TTL even
+ * the newest lock that counted on the node has run out of validity. */
+void dlock__conn_expire(dlock_client *c, dlock__node *node, int64_t now)
+{
+    char why[DLOCK__DETAIL_LEN];
+    int64_t silence_ms = c->longest_ttl_ms > (uint32_t)c->command_timeout_ms
+                             ? (int64_t)c->longest_ttl_ms
+                             : (int64_t)c->command_timeout_ms;
+
+    if (node->state == DLOCK__CONNECTING && now >= dlock__conn_connect_deadline(c, node)) {
+        dlock__detailf(why, "connect timeout after %d ms", c->connect_timeout_ms);
+        dlock__node_close(node);
+        dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, why);
+    } else if (node->state == DLOCK__UP && node->stale > 0 && now - node->heard_ms > silence_ms) {
+        dlock__detailf(why, "silent for %lld ms while owing %u replies",
+                       (long long)(now - node->heard_ms), node->stale);
+        dlock__node_close(node);
+        dlock__breaker_trip(c, node, DLOCK_ERR_TIMEOUT, why);
+    }
+}
+
+/* Readies the client for a round, without waiting for anything: gives up
+ * on hopeless connects and silences (dlock__conn_expire), serves what the
+ * nodes said since the last round (a resumed node's owed replies close its
+ * breaker before the round chooses its nodes), and drops idle connections
+ * the server closed, so the round reconnects instead of failing on a socket
+ * known to be dead. An idle connection has nothing to say in RESP2: if it
+ * is readable before we send, the server closed it or sent junk. */
+void dlock__conn_prepare(dlock_client *c)
 {
     struct pollfd pfd[DLOCK_MAX_NODES];
     size_t idx[DLOCK_MAX_NODES];
     size_t k = 0;
+    int64_t now = dlock_now_ms();
 
     for (size_t i = 0; i < c->n; i++) {
         dlock__node *node = &c->nodes[i];
-        if ((mask & (1u << i)) && node->state == DLOCK__UP && node->stale == 0 &&
-            !node->auth_pending) {
-            pfd[k].fd = node->ctx->fd;
-            pfd[k].events = POLLIN;
-            pfd[k].revents = 0;
-            idx[k++] = i;
-        }
+        int ev;
+
+        dlock__conn_expire(c, node, now);
+        ev = dlock__conn_background(node);
+        if (node->state == DLOCK__UP && ev == 0)
+            ev = POLLIN; /* idle: readable means closed */
+        if (ev == 0)
+            continue;
+        pfd[k].fd = node->ctx->fd;
+        pfd[k].events = (short)ev;
+        pfd[k].revents = 0;
+        idx[k++] = i;
     }
     if (k == 0 || poll(pfd, (nfds_t)k, 0) <= 0)
         return;
     for (size_t j = 0; j < k; j++) {
-        if (pfd[j].revents != 0)
-            dlock__node_close(&c->nodes[idx[j]]);
+        dlock__node *node = &c->nodes[idx[j]];
+
+        if (pfd[j].revents == 0)
+            continue;
+        if (dlock__conn_background(node) == 0)
+            dlock__node_close(node);
+        else
+            dlock__conn_service(c, node, pfd[j].revents);
     }
 }
 
-/* Readies the nodes of mask for a round: drops the idle connections the
- * server closed, then (re)connects every DOWN node, as
- * dlock__connect_nodes. */
-void dlock__conn_prepare(dlock_client *c, uint32_t mask, dlock__result *res)
+/* The answer to our AUTH says the server has no password at all (Redis
+ * 6+: "called without any password configured", older: "no password is
+ * set"): then nothing is refused and every command runs. */
+static int auth_not_needed(const redisReply *r)
 {
-    drop_dead_idle(c, mask);
-    dlock__connect_nodes(c, mask, res);
+    return r->str != NULL &&
+           (strstr(r->str, "without any password configured") != NULL ||
+            strstr(r->str, "no password is set") != NULL);
 }
 
 /* Takes the complete replies already read from node's connection in stream
@@ -247,9 +436,10 @@ int dlock__conn_next_reply(dlock__node *node, redisReply **out)
         if (p == NULL)
             return 0;
         reply = p;
+        node->heard_ms = dlock_now_ms();
         if (node->auth_pending) {
             node->auth_pending = 0;
-            if (reply->type == REDIS_REPLY_ERROR) {
+            if (reply->type == REDIS_REPLY_ERROR && !auth_not_needed(reply)) {
                 node->auth_failed = 1;
                 dlock__detailf(node->auth_detail, "AUTH refused: %s",
                                reply->str != NULL ? reply->str : "(no text)");
@@ -276,29 +466,27 @@ static int is_auth_refusal(const redisReply *r)
 /* Whether reply, the caller's answer on node's connection, says the command
  * was refused for want of authentication: returns the text to report (valid
  * while reply and the connection live), or NULL when the reply stands.
- * A refused AUTH makes the server answer NOAUTH; a server without a
- * password answers our AUTH with an error but runs the command, and then
- * the command's own reply stands. */
+ * Only the server's own refusal (NOAUTH) counts: any other error reply is
+ * the command's, even after a failed AUTH - an ACL default user without a
+ * password still runs commands, and NOSCRIPT must reach the EVAL fallback
+ * instead of failing every acquire as "AUTH". The AUTH answer only supplies
+ * the better text. */
 const char *dlock__conn_auth_refusal(const dlock__node *node, const redisReply *reply)
 {
-    if (is_auth_refusal(reply) || (node->auth_failed && reply->type == REDIS_REPLY_ERROR))
-        return node->auth_failed ? node->auth_detail : reply->str;
-    return NULL;
+    if (!is_auth_refusal(reply))
+        return NULL;
+    return node->auth_failed ? node->auth_detail : reply->str;
 }
 
-/* The caller sends (or has sent) node a command whose reply it will not
- * read: counts the reply as owed, so that whoever reads the stream next
- * discards it on arrival.
- * Returns 0; or -1 when the node already owes DLOCK__MAX_STALE replies, after
- * dropping its connection (the next round reconnects). */
+/* The caller sent (or queued) node a command whose reply it will not read:
+ * counts the reply as owed, so that whoever reads the stream next discards
+ * it on arrival. Returns 1 when the node now owes more than
+ * DLOCK__MAX_STALE replies (not keeping up: the caller trips its breaker),
+ * 0 otherwise. The connection is kept either way. */
 int dlock__conn_owe(dlock__node *node)
 {
-    if (node->stale >= DLOCK__MAX_STALE) {
-        dlock__node_close(node);
-        return -1;
-    }
     node->stale++;
-    return 0;
+    return node->stale > DLOCK__MAX_STALE;
 }
 
 /* hiredis writes with write(2): on a connection the peer reset, the kernel

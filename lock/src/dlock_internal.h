@@ -43,12 +43,23 @@ int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen)
 /* ---- per-node connection (conn.c) ---- */
 
 typedef enum dlock__node_state {
-    DLOCK__DOWN = 0,   /* no context: connect on the next round */
-    DLOCK__CONNECTING, /* non-blocking connect in progress */
+    DLOCK__DOWN = 0,   /* no context: a round may start a connect */
+    DLOCK__CONNECTING, /* non-blocking connect in progress (commands wait in the buffer) */
     DLOCK__UP          /* connected; commands may be appended */
 } dlock__node_state;
 
 #define DLOCK__DETAIL_LEN 128
+
+/* The circuit breaker of a node (see conn.c): while open ("tripped") new
+ * acquires and extends skip the node - a missing vote is always safe - so a
+ * paused, tarpitted or dead minority costs the healthy majority nothing. */
+typedef struct dlock__breaker {
+    int open;                       /* tripped: skip the node for new votes */
+    dlock_err code;                 /* how it failed (TIMEOUT, UNREACHABLE), for skipped results */
+    char detail[DLOCK__DETAIL_LEN]; /* why it tripped, for the client errstr */
+    int64_t probe_at_ms;            /* a DOWN tripped node may be reconnected from then on */
+    int backoff_ms;                 /* the probe delay after the next failed probe */
+} dlock__breaker;
 
 typedef struct dlock__node {
     dlock__addr addr;          /* immutable after dlock_client_new */
@@ -56,8 +67,12 @@ typedef struct dlock__node {
     dlock__node_state state;
     int auth_pending;          /* the next reply on the stream answers our AUTH */
     unsigned stale;            /* replies still owed to earlier rounds, discarded on arrival */
+    int unwritten;             /* hiredis holds output the kernel has not taken yet */
+    int64_t connect_started_ms; /* CONNECTING since */
+    int64_t heard_ms;          /* last reply, or when it began to owe one: silence is measured from it */
     int auth_failed;           /* our AUTH on this connection was refused */
     char auth_detail[DLOCK__DETAIL_LEN]; /* the refusal text */
+    dlock__breaker breaker;
 } dlock__node;
 
 /* ---- per-node result of one round (rounds.c) ---- */
@@ -74,6 +89,7 @@ typedef enum dlock__status {
 
 typedef struct dlock__result {
     dlock__status status;
+    dlock_err skipped;              /* nonzero: DOWN because the node's breaker is open; the code it stands for */
     redisReply *reply;              /* owned; status == DLOCK__R_REPLY only */
     char detail[DLOCK__DETAIL_LEN]; /* why the node failed, for the client errstr */
 } dlock__result;
@@ -122,6 +138,7 @@ struct dlock_client {
     int retry_unavailable;            /* immutable */
     dlock__script scripts[DLOCK__SCRIPT_COUNT]; /* immutable after dlock_client_new */
     int count_reconnects;             /* 0 while dlock_client_new makes the first connections */
+    uint32_t longest_ttl_ms;          /* longest TTL any acquire/extend sent: bounds a lagging node's silence */
     uint64_t rng[2];                  /* xorshift128+ state for retry jitter */
     dlock_stats stats;
     char errstr[DLOCK_ERRSTR_LEN];    /* detail of the last failed public call */
@@ -138,6 +155,7 @@ struct dlock_lock {
     char *resource;                   /* owned copy, without the key prefix */
     char token[DLOCK_TOKEN_LEN];      /* 32 hex digits + NUL */
     uint64_t fence;
+    uint32_t may_hold;                /* nodes where the acquire may have set the key: the release reaches them all */
     uint32_t ttl_ms;                  /* TTL of the acquisition */
     uint32_t cur_ttl_ms;              /* TTL set by the last acquire/extend (client mu) */
     int64_t acquired_ms;              /* monotonic instant the acquire round started */
@@ -164,20 +182,32 @@ void dlock__sleep_ms(int64_t ms);
 int dlock__random_bytes(void *buf, size_t len);
 int dlock__token_new(char out[DLOCK_TOKEN_LEN]);
 
-/* ---- sha1.c ---- */
-void dlock__sha1_hex(const void *data, size_t len, char out[41]);
-
 /* ---- conn.c ---- */
 void dlock__node_close(dlock__node *node);
 void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res);
 int dlock__poll(struct pollfd *pfd, size_t k, int timeout_ms, char *ebuf, size_t ebuflen);
 
+/* Connections without waiting: a round starts the connect, queues its
+ * command behind it and finishes the connect in its own poll loop. */
+void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r);
+int dlock__conn_finish(dlock_client *c, dlock__node *node, dlock__result *r);
+int dlock__conn_write(dlock__node *node, char *ebuf);
+
+/* The circuit breaker. */
+void dlock__breaker_trip(dlock_client *c, dlock__node *node, dlock_err code, const char *detail);
+void dlock__breaker_heard(dlock__node *node);
+int dlock__breaker_probe_due(const dlock__node *node, int64_t now);
+
 /* The reply stream of a node's connection: rounds go through these and
  * never touch auth_pending, auth_failed or stale themselves. */
-void dlock__conn_prepare(dlock_client *c, uint32_t mask, dlock__result *res);
+void dlock__conn_prepare(dlock_client *c);
 int dlock__conn_next_reply(dlock__node *node, redisReply **out);
 const char *dlock__conn_auth_refusal(const dlock__node *node, const redisReply *reply);
 int dlock__conn_owe(dlock__node *node);
+int dlock__conn_background(const dlock__node *node);
+void dlock__conn_service(dlock_client *c, dlock__node *node, short revents);
+int64_t dlock__conn_connect_deadline(const dlock_client *c, const dlock__node *node);
+void dlock__conn_expire(dlock_client *c, dlock__node *node, int64_t now);
 
 typedef struct dlock__sigpipe_guard {
     sigset_t old;   /* the caller thread's mask before the guard */
@@ -188,7 +218,7 @@ void dlock__sigpipe_block(dlock__sigpipe_guard *g);
 void dlock__sigpipe_restore(dlock__sigpipe_guard *g);
 
 /* ---- rounds.c ---- */
-int dlock__round(dlock_client *c, uint32_t mask, int argc, const char **argv,
+int dlock__round(dlock_client *c, uint32_t mask, uint32_t reach, int argc, const char **argv,
                  const size_t *argvlen, dlock__result *res, dlock__stop_fn stop, void *stop_arg);
 void dlock__send_only(dlock_client *c, uint32_t mask, int argc, const char **argv,
                       const size_t *argvlen);
@@ -201,7 +231,7 @@ size_t dlock__popcount(uint32_t mask);
 
 /* ---- script.c ---- */
 void dlock__scripts_init(dlock_client *c);
-void dlock__script_round(dlock_client *c, uint32_t mask, dlock__script_id id,
+void dlock__script_round(dlock_client *c, uint32_t mask, uint32_t reach, dlock__script_id id,
                               const char *const *keys, int nkeys, const char *const *args,
                               int nargs, dlock__result *res, dlock__stop_fn stop,
                               void *stop_arg);
@@ -219,6 +249,7 @@ int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);
 /* ---- retry.c ---- */
 void dlock__rng_seed(dlock_client *c);
 int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt);
+int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi);
 
 /* ---- extend.c ---- */
 dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms,

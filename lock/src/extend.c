@@ -38,7 +38,7 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
     /* Same validity rule as acquire: the new TTL starts no earlier than t0
      * on any node, minus the time the round took and the clock drift. */
     t0 = dlock_now_ms();
-    dlock__script_round(c, dlock__all_nodes(c), DLOCK__SCRIPT_EXTEND, keys, 1, args, 2, res,
+    dlock__script_round(c, dlock__all_nodes(c), 0, DLOCK__SCRIPT_EXTEND, keys, 1, args, 2, res,
                         dlock__quorum_of_ones, &c->quorum);
     elapsed = dlock_now_ms() - t0;
     drift = dlock__drift_ms(c, ttl_ms);

@@ -36,8 +36,10 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
     args[0] = lock->token;
     /* On every node, not only those that granted the lock: a node that timed
      * out during acquire may still have set the key (distlock page,
-     * "releasing the lock"). The script deletes only our token's key. */
-    dlock__script_round(c, dlock__all_nodes(c), DLOCK__SCRIPT_RELEASE, keys, 1, args, 1, res,
+     * "releasing the lock"). The script deletes only our token's key. A
+     * node whose breaker is open is asked only if the acquire may have
+     * landed there (may_hold); then the release queues behind it. */
+    dlock__script_round(c, dlock__all_nodes(c), lock->may_hold, DLOCK__SCRIPT_RELEASE, keys, 1, args, 1, res,
                         dlock__quorum_of_ones, &c->quorum);
     ones = dlock__count_int(res, c->n, 1, &ones_mask);
     dlock__count_int(res, c->n, 0, &zeros_mask);

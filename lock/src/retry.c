@@ -9,9 +9,9 @@ void dlock__rng_seed(dlock_client *c)
 {
     uint64_t seed[2] = {0, 0};
 
-    dlock__random_bytes(seed, sizeof(seed));
-    /* xorshift128+ must not start from all zeros. */
-    if (seed[0] == 0 && seed[1] == 0)
+    /* Jitter needs no secrecy: without kernel randomness, or from all zeros
+     * (where xorshift128+ must not start), the clock will do. */
+    if (dlock__random_bytes(seed, sizeof(seed)) != 0 || (seed[0] == 0 && seed[1] == 0))
         seed[0] = 0x9e3779b97f4a7c15ull ^ (uint64_t)dlock_now_ms();
     c->rng[0] = seed[0];
     c->rng[1] = seed[1];
@@ -29,8 +29,8 @@ static uint64_t rng_next(dlock_client *c)
     return c->rng[1] + s0;
 }
 
-/* Uniform in [lo, hi]. */
-static int64_t rng_range(dlock_client *c, int64_t lo, int64_t hi)
+/* Uniform in [lo, hi]; client mutex held. */
+int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi)
 {
     if (hi <= lo)
         return lo;
@@ -49,7 +49,7 @@ int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt)
     int64_t cap;
 
     if (c->retry_fixed_ms > 0) {
-        int64_t d = rng_range(c, (int64_t)c->retry_fixed_ms - c->retry_jitter_ms,
+        int64_t d = dlock__rng_range(c, (int64_t)c->retry_fixed_ms - c->retry_jitter_ms,
                               (int64_t)c->retry_fixed_ms + c->retry_jitter_ms);
         return d < 1 ? 1 : d;
     }
@@ -57,5 +57,5 @@ int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt)
     /* Shift only while it cannot overflow; past 2^30 the ceiling rules anyway. */
     if (attempt < 30 && ((int64_t)c->retry_base_ms << attempt) < cap)
         cap = (int64_t)c->retry_base_ms << attempt;
-    return rng_range(c, 1, cap < 1 ? 1 : cap);
+    return dlock__rng_range(c, 1, cap < 1 ? 1 : cap);
 }

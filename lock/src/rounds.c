@@ -1,8 +1,8 @@
 /* rounds.c - the parallel request engine: one command to N nodes at once,
  * one poll() loop, one deadline; plus result helpers and the mapping of
  * failed nodes to an "unavailable" error code. What each connection's reply
- * stream still owes (AUTH answer, replies to rounds that ended early) is
- * kept by conn.c. */
+ * stream still owes (AUTH answer, replies to rounds that ended early) and
+ * each node's circuit breaker are kept by conn.c. */
 #include "dlock_internal.h"
 
 #include <poll.h>
@@ -30,6 +30,7 @@ void dlock__results_clear(dlock__result *res, size_t n)
             freeReplyObject(res[i].reply);
         res[i].reply = NULL;
         res[i].status = DLOCK__R_UNSENT;
+        res[i].skipped = DLOCK_OK;
         res[i].detail[0] = '\0';
     }
 }
@@ -43,23 +44,22 @@ int dlock__reply_is_error(const dlock__result *r, const char *prefix)
     return r->reply->str != NULL && strncmp(r->reply->str, prefix, strlen(prefix)) == 0;
 }
 
-static void fail(dlock__node *node, dlock__result *r, dlock__status st, const char *what,
-                 const char *arg)
-{
-    dlock__detailf(r->detail, "%s%s", what, arg);
-    r->status = st;
-    /* After an I/O error or a timeout the reply stream position is unknown:
-     * a late reply would be taken for the answer to the next command. Only a
-     * fresh connection is trustworthy. */
-    dlock__node_close(node);
-}
+/* A node in a round, by what the round owes it. */
+typedef enum slot_role {
+    SLOT_OUT = 0,  /* not in this round (its own I/O is still served, never waited for) */
+    SLOT_WAITED,   /* asked; the round waits for its answer until decided or the deadline */
+    SLOT_OPTIONAL, /* breaker open but sent anyway (a release reaching a node that may hold
+                      the key, a reconnect probe): its answer counts if it comes in time,
+                      the round never waits for it */
+    SLOT_SKIPPED   /* breaker open: not sent */
+} slot_role;
 
 /* One node's part in a round. */
 typedef struct round_slot {
     dlock__node *node;
     dlock__result *res; /* the caller's entry for this node */
-    int waiting;        /* the command went out (or is queued): its answer is due */
-    int written;        /* hiredis has handed the whole command to the kernel */
+    slot_role role;
+    int waiting;        /* the command went out (or is queued behind a connect): its answer is due */
 } round_slot;
 
 /* A round in progress: a slot per node of the client, and the clock. */
@@ -67,13 +67,33 @@ typedef struct round_run {
     dlock_client *c;
     dlock__result *res; /* the caller's array, as stop() sees it */
     round_slot slot[DLOCK_MAX_NODES];
+    int argc;
+    const char **argv;
+    const size_t *argvlen;
+    dlock__stop_fn stop;
+    void *stop_arg;
     int64_t start;      /* when the commands went out */
     int64_t deadline;   /* start + command_timeout_ms, or sooner once decided */
     int stopped;        /* stop() said the outcome is decided */
+    int second_chance;  /* the skipped nodes were asked after all (once per round) */
 } round_run;
 
+/* The connection broke or the stream is garbled: the reply stream position
+ * is unknown, a late reply would be taken for the answer to the next
+ * command. Only a fresh connection is trustworthy; until one answers, the
+ * node's breaker is open. */
+static void io_fail(round_slot *s, dlock_client *c, const char *what, const char *arg)
+{
+    dlock__detailf(s->res->detail, "%s%s", what, arg);
+    s->res->status = DLOCK__R_IOERR;
+    s->waiting = 0;
+    dlock__node_close(s->node);
+    dlock__breaker_trip(c, s->node, DLOCK_ERR_UNREACHABLE, s->res->detail);
+}
+
 /* What every round and send-only does before sending: clears the results of
- * the nodes in mask, drops dead connections and (re)connects, and blocks
+ * the nodes in mask, serves what the connections said since the last round
+ * and gives up on hopeless ones (conn.c; nothing here waits), and blocks
  * SIGPIPE for the writes. Returns mask limited to the client's nodes. */
 static uint32_t round_open(dlock_client *c, uint32_t mask, dlock__result *res,
                            dlock__sigpipe_guard *guard)
@@ -84,23 +104,103 @@ static uint32_t round_open(dlock_client *c, uint32_t mask, dlock__result *res,
             dlock__results_clear(&res[i], 1);
     }
     c->stats.round_trips++;
-    dlock__conn_prepare(c, mask, res);
     dlock__sigpipe_block(guard);
+    dlock__conn_prepare(c);
     return mask;
+}
+
+/* Queues the command on node (connecting it first when it has no
+ * connection: the command waits in the buffer until the connect is done)
+ * and writes what the kernel takes at once. 0 when queued; -1 when the node
+ * could not be reached (r says why). */
+static int queue_command(dlock_client *c, dlock__node *node, dlock__result *r, int argc,
+                         const char **argv, const size_t *argvlen)
+{
+    char ebuf[DLOCK__DETAIL_LEN];
+
+    if (node->state == DLOCK__DOWN) {
+        dlock__conn_start(c, node, r);
+        if (node->state == DLOCK__DOWN)
+            return -1;
+    }
+    if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK) {
+        dlock__detailf(r->detail, "out of memory queueing the command");
+        r->status = DLOCK__R_IOERR;
+        dlock__node_close(node);
+        return -1;
+    }
+    /* Silence is counted from the oldest answer still due. */
+    if (node->stale == 0 && node->state == DLOCK__UP)
+        node->heard_ms = dlock_now_ms();
+    node->unwritten = 1;
+    if (dlock__conn_write(node, ebuf) != 0) {
+        dlock__detailf(r->detail, "%s", ebuf);
+        r->status = DLOCK__R_IOERR;
+        dlock__node_close(node);
+        dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, ebuf);
+        return -1;
+    }
+    return 0;
+}
+
+static void send_slot(round_run *rr, round_slot *s)
+{
+    if (queue_command(rr->c, s->node, s->res, rr->argc, rr->argv, rr->argvlen) == 0)
+        s->waiting = 1;
+}
+
+/* Which nodes of mask the round asks. A node whose breaker is open is
+ * skipped - its vote is missing, which is always safe - unless the others
+ * cannot make a quorum without it (then the call would fail anyway, so it is
+ * asked and waited for: this is also how a single instance recovers), the
+ * round has no stop rule (PING, fence sync: asks every node), the command
+ * must reach it (reach: a release where the acquire may have landed - it
+ * queues behind the commands already sent on the kept connection, in
+ * order), or its probe is due (a reconnect that rides along). */
+static void choose_roles(round_run *rr, uint32_t mask, uint32_t reach)
+{
+    dlock_client *c = rr->c;
+    int64_t now = dlock_now_ms();
+    uint32_t healthy = 0;
+    int ask_all;
+
+    for (size_t i = 0; i < c->n; i++) {
+        if ((mask & (1u << i)) && !c->nodes[i].breaker.open)
+            healthy |= 1u << i;
+    }
+    ask_all = rr->stop == NULL || dlock__popcount(healthy) < c->quorum;
+    for (size_t i = 0; i < c->n; i++) {
+        round_slot *s = &rr->slot[i];
+        dlock__node *node = s->node;
+
+        if (!(mask & (1u << i)))
+            s->role = SLOT_OUT;
+        else if ((healthy & (1u << i)) || ask_all)
+            s->role = SLOT_WAITED;
+        else if (((reach & (1u << i)) && node->state != DLOCK__DOWN) ||
+                 dlock__breaker_probe_due(node, now))
+            s->role = SLOT_OPTIONAL;
+        else
+            s->role = SLOT_SKIPPED;
+        if (s->role != SLOT_SKIPPED)
+            continue;
+        s->res->status = DLOCK__R_DOWN;
+        s->res->skipped = node->breaker.code;
+        dlock__detailf(s->res->detail, "circuit open: %s", node->breaker.detail);
+    }
 }
 
 /* Reads what the node sent and dispatches every complete reply in stream
  * order: our AUTH answer first, then replies owed to earlier rounds (those
  * two are conn.c's business: dlock__conn_next_reply), then this round's
  * answer. */
-static void read_node(round_slot *s)
+static void read_node(round_slot *s, dlock_client *c)
 {
     dlock__node *node = s->node;
     dlock__result *r = s->res;
 
     if (redisBufferRead(node->ctx) != REDIS_OK) {
-        fail(node, r, DLOCK__R_IOERR, "connection lost: ", node->ctx->errstr);
-        s->waiting = 0;
+        io_fail(s, c, "connection lost: ", node->ctx->errstr);
         return;
     }
     for (;;) {
@@ -108,18 +208,19 @@ static void read_node(round_slot *s)
         const char *refused;
 
         if (dlock__conn_next_reply(node, &reply) != 0) {
-            fail(node, r, DLOCK__R_IOERR, "protocol error: ", node->ctx->errstr);
-            s->waiting = 0;
+            io_fail(s, c, "protocol error: ", node->ctx->errstr);
             return;
         }
         if (reply == NULL)
             return;
         if (!s->waiting) {
             freeReplyObject(reply);
-            fail(node, r, DLOCK__R_IOERR, "unsolicited reply (stream out of step)", "");
+            io_fail(s, c, "unsolicited reply (stream out of step)", "");
             return;
         }
         s->waiting = 0;
+        /* It answered this round's command, so everything before too. */
+        dlock__breaker_heard(node);
         refused = dlock__conn_auth_refusal(node, reply);
         if (refused != NULL) {
             dlock__detailf(r->detail, "%s", refused);
@@ -135,51 +236,35 @@ static void read_node(round_slot *s)
     }
 }
 
-/* Step 1: queues the command on every connected node of mask and writes
- * what the kernel takes at once; the rest goes out when poll() says there
- * is room. */
-static void send_all(round_run *rr, uint32_t mask, int argc, const char **argv,
-                     const size_t *argvlen)
+/* Acts on what poll() reported for a slot of the round: finishes the
+ * connect, the write, then reads. */
+static void serve(round_run *rr, round_slot *s, short revents)
 {
-    for (size_t i = 0; i < rr->c->n; i++) {
-        round_slot *s = &rr->slot[i];
+    char ebuf[DLOCK__DETAIL_LEN];
 
-        if (!(mask & (1u << i)) || s->node->state != DLOCK__UP)
-            continue;
-        if (redisAppendCommandArgv(s->node->ctx, argc, argv, argvlen) != REDIS_OK) {
-            fail(s->node, s->res, DLOCK__R_IOERR, "out of memory queueing the command", "");
-            continue;
-        }
-        s->waiting = 1;
-        if (redisBufferWrite(s->node->ctx, &s->written) != REDIS_OK) {
-            fail(s->node, s->res, DLOCK__R_IOERR, "write: ", s->node->ctx->errstr);
-            s->waiting = 0;
-        }
-    }
-}
-
-/* Acts on what poll() reported for a slot: finishes the write, then reads. */
-static void serve(round_slot *s, short revents)
-{
     if (revents == 0 || !s->waiting)
         return;
-    if ((revents & POLLOUT) && !s->written &&
-        redisBufferWrite(s->node->ctx, &s->written) != REDIS_OK) {
-        fail(s->node, s->res, DLOCK__R_IOERR, "write: ", s->node->ctx->errstr);
-        s->waiting = 0;
+    if (s->node->state == DLOCK__CONNECTING) {
+        if (dlock__conn_finish(rr->c, s->node, s->res) != 0)
+            s->waiting = 0;
+        return;
+    }
+    if ((revents & POLLOUT) && s->node->unwritten &&
+        dlock__conn_write(s->node, ebuf) != 0) {
+        io_fail(s, rr->c, ebuf, "");
         return;
     }
     if (revents & (POLLIN | POLLERR | POLLHUP))
-        read_node(s);
+        read_node(s, rr->c);
 }
 
 /* Asks stop() whether the outcome is decided and, the first time it is,
  * brings the deadline forward to the end of the grace. */
-static void check_stop(round_run *rr, dlock__stop_fn stop, void *stop_arg)
+static void check_stop(round_run *rr)
 {
     int64_t t, grace;
 
-    if (rr->stopped || stop == NULL || !stop(rr->res, rr->c->n, stop_arg))
+    if (rr->stopped || rr->stop == NULL || !rr->stop(rr->res, rr->c->n, rr->stop_arg))
         return;
     t = dlock_now_ms();
     grace = t - rr->start;
@@ -187,7 +272,7 @@ static void check_stop(round_run *rr, dlock__stop_fn stop, void *stop_arg)
      * replies took (at least 2 ms). A healthy node that is merely a little
      * slower answers within that and stays in step; without the grace it
      * would fall one reply behind each round and never catch up. A paused
-     * node costs only the grace. */
+     * node costs only the grace, and only until its breaker opens. */
     rr->stopped = 1;
     if (grace < 2)
         grace = 2;
@@ -195,102 +280,260 @@ static void check_stop(round_run *rr, dlock__stop_fn stop, void *stop_arg)
         rr->deadline = t + grace;
 }
 
-/* Step 2: one poll() over every node whose answer is still due, until all
- * answered or the deadline passed. */
-static void collect(round_run *rr, dlock__stop_fn stop, void *stop_arg)
+/* Whether the nodes of `maybe` could still decide the round if each of them
+ * answered yes (an integer 1 is a yes to every stop rule). */
+static int could_decide(const round_run *rr, uint32_t maybe)
+{
+    static const redisReply yes = {.type = REDIS_REPLY_INTEGER, .integer = 1};
+    dlock__result hyp[DLOCK_MAX_NODES];
+
+    if (maybe == 0 || rr->stopped || rr->stop == NULL)
+        return 0;
+    /* A shallow copy: stop() only reads it, and nothing here is freed. */
+    memcpy(hyp, rr->res, rr->c->n * sizeof(hyp[0]));
+    for (size_t i = 0; i < rr->c->n; i++) {
+        if (maybe & (1u << i)) {
+            hyp[i].status = DLOCK__R_REPLY;
+            hyp[i].reply = (redisReply *)&yes;
+        }
+    }
+    return rr->stop(hyp, rr->c->n, rr->stop_arg);
+}
+
+static uint32_t slots_with(const round_run *rr, slot_role role, int waiting)
+{
+    uint32_t m = 0;
+
+    for (size_t i = 0; i < rr->c->n; i++) {
+        if (rr->slot[i].role == role && (!waiting || rr->slot[i].waiting))
+            m |= 1u << i;
+    }
+    return m;
+}
+
+/* The round ran out of healthy answers without a decision that the skipped
+ * nodes could still make. For release and extend a wrong "unavailable"
+ * costs the caller a lock it still holds (the watchdog gives up on it), so
+ * the skipped nodes are asked after all, once, with a fresh timeout: a node
+ * that recovered answers at once. An undecided acquire is not worth a wait
+ * on a sick node: its caller retries. Returns 1 when it sent. */
+static int give_second_chance(round_run *rr)
+{
+    uint32_t skipped = slots_with(rr, SLOT_SKIPPED, 0);
+    int sent = 0, connecting = 0;
+
+    if (rr->second_chance || rr->stop != dlock__quorum_of_ones ||
+        !could_decide(rr, skipped | slots_with(rr, SLOT_OPTIONAL, 1)))
+        return 0;
+    rr->second_chance = 1;
+    for (size_t i = 0; i < rr->c->n; i++) {
+        round_slot *s = &rr->slot[i];
+
+        if (!(skipped & (1u << i)))
+            continue;
+        dlock__results_clear(s->res, 1);
+        s->role = SLOT_WAITED;
+        send_slot(rr, s);
+        sent |= s->waiting;
+        connecting |= s->waiting && s->node->state == DLOCK__CONNECTING;
+    }
+    rr->deadline = dlock_now_ms() + rr->c->command_timeout_ms +
+                   (connecting ? rr->c->connect_timeout_ms : 0);
+    return sent;
+}
+
+/* Whether the round still waits: for a WAITED node's answer, or an
+ * OPTIONAL node's answer that could still decide it. */
+static int still_waiting(round_run *rr)
+{
+    if (slots_with(rr, SLOT_WAITED, 1) != 0)
+        return 1;
+    if (could_decide(rr, slots_with(rr, SLOT_OPTIONAL, 1)))
+        return 1;
+    return give_second_chance(rr);
+}
+
+/* Fills pfd with what the round polls: its nodes whose answer is due, and
+ * every other node with I/O of its own (a connect, owed replies), which is
+ * served but never waited for. *wake gets the earliest connect deadline of
+ * the round's nodes. Returns the count. */
+static size_t poll_set(round_run *rr, struct pollfd *pfd, size_t *idx, int64_t *wake)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < rr->c->n; i++) {
+        round_slot *s = &rr->slot[i];
+        int ev;
+
+        if (s->waiting && (s->role == SLOT_WAITED || s->role == SLOT_OPTIONAL)) {
+            if (s->node->state == DLOCK__CONNECTING) {
+                int64_t cd = dlock__conn_connect_deadline(rr->c, s->node);
+                ev = POLLOUT;
+                if (cd < *wake)
+                    *wake = cd;
+            } else {
+                ev = POLLIN | (s->node->unwritten ? POLLOUT : 0);
+            }
+        } else {
+            ev = dlock__conn_background(s->node);
+        }
+        if (ev == 0)
+            continue;
+        pfd[k].fd = s->node->ctx->fd;
+        pfd[k].events = (short)ev;
+        pfd[k].revents = 0;
+        idx[k++] = i;
+    }
+    return k;
+}
+
+/* A connect of the round that is not done by connect_timeout_ms has
+ * failed: the node is unreachable for this round. */
+static void expire_connects(round_run *rr, int64_t now)
+{
+    for (size_t i = 0; i < rr->c->n; i++) {
+        round_slot *s = &rr->slot[i];
+
+        if (!s->waiting || s->node->state != DLOCK__CONNECTING ||
+            now < dlock__conn_connect_deadline(rr->c, s->node))
+            continue;
+        dlock__conn_expire(rr->c, s->node, now);
+        s->res->status = DLOCK__R_DOWN;
+        dlock__detailf(s->res->detail, "%s", s->node->breaker.detail);
+        s->waiting = 0;
+    }
+}
+
+/* Step 2: one poll() over every node whose answer is due (plus the
+ * background I/O of the others), until no answer the round waits for is
+ * due or the deadline passed. */
+static void collect(round_run *rr)
 {
     for (;;) {
         struct pollfd pfd[DLOCK_MAX_NODES];
-        round_slot *polled[DLOCK_MAX_NODES]; /* polled[j] is the slot pfd[j] watches */
-        size_t k = 0;
-        int64_t now;
+        size_t idx[DLOCK_MAX_NODES];
+        int64_t now = dlock_now_ms(), wake;
+        size_t k;
         char ebuf[64];
         int rc;
 
-        for (size_t i = 0; i < rr->c->n; i++) {
-            round_slot *s = &rr->slot[i];
-
-            if (!s->waiting)
-                continue;
-            pfd[k].fd = s->node->ctx->fd;
-            pfd[k].events = (short)(POLLIN | (s->written ? 0 : POLLOUT));
-            pfd[k].revents = 0;
-            polled[k++] = s;
-        }
-        if (k == 0)
+        expire_connects(rr, now);
+        if (!still_waiting(rr) || now >= rr->deadline)
             return;
-        now = dlock_now_ms();
-        if (now >= rr->deadline)
-            return;
-        rc = dlock__poll(pfd, k, (int)(rr->deadline - now), ebuf, sizeof(ebuf));
+        wake = rr->deadline;
+        k = poll_set(rr, pfd, idx, &wake);
+        rc = dlock__poll(pfd, k, (int)(wake - now), ebuf, sizeof(ebuf));
         if (rc == 0)
             continue;
         if (rc < 0) {
             for (size_t j = 0; j < k; j++) {
-                fail(polled[j]->node, polled[j]->res, DLOCK__R_IOERR, "poll: ", ebuf);
-                polled[j]->waiting = 0;
+                round_slot *s = &rr->slot[idx[j]];
+                if (s->waiting)
+                    io_fail(s, rr->c, "poll: ", ebuf);
             }
             return;
         }
-        for (size_t j = 0; j < k; j++)
-            serve(polled[j], pfd[j].revents);
-        check_stop(rr, stop, stop_arg);
+        for (size_t j = 0; j < k; j++) {
+            round_slot *s = &rr->slot[idx[j]];
+
+            if (s->waiting && (s->role == SLOT_WAITED || s->role == SLOT_OPTIONAL))
+                serve(rr, s, pfd[j].revents);
+            else
+                dlock__conn_service(rr->c, s->node, pfd[j].revents);
+        }
+        check_stop(rr);
     }
 }
 
-/* Step 3: a node whose answer is still due either owes it (the round was
- * decided; the next round discards it) or, if the round was not decided or
- * the node is too far behind already, has timed out. */
+/* Step 3: a node whose answer is still due owes it - the connection is
+ * kept, and whoever reads its stream next discards the answer. If the round
+ * was decided without it that costs nothing, unless the node falls too far
+ * behind; if the round waited for it until the deadline it timed out. Both
+ * open its breaker. */
 static void finish(round_run *rr)
 {
     for (size_t i = 0; i < rr->c->n; i++) {
         round_slot *s = &rr->slot[i];
-        char ms[24];
+        dlock__node *node = s->node;
+        int behind;
 
         if (!s->waiting)
             continue;
-        if (rr->stopped && dlock__conn_owe(s->node) == 0) {
-            s->res->status = DLOCK__R_PENDING;
-            dlock__detailf(s->res->detail, "no reply yet (round decided)");
+        if (s->role == SLOT_WAITED && !rr->stopped && node->state == DLOCK__CONNECTING) {
+            /* Needed, and still not connected: nothing was sent. */
+            dlock__node_close(node);
+            s->res->status = DLOCK__R_DOWN;
+            dlock__detailf(s->res->detail, "connect not done within the round");
+            dlock__breaker_trip(rr->c, node, DLOCK_ERR_UNREACHABLE, s->res->detail);
             continue;
         }
-        snprintf(ms, sizeof(ms), "%d ms", rr->c->command_timeout_ms);
-        fail(s->node, s->res, DLOCK__R_TIMEOUT, "timeout after ", ms);
+        behind = dlock__conn_owe(node);
+        if (s->role == SLOT_OPTIONAL || rr->stopped) {
+            s->res->status = DLOCK__R_PENDING;
+            dlock__detailf(s->res->detail, "no reply yet (round decided)");
+            if (behind && !node->breaker.open) {
+                char why[DLOCK__DETAIL_LEN];
+                dlock__detailf(why, "%u replies behind", node->stale);
+                dlock__breaker_trip(rr->c, node, DLOCK_ERR_TIMEOUT, why);
+            }
+            continue;
+        }
+        s->res->status = DLOCK__R_TIMEOUT;
+        dlock__detailf(s->res->detail, "timeout after %d ms", rr->c->command_timeout_ms);
+        dlock__breaker_trip(rr->c, node, DLOCK_ERR_TIMEOUT, s->res->detail);
     }
 }
 
-/* Sends one command to every node in mask and collects the replies.
+/* Sends one command to the nodes of mask and collects the replies.
  *
  * Why one poll() over all nodes: the distlock page asks to "multiplex" the
  * SETs so the time to reach a majority - and thus the window in which two
  * clients split the votes - does not grow with N; the round costs the
  * slowest node's round trip, bounded by command_timeout_ms, not the sum.
  *
- * DOWN nodes in mask are (re)connected first, within connect_timeout_ms.
- * res[i] of every node in mask is overwritten; other entries are kept (a
- * caller may merge two rounds). When stop() says the outcome is decided the
- * round ends after a short grace: nodes still pending then keep their
- * connection and owe a stale reply that the next round discards, so one
- * paused node in a Redlock does not make every call wait the full timeout.
- * Returns 1 if stop() ended the round, 0 otherwise. */
-int dlock__round(dlock_client *c, uint32_t mask, int argc, const char **argv,
+ * Nothing waits outside that poll: a node without a connection is
+ * connected in the same loop (the command queued behind the connect), and
+ * a node whose breaker is open is skipped (choose_roles), so a sick
+ * minority costs the healthy majority nothing. res[i] of every node in mask
+ * is overwritten; other entries are kept (a caller may merge two rounds).
+ * When stop() says the outcome is decided the round ends after a short
+ * grace: nodes still pending then keep their connection and owe a stale
+ * reply. reach: nodes the command must reach even with their breaker open
+ * (a release). Returns 1 if stop() ended the round, 0 otherwise. */
+int dlock__round(dlock_client *c, uint32_t mask, uint32_t reach, int argc, const char **argv,
                  const size_t *argvlen, dlock__result *res, dlock__stop_fn stop, void *stop_arg)
 {
     round_run rr;
     dlock__sigpipe_guard guard;
+    int connecting = 0;
 
     mask = round_open(c, mask, res, &guard);
     memset(&rr, 0, sizeof(rr));
     rr.c = c;
     rr.res = res;
+    rr.argc = argc;
+    rr.argv = argv;
+    rr.argvlen = argvlen;
+    rr.stop = stop;
+    rr.stop_arg = stop_arg;
     for (size_t i = 0; i < c->n; i++) {
         rr.slot[i].node = &c->nodes[i];
         rr.slot[i].res = &res[i];
     }
-    send_all(&rr, mask, argc, argv, argvlen);
+    choose_roles(&rr, mask, reach);
+    for (size_t i = 0; i < c->n; i++) {
+        round_slot *s = &rr.slot[i];
+
+        if (s->role == SLOT_WAITED || s->role == SLOT_OPTIONAL) {
+            send_slot(&rr, s);
+            connecting |= s->role == SLOT_WAITED && s->node->state == DLOCK__CONNECTING;
+        }
+    }
     rr.start = dlock_now_ms();
-    rr.deadline = rr.start + c->command_timeout_ms;
-    collect(&rr, stop, stop_arg);
+    /* A node the round needs that is still connecting gets its connect
+     * time on top of the command time, as a blocking connect would. */
+    rr.deadline = rr.start + c->command_timeout_ms + (connecting ? c->connect_timeout_ms : 0);
+    collect(&rr);
     finish(&rr);
     dlock__sigpipe_restore(&guard);
     return rr.stopped;
@@ -298,7 +541,10 @@ int dlock__round(dlock_client *c, uint32_t mask, int argc, const char **argv,
 
 /* Sends one command to every node in mask without waiting for the answers
  * (they are discarded by the next round). For clean-up that nobody waits
- * on: the release after a failed acquire, the script re-cache. */
+ * on: the release after a failed acquire, the script re-cache. A kept
+ * lagging connection gets it too, queued behind the command it undoes; a
+ * node without a connection gets a non-blocking connect unless its breaker
+ * is open (then nothing of ours can be on it but what its TTL removes). */
 void dlock__send_only(dlock_client *c, uint32_t mask, int argc, const char **argv,
                       const size_t *argvlen)
 {
@@ -309,28 +555,21 @@ void dlock__send_only(dlock_client *c, uint32_t mask, int argc, const char **arg
     mask = round_open(c, mask, res, &guard);
     for (size_t i = 0; i < c->n; i++) {
         dlock__node *node = &c->nodes[i];
-        int done = 0;
 
-        if (!(mask & (1u << i)) || node->state != DLOCK__UP)
+        if (!(mask & (1u << i)) || (node->state == DLOCK__DOWN && node->breaker.open))
             continue;
-        /* Counted as owed before it is queued: a node already too far
-         * behind is dropped (by conn.c) instead of sent more. */
-        if (dlock__conn_owe(node) != 0)
+        if (queue_command(c, node, &res[i], argc, argv, argvlen) != 0)
             continue;
-        if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK) {
-            dlock__node_close(node);
-            continue;
-        }
-        /* One non-blocking write; whatever the kernel does not take now goes
-         * out first thing in the next round (same buffer, same order). */
-        if (redisBufferWrite(node->ctx, &done) != REDIS_OK)
-            dlock__node_close(node);
+        if (dlock__conn_owe(node) && !node->breaker.open)
+            dlock__breaker_trip(c, node, DLOCK_ERR_TIMEOUT, "too many replies behind");
     }
     dlock__sigpipe_restore(&guard);
 }
 
 static dlock_err node_code(const dlock__result *r)
 {
+    if (r->skipped != DLOCK_OK)
+        return r->skipped;
     switch (r->status) {
     case DLOCK__R_TIMEOUT:
     case DLOCK__R_PENDING:

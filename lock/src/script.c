@@ -1,59 +1,48 @@
-/* script.c - the Lua scripts (acquire, release, extend, fence sync), their
- * SHA1 names, and EVALSHA with the EVAL fallback on NOSCRIPT. */
+/* script.c - the Lua scripts (acquire, release, extend, fence sync) and
+ * EVALSHA with the EVAL fallback on NOSCRIPT. */
 #include "dlock_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* Acquire. SET NX PX and INCR run in one script because a script is atomic
- * in Redis: the fence can never be bumped for an acquisition that did not
- * happen, nor an acquisition happen without its fence bump (two separate
- * commands could be split by a crash or by another client's SET).
- * KEYS[1] = <prefix><resource>, KEYS[2] = <prefix><resource>:fence.
- * The fence key has no expiry on purpose: the lock key comes and goes with
+/* The scripts' text lives in lock/src/lua/ (one .lua file each); the build generates
+ * dlock_scripts.h from those files, with each body as a C string and its
+ * SHA1 (the name EVALSHA uses) computed by CMake from the same bytes.
+ *
+ * acquire.lua: SET NX PX and INCR run in one script because a script is
+ * atomic in Redis: the fence can never be bumped for an acquisition that
+ * did not happen, nor an acquisition happen without its fence bump (two
+ * separate commands could be split by a crash or by another client's SET).
+ * KEYS[1] = the lock key, KEYS[2] = the fence key (see acquire.c). The
+ * fence key has no expiry on purpose: the lock key comes and goes with
  * every TTL, but fences must keep increasing across those expiries - an
  * expiring counter would restart at 1 and let a stale holder's old, larger
- * fence win at the storage. */
-static const char ACQUIRE_LUA[] =
-    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-    "  return redis.call('INCR', KEYS[2])\n"
-    "end\n"
-    "return 0\n";
-
-/* Release: GET-compare-DEL must be one atomic step, else the key can expire
- * and be taken by another client between our GET and our DEL, and we would
- * delete their lock (the distlock page's script). */
-static const char RELEASE_LUA[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-    "  return redis.call('DEL', KEYS[1])\n"
-    "end\n"
-    "return 0\n";
-
-/* Extend: same token check, so an owner whose key expired cannot prolong
- * another client's lock, and renewal can never re-acquire. */
-static const char EXTEND_LUA[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-    "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "end\n"
-    "return 0\n";
-
-/* Fence sync: raise the counter to ARGV[1] if it is lower; counters only
- * ever go up. See acquire.c for why the nodes of a quorum must agree. */
-static const char FENCE_SYNC_LUA[] =
-    "local cur = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
-    "if cur < tonumber(ARGV[1]) then\n"
-    "  redis.call('SET', KEYS[1], ARGV[1])\n"
-    "end\n"
-    "return 1\n";
+ * fence win at the storage.
+ *
+ * release.lua: GET-compare-DEL must be one atomic step, else the key can
+ * expire and be taken by another client between our GET and our DEL, and
+ * we would delete their lock (the distlock page's script).
+ *
+ * extend.lua: the same token check, so an owner whose key expired cannot
+ * prolong another client's lock, and renewal can never re-acquire.
+ *
+ * fence_sync.lua: raise the counter to ARGV[1] if it is lower; counters
+ * only ever go up. See acquire.c for why the nodes of a quorum must agree. */
+#include "dlock_scripts.h"
 
 void dlock__scripts_init(dlock_client *c)
 {
-    static const char *const bodies[DLOCK__SCRIPT_COUNT] = {ACQUIRE_LUA, RELEASE_LUA, EXTEND_LUA,
-                                                            FENCE_SYNC_LUA};
+    static const char *const bodies[DLOCK__SCRIPT_COUNT] = {DLOCK__LUA_ACQUIRE, DLOCK__LUA_RELEASE,
+                                                            DLOCK__LUA_EXTEND,
+                                                            DLOCK__LUA_FENCE_SYNC};
+    static const char *const shas[DLOCK__SCRIPT_COUNT] = {DLOCK__SHA1_ACQUIRE, DLOCK__SHA1_RELEASE,
+                                                          DLOCK__SHA1_EXTEND,
+                                                          DLOCK__SHA1_FENCE_SYNC};
 
     for (int i = 0; i < DLOCK__SCRIPT_COUNT; i++) {
         c->scripts[i].body = bodies[i];
-        dlock__sha1_hex(bodies[i], strlen(bodies[i]), c->scripts[i].sha);
+        memcpy(c->scripts[i].sha, shas[i], sizeof(c->scripts[i].sha));
     }
 }
 
@@ -86,12 +75,26 @@ static int build_argv(const dlock_client *c, dlock__script_id id, int by_sha,
     return argc;
 }
 
+/* Remembers the longest TTL an acquire or extend sent (ARGV[2] of both):
+ * a lagging connection is kept while it may still set or hold a key of that
+ * age (conn.c, dlock__conn_expire). */
+static void note_ttl(dlock_client *c, dlock__script_id id, const char *const *args, int nargs)
+{
+    unsigned long ttl;
+
+    if ((id != DLOCK__SCRIPT_ACQUIRE && id != DLOCK__SCRIPT_EXTEND) || nargs < 2)
+        return;
+    ttl = strtoul(args[1], NULL, 10);
+    if (ttl > c->longest_ttl_ms && ttl <= UINT32_MAX)
+        c->longest_ttl_ms = (uint32_t)ttl;
+}
+
 /* Runs script id on the nodes of mask, by SHA. Nodes that answer NOSCRIPT
  * (their script cache was emptied by SCRIPT FLUSH or a restart) get the full
  * script with EVAL, which also caches it again for the next EVALSHA. A
  * NOSCRIPT reply means the script did not run, so resending cannot apply it
- * twice. */
-void dlock__script_round(dlock_client *c, uint32_t mask, dlock__script_id id,
+ * twice. reach: as dlock__round. */
+void dlock__script_round(dlock_client *c, uint32_t mask, uint32_t reach, dlock__script_id id,
                          const char *const *keys, int nkeys, const char *const *args, int nargs,
                          dlock__result *res, dlock__stop_fn stop, void *stop_arg)
 {
@@ -101,8 +104,9 @@ void dlock__script_round(dlock_client *c, uint32_t mask, dlock__script_id id,
     uint32_t again = 0;
     int argc, stopped;
 
+    note_ttl(c, id, args, nargs);
     argc = build_argv(c, id, 1, keys, nkeys, args, nargs, numkeys, argv, argvlen);
-    stopped = dlock__round(c, mask, argc, argv, argvlen, res, stop, stop_arg);
+    stopped = dlock__round(c, mask, reach, argc, argv, argvlen, res, stop, stop_arg);
     for (size_t i = 0; i < c->n; i++) {
         if ((mask & (1u << i)) && dlock__reply_is_error(&res[i], "NOSCRIPT")) {
             again |= 1u << i;
@@ -119,7 +123,7 @@ void dlock__script_round(dlock_client *c, uint32_t mask, dlock__script_id id,
         dlock__send_only(c, again, argc, argv, argvlen);
         return;
     }
-    dlock__round(c, again, argc, argv, argvlen, res, stop, stop_arg);
+    dlock__round(c, again, 0, argc, argv, argvlen, res, stop, stop_arg);
 }
 
 void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id,

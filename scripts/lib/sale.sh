@@ -4,7 +4,8 @@
 # started in its own session and stopped by its PID (cleanup), never by name.
 #
 # The caller sets: die, say, work (a temp dir), redis_bin, server_bin,
-# loadtest_bin, instances, redis_nodes, stock, per_user_limit, threads,
+# loadtest_bin, instances, redis_nodes, stock, per_user_limit, connections,
+# threads (coupon-loadtest worker threads, '' = min(connections, cores)),
 # requests, users, work_us, lock_batch, server_threads, lock_wait,
 # base_port; and the arrays redis_pids server_pids redis_addrs server_urls.
 # shellcheck shell=bash
@@ -192,16 +193,20 @@ create_coupon() { # name -> prints the id
 run_load() {
   local id="$1" db="$2" report="$3" st urls
   urls="$(IFS=,; echo "${server_urls[*]}")"
-  say "coupon $id: stock $stock, per-user limit $per_user_limit; $requests claims over $threads connections"
-  # T connections on min(T, cores) threads: 64 threads each blocking on one
-  # connection spend the 2 cores on context switches the servers need (the
-  # tester then reached ~65 % of wrk's rate; multiplexed, ~100 %).
+  # C connections on min(C, cores) threads unless told: 64 threads each
+  # blocking on one connection spend the 2 cores on context switches the
+  # servers need (the tester then reached ~65 % of wrk's rate; multiplexed, ~100 %).
   local lt_threads="$threads" cores
-  cores="$(nproc 2>/dev/null || echo 2)"
-  [ "$lt_threads" -le "$cores" ] || lt_threads="$cores"
-  local args=(--url "$urls" --coupon "$id" --threads "$lt_threads" --connections "$threads"
+  if [ -z "$lt_threads" ]; then
+    cores="$(nproc 2>/dev/null || echo 2)"
+    lt_threads="$connections"
+    [ "$lt_threads" -le "$cores" ] || lt_threads="$cores"
+  fi
+  say "coupon $id: stock $stock, per-user limit $per_user_limit; $requests claims over $connections connections on $lt_threads threads"
+  local args=(--url "$urls" --coupon "$id" --threads "$lt_threads" --connections "$connections"
     --requests "$requests" --db "$db")
   [ -n "$users" ] && args+=(--users "$users")
+  [ -n "${rate:-}" ] && args+=(--rate "$rate")
   st=0
   if [ -n "$report" ]; then
     "$loadtest_bin" "${args[@]}" >"$report" || st=$?

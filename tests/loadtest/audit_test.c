@@ -118,7 +118,7 @@ Test(loadtest_audit, two_servers_per_user_limit_text, .init = up2, .fini = fini,
     cr_assert_not_null(strstr(out, "verdict: NO OVERSELL\n"), "%s", out);
     cr_assert_not_null(strstr(out, " 0: 20 "), "20 successes expected:\n%s", out);
     cr_assert_not_null(strstr(out, " 1004: 280"), "280 per-user refusals expected:\n%s", out);
-    cr_assert_not_null(strstr(out, "requests:   300 in"), "%s", out);
+    cr_assert_not_null(strstr(out, "requests:   300 answered in"), "%s", out);
     cr_assert_not_null(strstr(out, "  issued: 20 of 100\n"), "%s", out);
     /* The audit read back from each server. */
     cr_assert_not_null(strstr(out, rig.srv[0].url));

@@ -34,6 +34,10 @@ Test(loadtest_cli, help_exits_0_and_defines_n, .timeout = 30)
     expect(0, "usage: coupon-loadtest", a);
     cr_assert_not_null(strstr(out, "OVERSOLD by N"));
     cr_assert_not_null(strstr(out, "--users"));
+    const char *documented[] = {"--rate R", "--warmup S", "--timeline FILE.csv", "--give-up-ms MS",
+                                "coordinated omission"};
+    for (size_t i = 0; i < sizeof documented / sizeof documented[0]; i++)
+        cr_assert_not_null(strstr(out, documented[i]), "--help lacks '%s':\n%s", documented[i], out);
 }
 
 Test(loadtest_cli, no_arguments, .timeout = 30)

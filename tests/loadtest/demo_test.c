@@ -47,7 +47,7 @@ Test(loadtest_demo, compare_table, .timeout = 360)
      * run; the lease-outlived rows stall on every 4th claim so that a stock
      * of 50 still sees a dozen stale holders. */
     const char *argv[] = {demo, "--no-setup", "--bin-dir", bin_dir, "--compare", "--stock", "50",
-                          "--threads", "8", "--requests", "400", "--instances", "2",
+                          "--connections", "8", "--requests", "400", "--instances", "2",
                           "--redis-nodes", "3", "--work-us", "20000", "--lease-pause", "90:4", NULL};
     int st = run_command(argv, 300000, &out);
     cr_assert_eq(st, 0, "demo exit %d:\n%s", st, out);
@@ -89,14 +89,45 @@ Test(loadtest_demo, compare_table, .timeout = 360)
 
 Test(loadtest_demo, single_redlock_run, .timeout = 240)
 {
+    /* --threads are the load tester's worker threads, --connections its
+     * connections: the tester's own banner says what it was given. */
     const char *argv[] = {demo, "--no-setup", "--bin-dir", bin_dir, "--strategy", "redlock",
-                          "--instances", "2", "--redis-nodes", "3", "--stock", "20", "--threads", "4",
-                          "--requests", "100", "--users", "30", NULL};
+                          "--instances", "2", "--redis-nodes", "3", "--stock", "20", "--threads", "2",
+                          "--connections", "6", "--requests", "100", "--users", "30", NULL};
     int st = run_command(argv, 200000, &out);
     cr_assert_eq(st, 0, "demo exit %d:\n%s", st, out);
     cr_assert_not_null(strstr(out, "verdict: NO OVERSELL\n"), "%s", out);
     cr_assert_not_null(strstr(out, "audit of coupon"), "%s", out);
+    cr_assert_not_null(strstr(out, ", 6 connections on 2 threads over 2 URL(s)"), "%s", out);
     assert_all_stopped();
+}
+
+Test(loadtest_demo, threads_alone_are_worker_threads, .timeout = 240)
+{
+    /* The contract's --threads T alone: T worker threads on the default 64
+     * connections, and more threads than that raise the connections. */
+    const char *three[] = {demo, "--no-setup", "--bin-dir", bin_dir, "--strategy", "atomic-sql",
+                           "--instances", "1", "--redis-nodes", "1", "--stock", "10", "--threads", "3",
+                           "--requests", "50", NULL};
+    const char *many[] = {demo, "--no-setup", "--bin-dir", bin_dir, "--strategy", "atomic-sql",
+                          "--instances", "1", "--redis-nodes", "1", "--stock", "10", "--threads", "70",
+                          "--requests", "100", NULL};
+    const char *clash[] = {demo, "--no-setup", "--bin-dir", bin_dir, "--threads", "9", "--connections", "4", NULL};
+    int st = run_command(three, 200000, &out);
+    cr_assert_eq(st, 0, "demo exit %d:\n%s", st, out);
+    cr_assert_not_null(strstr(out, ", 64 connections on 3 threads over 1 URL(s)"), "%s", out);
+    assert_all_stopped();
+    free(out);
+    out = NULL;
+    st = run_command(many, 200000, &out);
+    cr_assert_eq(st, 0, "demo exit %d:\n%s", st, out);
+    cr_assert_not_null(strstr(out, ", 70 connections on 70 threads over 1 URL(s)"), "%s", out);
+    assert_all_stopped();
+    free(out);
+    out = NULL;
+    st = run_command(clash, 30000, &out);
+    cr_assert_eq(st, 2, "%s", out);
+    cr_assert_not_null(strstr(out, "demo: --threads 9 is more than --connections 4"), "%s", out);
 }
 
 Test(loadtest_demo, one_line_failures, .timeout = 60)

@@ -123,3 +123,37 @@ Test(loadtest_options, rejections_name_the_problem, .timeout = 10)
     rejects(fewconns, "--connections 2 is less than --threads 4");
     rejects(zeroconns, "--connections: '0'");
 }
+
+Test(loadtest_options, open_loop_warmup_timeline_give_up, .timeout = 10)
+{
+    const char *a[] = {"--url", "http://h:1", "--coupon", "1", "--duration", "10", "--rate", "250.5",
+                       "--warmup", "2", "--timeline", "t.csv", "--give-up-ms", "800", NULL};
+    const char *d[] = {"--url", "http://h:1", "--coupon", "1", "--requests", "5", NULL};
+    cr_assert_eq(parse(a), 0, "%s", err);
+    cr_assert_float_eq(opt.rate, 250.5, 1e-12);
+    cr_assert_float_eq(opt.warmup_s, 2.0, 1e-12);
+    cr_assert_str_eq(opt.timeline_path, "t.csv");
+    cr_assert_eq(opt.give_up_ms, 800);
+    cr_assert_eq(parse(d), 0, "%s", err);
+    /* Closed loop, no warm-up, no timeline, 5 s of failed connects by default. */
+    cr_assert_float_eq(opt.rate, 0.0, 1e-12);
+    cr_assert_float_eq(opt.warmup_s, 0.0, 1e-12);
+    cr_assert_null(opt.timeline_path);
+    cr_assert_eq(opt.give_up_ms, 5000);
+}
+
+Test(loadtest_options, open_loop_rejections, .timeout = 10)
+{
+    const char *rate0[] = {"--url", "http://h:1", "--coupon", "1", "--requests", "5", "--rate", "0", NULL};
+    const char *rate_word[] = {"--url", "http://h:1", "--coupon", "1", "--requests", "5", "--rate", "fast", NULL};
+    const char *warm_long[] = {"--url", "http://h:1", "--coupon", "1", "--duration", "2", "--warmup", "2", NULL};
+    const char *warm_neg[] = {"--url", "http://h:1", "--coupon", "1", "--requests", "5", "--warmup", "-1", NULL};
+    const char *tl_empty[] = {"--url", "http://h:1", "--coupon", "1", "--requests", "5", "--timeline", "", NULL};
+    const char *give0[] = {"--url", "http://h:1", "--coupon", "1", "--requests", "5", "--give-up-ms", "0", NULL};
+    rejects(rate0, "--rate: '0'");
+    rejects(rate_word, "--rate: 'fast'");
+    rejects(warm_long, "--warmup 2 is not shorter than --duration 2");
+    rejects(warm_neg, "--warmup");
+    rejects(tl_empty, "--timeline");
+    rejects(give0, "--give-up-ms");
+}

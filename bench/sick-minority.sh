@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# sick-minority.sh - what a sick minority of Redis masters costs libdlock:
+# dlock-bench (uncontended) against fresh redis-servers on free loopback
+# ports, healthy and with one of three masters paused (SIGSTOP), tarpitted
+# (a socket that listens and never accepts) or killed, and two of five
+# paused; then counts the lock keys left on every node once the paused ones
+# resumed (there must be none).
+#
+# usage: bench/sick-minority.sh [--bench PATH] [--redis-server PATH]
+#                               [--duration S] [--workers "8 1"] [--fault-after S]
+#                               [--only SCENARIO]
+#
+# Paused and killed nodes fall sick --fault-after seconds (default 0.3) into
+# the run, after every worker connected and cached the scripts; the tarpit
+# is sick from the start (it only ever accepts in the kernel). The sick node
+# is never ports[0] (dlock-bench keeps its counter there). A paused node is
+# resumed after its run, the keys are counted 1 s later. One line per run
+# to stdout: scenario, workers, ops/s, acquire p50/p99/max (ms), stray lock
+# keys, then the JSON of dlock-bench. Processes are stopped by PID.
+# Needs python3 for the tarpit (that row is skipped with a message without).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bench="${DLOCK_BENCH_BIN:-$here/../build/bin/dlock-bench}"
+redis_server="${DLOCK_REDIS_SERVER:-redis-server}"
+duration=5
+workers_list="8 1"
+fault_after=0.3
+only=""
+
+die() { echo "sick-minority.sh: $*" >&2; exit 2; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --bench) [ $# -ge 2 ] || die "--bench needs a path"; bench="$2"; shift 2 ;;
+        --redis-server) [ $# -ge 2 ] || die "--redis-server needs a path"; redis_server="$2"; shift 2 ;;
+        --duration) [ $# -ge 2 ] || die "--duration needs seconds"; duration="$2"; shift 2 ;;
+        --workers) [ $# -ge 2 ] || die "--workers needs a list"; workers_list="$2"; shift 2 ;;
+        --fault-after) [ $# -ge 2 ] || die "--fault-after needs seconds"; fault_after="$2"; shift 2 ;;
+        --only) [ $# -ge 2 ] || die "--only needs a scenario name"; only="$2"; shift 2 ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) die "unknown argument '$1' (see --help)" ;;
+    esac
+done
+[ -x "$bench" ] || die "dlock-bench not found at $bench (build it, or pass --bench)"
+command -v "$redis_server" >/dev/null 2>&1 || die "redis-server not found ($redis_server)"
+
+dirs=()
+ports=()  # the nodes of the current scenario
+npids=()  # their PIDs ("" for a tarpit's place)
+spids=()  # every process of the current scenario (nodes and tarpit), stopped by PID
+
+stop_pid() {
+    local pid="$1"
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+# shellcheck disable=SC2317  # called through the EXIT trap
+cleanup() {
+    local pid d
+    for pid in "${spids[@]}"; do stop_pid "$pid"; done
+    for d in "${dirs[@]}"; do rm -rf -- "$d"; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# One inline command over bash's /dev/tcp; prints the first reply line.
+resp() {
+    local port="$1" cmd="$2" line=""
+    exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
+    printf '%s\r\n' "$cmd" >&3
+    IFS= read -r -t 2 line <&3 || true
+    exec 3>&- 3<&-
+    printf '%s' "${line%$'\r'}"
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+start_node() {
+    local dir port pid ok
+    dir="$(mktemp -d "${TMPDIR:-/tmp}/dlock-sick-redis.XXXXXX")"
+    dirs+=("$dir")
+    for _ in $(seq 30); do
+        port=$(( 20000 + RANDOM % 40000 ))
+        if port_in_use "$port"; then continue; fi
+        "$redis_server" --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+            --dir "$dir" --logfile "$dir/redis.log" --daemonize no >/dev/null 2>&1 &
+        pid=$!
+        ok=0
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            if [ "$(resp "$port" PING 2>/dev/null)" = "+PONG" ]; then ok=1; break; fi
+            sleep 0.1
+        done
+        if [ "$ok" = 1 ]; then
+            spids+=("$pid"); ports+=("$port"); npids+=("$pid")
+            return 0
+        fi
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    die "could not start redis-server (see $dir/redis.log)"
+}
+
+# A listener that never accepts: the kernel completes handshakes into its
+# queue (a connect "succeeds"), nothing is ever read or answered.
+start_tarpit() {
+    local fifo dir pid port=""
+    dir="$(mktemp -d "${TMPDIR:-/tmp}/dlock-sick-tarpit.XXXXXX")"
+    dirs+=("$dir")
+    fifo="$dir/port"
+    mkfifo "$fifo"
+    python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+while True: time.sleep(3600)' >"$fifo" &
+    pid=$!
+    spids+=("$pid")
+    read -r -t 5 port <"$fifo" || die "tarpit did not start"
+    ports+=("$port"); npids+=("")
+}
+
+stop_scenario() {
+    local pid
+    for pid in "${spids[@]}"; do stop_pid "$pid"; done
+    ports=(); npids=(); spids=()
+}
+
+# Lock keys (bench:lock*, not the :fence counters) on every live node.
+stray_keys() {
+    local total=0 i n
+    for i in "${!ports[@]}"; do
+        [ -n "${npids[$i]}" ] || continue
+        kill -0 "${npids[$i]}" 2>/dev/null || continue
+        n="$(redis-cli -p "${ports[$i]}" --scan --pattern 'bench:lock*' 2>/dev/null | grep -vc ':fence$' || true)"
+        total=$(( total + n ))
+    done
+    echo "$total"
+}
+
+field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
+
+# run SCENARIO NODES WORKERS FAULT SICK...: FAULT is none|pause|kill|tarpit,
+# SICK the indexes of the sick nodes (never 0).
+run() {
+    local name="$1" n="$2" w="$3" fault="$4"; shift 4
+    local sick=("$@") i bpid out csv keys
+    if [ -n "$only" ] && [ "$only" != "$name" ]; then return 0; fi
+    if [ "$fault" = tarpit ] && ! command -v python3 >/dev/null 2>&1; then
+        echo "# $name: skipped (python3 not found, needed for the tarpit)" >&2
+        return 0
+    fi
+    for i in $(seq 0 $(( n - 1 ))); do
+        if [ "$fault" = tarpit ] && printf '%s\n' "${sick[@]}" | grep -qx "$i"; then
+            start_tarpit
+        else
+            start_node
+        fi
+    done
+    csv="$(IFS=,; echo "${ports[*]}")"
+    out="$(mktemp "${TMPDIR:-/tmp}/dlock-sick-out.XXXXXX")"
+    "$bench" --ports "$csv" --workers "$w" --duration "$duration" --mode uncontended \
+        </dev/null >"$out" &
+    bpid=$!
+    if [ "$fault" = pause ] || [ "$fault" = kill ]; then
+        sleep "$fault_after"
+        for i in "${sick[@]}"; do
+            if [ "$fault" = pause ]; then kill -STOP "${npids[$i]}"; else kill -KILL "${npids[$i]}"; fi
+        done
+    fi
+    wait "$bpid" || echo "# $name: dlock-bench exited non-zero" >&2
+    if [ "$fault" = pause ]; then
+        for i in "${sick[@]}"; do kill -CONT "${npids[$i]}"; done
+    fi
+    sleep 1
+    keys="$(stray_keys)"
+    printf '%-12s workers=%-2s ops/s=%-9s p50=%-7s p99=%-8s max=%-8s stray_keys=%s %s\n' \
+        "$name" "$w" "$(field ops_per_s <"$out")" "$(field acq_p50_ms <"$out")" \
+        "$(field acq_p99_ms <"$out")" "$(field acq_max_ms <"$out")" "$keys" "$(cat "$out")"
+    rm -f -- "$out"
+    stop_scenario
+}
+
+for w in $workers_list; do
+    run healthy-3 3 "$w" none
+    run paused-1of3 3 "$w" pause 2
+    run tarpit-1of3 3 "$w" tarpit 2
+    run killed-1of3 3 "$w" kill 2
+    run healthy-5 5 "$w" none
+    run paused-2of5 5 "$w" pause 3 4
+done

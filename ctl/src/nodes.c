@@ -1,0 +1,160 @@
+/* nodes.c - one hiredis connection per Redis node, every call bounded by
+ * the --timeout-ms of the command line. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "ctl.h"
+
+int ctl_nodes_parse(const ctl_opts *o, ctl_nodes *ns, char *err, size_t errlen)
+{
+    const char *p = o->redis;
+
+    memset(ns, 0, sizeof(*ns));
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        ctl_node *n;
+        char why[DLOCK_ERRSTR_LEN];
+
+        if (ns->n == DLOCK_MAX_NODES) {
+            snprintf(err, errlen, "--redis: more than %d addresses", DLOCK_MAX_NODES);
+            return -1;
+        }
+        n = &ns->node[ns->n];
+        if (len >= sizeof(n->addr)) {
+            snprintf(err, errlen, "--redis: address %zu bytes long", len);
+            return -1;
+        }
+        memcpy(n->addr, p, len);
+        n->addr[len] = '\0';
+        /* libdlock's own parser: dlockctl takes exactly the addresses the
+         * applications' --redis takes. */
+        if (dlock_addr_parse(n->addr, n->host, sizeof(n->host), &n->port, why, sizeof(why)) !=
+            DLOCK_OK) {
+            snprintf(err, errlen, "--redis: %s", why);
+            return -1;
+        }
+        ns->n++;
+        if (comma == NULL)
+            break;
+        p = comma + 1;
+    }
+    ns->quorum = ns->n / 2 + 1;
+    return 0;
+}
+
+static void node_down(ctl_node *n, const char *what, const char *why)
+{
+    snprintf(n->err, sizeof(n->err), "%s: %s", what, why);
+    if (n->ctx != NULL) {
+        redisFree(n->ctx);
+        n->ctx = NULL;
+    }
+}
+
+void ctl_node_bad_reply(ctl_node *n, const char *what, const redisReply *r)
+{
+    if (r != NULL && r->type == REDIS_REPLY_ERROR)
+        snprintf(n->err, sizeof(n->err), "%s: %.*s", what, (int)r->len, r->str);
+    else
+        snprintf(n->err, sizeof(n->err), "%s: unexpected reply (type %d)", what,
+                 r != NULL ? r->type : -1);
+}
+
+redisReply *ctl_node_cmd(ctl_node *n, int argc, const char *const *argv)
+{
+    redisReply *r;
+
+    if (n->ctx == NULL)
+        return NULL;
+    r = redisCommandArgv(n->ctx, argc, (const char **)argv, NULL);
+    if (r == NULL) {
+        /* hiredis cannot resync a connection after an I/O error or a
+         * timeout (a late reply would answer the next command): drop it. */
+        char why[160];
+        /* hiredis 0.14 reports its read timeout as EAGAIN's text, 1.x as
+         * REDIS_ERR_TIMEOUT: say what it is. */
+        int timed_out = n->ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+#ifdef REDIS_ERR_TIMEOUT
+        timed_out = timed_out || n->ctx->err == REDIS_ERR_TIMEOUT;
+#endif
+        if (timed_out)
+            snprintf(why, sizeof(why), "no answer within the timeout (--timeout-ms)");
+        else
+            snprintf(why, sizeof(why), "%s", n->ctx->errstr[0] != '\0' ? n->ctx->errstr : "no reply");
+        node_down(n, argv[0], why);
+    }
+    return r;
+}
+
+static int node_auth(const ctl_opts *o, ctl_node *n)
+{
+    const char *argv[3] = {"AUTH", NULL, NULL};
+    int argc = 0;
+    redisReply *r;
+    int ok;
+
+    if (o->password == NULL)
+        return 0;
+    argc = 1;
+    if (o->user != NULL)
+        argv[argc++] = o->user;
+    argv[argc++] = o->password;
+    r = ctl_node_cmd(n, argc, argv);
+    if (r == NULL)
+        return -1;
+    ok = r->type == REDIS_REPLY_STATUS;
+    if (!ok)
+        ctl_node_bad_reply(n, "AUTH", r);
+    freeReplyObject(r);
+    if (!ok) {
+        redisFree(n->ctx);
+        n->ctx = NULL;
+    }
+    return ok ? 0 : -1;
+}
+
+size_t ctl_nodes_connect(const ctl_opts *o, ctl_nodes *ns)
+{
+    struct timeval tv = {o->timeout_ms / 1000, (o->timeout_ms % 1000) * 1000};
+    size_t up = 0;
+
+    for (size_t i = 0; i < ns->n; i++) {
+        ctl_node *n = &ns->node[i];
+        n->err[0] = '\0';
+        n->ctx = n->port == 0 ? redisConnectUnixWithTimeout(n->host, tv)
+                              : redisConnectWithTimeout(n->host, n->port, tv);
+        if (n->ctx == NULL) {
+            snprintf(n->err, sizeof(n->err), "connect: out of memory");
+            continue;
+        }
+        if (n->ctx->err != 0) {
+            char why[160];
+            snprintf(why, sizeof(why), "%s", n->ctx->errstr);
+            node_down(n, "connect", why);
+            continue;
+        }
+        /* The connect timeout does not cover later reads and writes: without
+         * this, a node that accepts and then stalls (SIGSTOP) hangs us. */
+        if (redisSetTimeout(n->ctx, tv) != REDIS_OK) {
+            node_down(n, "connect", "cannot set the command timeout");
+            continue;
+        }
+        if (node_auth(o, n) != 0)
+            continue;
+        up++;
+    }
+    return up;
+}
+
+void ctl_nodes_close(ctl_nodes *ns)
+{
+    for (size_t i = 0; i < ns->n; i++) {
+        if (ns->node[i].ctx != NULL)
+            redisFree(ns->node[i].ctx);
+        ns->node[i].ctx = NULL;
+    }
+}

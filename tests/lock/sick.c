@@ -1,0 +1,260 @@
+/* sick.c - a sick minority costs (almost) nothing: with one of three
+ * masters paused, tarpitted (accepts connections in the kernel, never
+ * answers) or killed, and with two of five paused, every acquire still gets
+ * its quorum and, once the node's breaker is open, returns in a fraction of
+ * the 2 ms grace, the 100 ms command timeout and the 200 ms connect timeout
+ * a sick node used to cost; after a paused node resumes, no lock key of ours
+ * is left on any node. Default client options (connect 200 ms, command
+ * 100 ms), as an application would use them. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "lock_common.h"
+
+#define NODES 5
+static redis_proc nodes[NODES];
+
+TC_NODES_FIXTURE(nodes, NODES)
+TestSuite(lock_sick, .init = tc_suite_init, .fini = tc_suite_fini);
+
+#define CYCLES 300
+/* Cycles before the breaker must be open: a node falls behind by one reply
+ * per round the majority decides, and its breaker opens past 4. */
+#define WARM 20
+/* The median acquire once the breaker is open. A round that waits for the
+ * sick node costs at least the 2 ms grace; without it, a loopback round is
+ * ~0.2 ms even on a loaded machine. */
+#define MEDIAN_MAX_US 1500
+/* The slowest acquire once the breaker is open: below the 200 ms connect
+ * timeout a full accept queue used to cost, with room for a scheduler
+ * stall on a loaded shared machine (tens of ms seen). */
+#define MAX_US 150000
+
+typedef struct cycle_stats {
+    int64_t median_us;
+    int64_t max_us;
+    int64_t total_ms;
+} cycle_stats;
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* CYCLES acquire/release cycles on distinct keys "<prefix>:<i>"; every
+ * acquire and release must succeed (the healthy majority is a quorum).
+ * Latencies of the acquires after WARM go to *st. */
+static void run_cycles(dlock_client *c, const char *prefix, cycle_stats *st)
+{
+    static int64_t lat[CYCLES];
+    size_t k = 0;
+    int64_t t0 = dlock_now_ms();
+
+    for (int i = 0; i < CYCLES; i++) {
+        char res[64];
+        dlock_lock *l = NULL;
+        snprintf(res, sizeof res, "%s:%d", prefix, i);
+        int64_t a = now_us();
+        dlock_err e = dlock_try_acquire(c, res, 10000, &l);
+        int64_t b = now_us();
+        cr_assert_eq(e, DLOCK_OK, "cycle %d: %s: %s", i, dlock_strerror(e),
+                     dlock_client_errstr(c));
+        if (i >= WARM)
+            lat[k++] = b - a;
+        e = dlock_release(c, l);
+        cr_assert_eq(e, DLOCK_OK, "release %d: %s: %s", i, dlock_strerror(e),
+                     dlock_client_errstr(c));
+        dlock_lock_free(l);
+    }
+    st->total_ms = dlock_now_ms() - t0;
+    qsort(lat, k, sizeof lat[0], cmp_i64);
+    st->median_us = lat[k / 2];
+    st->max_us = lat[k - 1];
+    cr_log_info("%s: median %lld us, max %lld us, %d cycles in %lld ms", prefix,
+                (long long)st->median_us, (long long)st->max_us, CYCLES,
+                (long long)st->total_ms);
+}
+
+/* Caches the scripts on every node of c and leaves the connections idle and
+ * in step, as in a running application before one node falls sick. */
+static void warm_up(dlock_client *c)
+{
+    for (int i = 0; i < 3; i++) {
+        dlock_lock *l = NULL;
+        cr_assert_eq(dlock_try_acquire(c, "warm", 10000, &l), DLOCK_OK, "%s",
+                     dlock_client_errstr(c));
+        cr_assert_eq(dlock_release(c, l), DLOCK_OK);
+        dlock_lock_free(l);
+    }
+}
+
+static void assert_cheap(const cycle_stats *st, const char *what)
+{
+    cr_assert_leq(st->median_us, MEDIAN_MAX_US, "%s: median acquire %lld us", what,
+                  (long long)st->median_us);
+    cr_assert_leq(st->max_us, MAX_US, "%s: slowest acquire %lld us", what,
+                  (long long)st->max_us);
+}
+
+/* No lock key "<prefix>:<i>" on any of rs[0..n) (the fence counters stay,
+ * by design). Waits (bounded) for late commands to land. */
+static void assert_no_lock_keys(const redis_proc *rs, size_t n, const char *prefix)
+{
+    for (int i = 0; i < CYCLES; i++) {
+        char res[64];
+        snprintf(res, sizeof res, "%s:%d", prefix, i);
+        cr_assert_eq(tc_wait_holding(rs, n, res, 0, TC_SETTLE_MS), 0, "stray key %s", res);
+    }
+}
+
+Test(lock_sick, one_of_three_paused, .timeout = 60)
+{
+    dlock_client *c = tc_client(nodes, 3, 0);
+    cycle_stats st;
+    size_t up = 0;
+    dlock_lock *l = NULL;
+    cr_assert_not_null(c);
+    warm_up(c);
+    cr_assert_eq(redis_pause(&nodes[2]), 0);
+    run_cycles(c, "sp", &st);
+
+    /* Resumed: the node runs what was queued on the kept connection - each
+     * acquire followed by its release - and answers again. */
+    cr_assert_eq(redis_resume(&nodes[2]), 0);
+    cr_assert_eq(dlock_ping(c, &up), DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(up, 3);
+    assert_no_lock_keys(nodes, 3, "sp");
+    assert_cheap(&st, "one of three paused");
+    /* Its breaker is closed: with another node dead it makes the quorum. */
+    cr_assert_eq(redis_kill(&nodes[0]), 0);
+    dlock_err e = dlock_try_acquire(c, "sp-after", 5000, &l);
+    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), dlock_client_errstr(c));
+    cr_assert_eq(tc_wait_exists(&nodes[2], "sp-after", 1, TC_SETTLE_MS), 1);
+    cr_assert_eq(dlock_release(c, l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+/* A listening socket nobody accepts on: the kernel completes handshakes
+ * into its small queue, so a connect "succeeds", and nothing ever answers.
+ * Once the queue is full a connect hangs until its timeout. */
+static int tarpit_listen(int *port)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(listen(fd, 2), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+Test(lock_sick, one_of_three_tarpitted, .timeout = 60)
+{
+    redis_proc set[3];
+    dlock_options o;
+    tc_addrs a;
+    dlock_client *c = NULL;
+    cycle_stats st;
+    int port;
+    int fd = tarpit_listen(&port);
+
+    memcpy(set, nodes, 2 * sizeof set[0]);
+    memset(&set[2], 0, sizeof set[2]);
+    snprintf(set[2].addr, sizeof set[2].addr, "127.0.0.1:%d", port);
+    tc_options(&o, &a, set, 3);
+    cr_assert_eq(dlock_client_new(&o, &c, NULL, 0), DLOCK_OK);
+    run_cycles(c, "st", &st);
+    assert_cheap(&st, "one of three tarpitted");
+    assert_no_lock_keys(nodes, 2, "st");
+    dlock_client_free(c);
+    close(fd);
+}
+
+Test(lock_sick, one_of_three_killed, .timeout = 60)
+{
+    dlock_client *c = tc_client(nodes, 3, 0);
+    cycle_stats st;
+    cr_assert_not_null(c);
+    warm_up(c);
+    cr_assert_eq(redis_kill(&nodes[1]), 0);
+    run_cycles(c, "sk", &st);
+    assert_cheap(&st, "one of three killed");
+    assert_no_lock_keys(nodes, 1, "sk");
+    assert_no_lock_keys(nodes + 2, 1, "sk");
+    /* Back on the same port: a reconnect probe finds it within the probe
+     * backoff, and it takes part again (with another node dead, it must). */
+    cr_assert_eq(redis_restart(&nodes[1]), 0);
+    cr_assert_eq(redis_kill(&nodes[2]), 0);
+    dlock_lock *l = NULL;
+    dlock_err e = dlock_acquire(c, "sk-after", 5000, dlock_now_ms() + 3000, &l);
+    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), dlock_client_errstr(c));
+    cr_assert_eq(dlock_release(c, l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
+
+Test(lock_sick, two_of_five_paused, .timeout = 60)
+{
+    dlock_client *c = tc_client(nodes, 5, 0);
+    cycle_stats st;
+    size_t up = 0;
+    cr_assert_not_null(c);
+    warm_up(c);
+    cr_assert_eq(redis_pause(&nodes[1]), 0);
+    cr_assert_eq(redis_pause(&nodes[3]), 0);
+    run_cycles(c, "s5", &st);
+    assert_cheap(&st, "two of five paused");
+    cr_assert_eq(redis_resume(&nodes[1]), 0);
+    cr_assert_eq(redis_resume(&nodes[3]), 0);
+    cr_assert_eq(dlock_ping(c, &up), DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(up, 5);
+    assert_no_lock_keys(nodes, 5, "s5");
+    dlock_client_free(c);
+}
+
+/* A client with a password against a node that has none: the node answers
+ * our AUTH with an error and runs every command anyway. Its NOSCRIPT (empty
+ * script cache) must reach the EVAL fallback, not be taken for an AUTH
+ * refusal. */
+Test(lock_sick, password_against_open_node, .timeout = 30)
+{
+    dlock_options o;
+    tc_addrs a;
+    dlock_client *c = NULL;
+    dlock_lock *l = NULL;
+    char out[64];
+    const char *flush[] = {"SCRIPT", "FLUSH"};
+
+    tc_options(&o, &a, nodes, 1);
+    o.password = "not-needed";
+    cr_assert_eq(dlock_client_new(&o, &c, NULL, 0), DLOCK_OK);
+    tc_cmd(&nodes[0], out, sizeof out, 2, flush);
+    cr_assert_str_eq(out, "OK");
+    dlock_err e = dlock_try_acquire(c, "pw", 5000, &l);
+    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), dlock_client_errstr(c));
+    cr_assert_eq(tc_exists(&nodes[0], "pw"), 1);
+    cr_assert_eq(dlock_release(c, l), DLOCK_OK);
+    cr_assert_eq(tc_exists(&nodes[0], "pw"), 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
