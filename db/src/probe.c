@@ -6,9 +6,18 @@
 
 db_status dbi_sqlite_write_probe(db_store *db)
 {
+    db_status res;
+
+    /* SQLite opens a file it may not write read-only without a word, and
+     * BEGIN IMMEDIATE then still succeeds (the reserved lock is taken
+     * before any page is written), so the connection itself is asked. */
+    if (db->readonly || sqlite3_db_readonly(db->conn, "main") == 1) {
+        dbi_set_error(db, "the database file is read-only");
+        return DB_ERROR;
+    }
     /* BEGIN IMMEDIATE takes the write lock (waiting up to the busy timeout)
      * or fails with DB_BUSY; the ROLLBACK gives it back at once. */
-    db_status res = dbi_begin_immediate(db);
+    res = dbi_begin_immediate(db);
 
     if (res != DB_OK)
         return res;

@@ -63,3 +63,18 @@ Test(db_write_probe, held_write_lock_is_busy)
     cr_assert_eq(sqlite3_close(other), SQLITE_OK);
 }
 #endif
+
+#if !DBT_PG
+Test(db_write_probe, read_only_handle_refuses_the_probe)
+{
+    db_store *ro = NULL;
+    char err[256];
+
+    dbt_create(dbt_db, "probe", 3, 1);
+    cr_assert_eq(db_open_readonly(dbt_path, 100, &ro, err, sizeof err), DB_OK, "%s", err);
+    cr_assert_eq(db_ping(ro), DB_OK, "%s", db_errmsg(ro));
+    cr_assert_eq(db_write_probe(ro), DB_ERROR);
+    cr_assert_not_null(strstr(db_errmsg(ro), "read-only"), "%s", db_errmsg(ro));
+    db_close(ro);
+}
+#endif
