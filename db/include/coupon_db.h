@@ -82,11 +82,12 @@ const char *db_errmsg(const db_store *db); /* borrowed; last failure's detail */
 
 /* A trivial query, for health checks. */
 db_status db_ping(db_store *db);
-/* Could a write start now? SQLite: BEGIN IMMEDIATE; ROLLBACK (DB_BUSY while
- * another connection holds the write lock past the busy timeout).
- * PostgreSQL: an UPDATE that matches no row (refused by a read-only
- * session or a standby, DB_BUSY behind a table lock past the timeout).
- * Nothing is written. */
+/* Can this store write now? DB_OK, or DB_ERROR for a read-only file or
+ * session (or a PostgreSQL standby), DB_BUSY when another writer holds the
+ * lock past the timeout, or the failure (detail in db_errmsg). Nothing is
+ * written: SQLite runs BEGIN IMMEDIATE; ROLLBACK, PostgreSQL an UPDATE
+ * that matches no row. For health checks and the start-up check
+ * (db/src/probe.c). */
 db_status db_write_probe(db_store *db);
 
 db_status db_create_coupon(db_store *db, const char *name, int64_t stock, int64_t per_user_limit,

@@ -53,6 +53,7 @@ typedef struct lt_options {
     const char *timeline_path; /* --timeline CSV, borrowed from argv, or NULL */
     uint64_t seed;           /* PRNG seed for --users; 0 = from /dev/urandom */
     int help;                /* --help was given: print usage, exit 0 */
+    int version;             /* --version was given: print it, exit 0 */
     int audit_only;          /* no load: read every source and judge the coupon as it is */
 } lt_options;
 

@@ -193,6 +193,7 @@ static const cm_option options[] = {
      .help = "no progress line on stderr"},
     {.name = "help", .short_name = 'h', .kind = CM_ARG_HELP, .offset = AT(o.help),
      .help = "this text"},
+    {.name = "version", .kind = CM_ARG_HELP, .offset = AT(o.version), .help = "print the version and exit"},
 };
 
 static const cm_args_spec spec = {

@@ -21,8 +21,12 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
         dlock__errf(c->errstr, "release: lock is NULL");
         goto out;
     }
-    if (atomic_load(&lock->reg_client) != NULL && atomic_load(&lock->reg_client) != c) {
-        dlock__errf(c->errstr, "release: lock is auto-renewed by another client");
+    if (dlock__check_owner(c, lock, "release", c->errstr) != 0)
+        goto out;
+    if (lock->release_sent) {
+        /* Nothing to send: our deletes went out already, and a second
+         * round would only find them done and answer a false LOST. */
+        dlock__errf(c->errstr, "release \"%s\": already released", lock->resource);
         goto out;
     }
     /* Renewal stops first, under the same mutex the watchdog renews under:
@@ -34,6 +38,13 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
         goto out;
     }
     args[0] = lock->token;
+    /* From here on the lock is not held, whatever this round answers: a
+     * delete that a node has not answered may still run at any moment and
+     * free the key for the next owner, so a holder that kept going after a
+     * failed release could overlap them. LOST below overrides RELEASED. */
+    lock->release_sent = 1;
+    if (atomic_load(&lock->state) == DLOCK__HELD)
+        atomic_store(&lock->state, DLOCK__RELEASED);
     /* On every node, not only those that granted the lock: a node that timed
      * out during acquire may still have set the key (distlock page,
      * "releasing the lock"). The script deletes only our token's key. A
@@ -44,7 +55,6 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
     ones = dlock__count_int(res, c->n, 1, &ones_mask);
     dlock__count_int(res, c->n, 0, &zeros_mask);
     if (ones >= c->quorum) {
-        atomic_store(&lock->state, DLOCK__RELEASED);
         c->stats.releases++;
         rc = DLOCK_OK;
     } else if (c->n - dlock__popcount(zeros_mask) < c->quorum) {
