@@ -31,8 +31,8 @@
 #define COUPON_OPTIONS(X)                                                                                                                                        \
     X(CUSTOM, -,        listen,           "listen",            "COUPON_LISTEN",            "HOST:PORT",      0, 0,                 "127.0.0.1:8080",                 \
       "address to serve on (port 0 picks a free port)")                                                                                                          \
-    X(STR,    char *,   db_path,          "db",                "COUPON_DB",                "PATH",           0, 0,                 "coupon.db",                      \
-      "SQLite file, created with its schema if absent")                                                                                                          \
+    X(STR,    char *,   db_path,          "db",                "COUPON_DB",                "PATH|URL",       0, 0,                 "coupon.db",                      \
+      "SQLite file, created with its schema if absent, or a postgresql:// URL")                                                                                  \
     X(CUSTOM, -,        redis,            "redis",             "COUPON_REDIS",             "ADDR[,ADDR...]", 0, 0,                 "127.0.0.1:6379",                 \
       "Redis masters, host:port, [v6]:port or unix:/path; one = single instance, several = Redlock")                                                            \
     X(NUM,    uint32_t, lock_ttl_ms,      "lock-ttl",          "COUPON_LOCK_TTL_MS",       "MS",             10, 600000,           2000,                             \
@@ -68,7 +68,7 @@
     X(STR,    char *,   hold_log,         "hold-log",          "COUPON_HOLD_LOG",          "FILE",           0, 0,                 NULL,                             \
       "append one line per lock hold of the redlock strategy (pid, fence, CLOCK_MONOTONIC times, applied/refused) to FILE, for the chaos checker; off unless given") \
     X(NUM,    int,      db_busy_ms,       "db-busy-ms",        "COUPON_DB_BUSY_MS",        "MS",             1, 600000,            5000,                             \
-      "SQLite busy timeout")                                                                                                                                     \
+      "SQLite busy timeout; PostgreSQL: each statement's bound")                                                                                                 \
     X(NUM,    size_t,   max_body,         "max-body-bytes",    "COUPON_MAX_BODY_BYTES",    "N",              1, 1048576,           16384,                            \
       "largest request body; larger: 413 / 1009")                                                                                                                \
     X(NUM,    size_t,   max_header,       "max-header-bytes",  "COUPON_MAX_HEADER_BYTES",  "N",              256, 32768,           8192,                             \
