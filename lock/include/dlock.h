@@ -111,6 +111,11 @@ typedef struct dlock_options {
     int retry_jitter_ms;       /* jitter for the fixed mode; default 0 */
     int retry_unavailable;     /* nonzero: also retry (until the deadline) when nodes are unreachable,
                                   time out or lack quorum; default 0 = return such errors at once */
+    int wake_on_release;       /* nonzero (default 1): a waiter blocks (BLPOP, on its own extra
+                                  connection) until the holder's release wakes it, and the release
+                                  hands the lock to the longest waiter (FIFO); the backoff above
+                                  remains the fallback when no wake comes (holder died). 0 = poll
+                                  with backoff only. See docs/single-instance.md. */
 } dlock_options;
 
 DLOCK_API void dlock_options_init(dlock_options *opts);

@@ -21,6 +21,7 @@ void dlock_options_init(dlock_options *opts)
     opts->retry_fixed_ms = 0;
     opts->retry_jitter_ms = 0;
     opts->retry_unavailable = 0;
+    opts->wake_on_release = 1;
 }
 
 /* An empty string counts as "not set": an unset environment variable often
@@ -157,6 +158,14 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
     c->retry_fixed_ms = opts->retry_fixed_ms;
     c->retry_jitter_ms = opts->retry_jitter_ms;
     c->retry_unavailable = opts->retry_unavailable;
+    c->wake_on_release = opts->wake_on_release != 0;
+    /* The woken waiter needs one wake-up plus one acquire round to claim
+     * the key; two command timeouts cover that on a loaded machine, and
+     * bound what a waiter that died after its wake-up costs the queue. */
+    {
+        int64_t h = 2 * (int64_t)opts->command_timeout_ms;
+        c->handoff_ms = h < 10 ? 10 : h > 1000 ? 1000 : (int)h;
+    }
     dlock__scripts_init(c);
     dlock__rng_seed(c);
     /* Unreachable nodes are not an error here: Redlock works with a
@@ -180,6 +189,7 @@ void dlock_client_free(dlock_client *c)
     if (c == NULL)
         return;
     dlock__watchdog_stop(c);
+    dlock__wakers_free(c);
     for (size_t i = 0; i < c->n; i++)
         dlock__node_close(&c->nodes[i]);
     free(c->username);

@@ -28,17 +28,30 @@
  * prolong another client's lock, and renewal can never re-acquire.
  *
  * fence_sync.lua: raise the counter to ARGV[1] if it is lower; counters
- * only ever go up. See acquire.c for why the nodes of a quorum must agree. */
+ * only ever go up. See acquire.c for why the nodes of a quorum must agree.
+ *
+ * Wake on release (wake.c): wait.lua is run by a waiter before it blocks:
+ * it returns the lock key's PTTL (how long the waiter may have to wait)
+ * and, if the key is held, raises the "waiting" flag key for ARGV[1] ms.
+ * In the same atomic step as the check, so a release can never fall
+ * between "held" and "flag up" and be missed. release.lua, given the wake
+ * list and the flag (KEYS[2], KEYS[3]), does not delete a key while the
+ * flag is up: it rewrites it to "handoff:<nonce>" for ARGV[3] ms and
+ * pushes the nonce, which wakes the longest-blocked waiter; acquire.lua
+ * lets only the holder of that nonce (ARGV[3]) take a reserved key, so a
+ * newcomer cannot barge in ahead of the queue. With one key (the
+ * acquire clean-up, or wake_on_release off) release.lua is the plain
+ * token-checked delete. */
 #include "dlock_scripts.h"
 
 void dlock__scripts_init(dlock_client *c)
 {
     static const char *const bodies[DLOCK__SCRIPT_COUNT] = {DLOCK__LUA_ACQUIRE, DLOCK__LUA_RELEASE,
                                                             DLOCK__LUA_EXTEND,
-                                                            DLOCK__LUA_FENCE_SYNC};
+                                                            DLOCK__LUA_FENCE_SYNC, DLOCK__LUA_WAIT};
     static const char *const shas[DLOCK__SCRIPT_COUNT] = {DLOCK__SHA1_ACQUIRE, DLOCK__SHA1_RELEASE,
                                                           DLOCK__SHA1_EXTEND,
-                                                          DLOCK__SHA1_FENCE_SYNC};
+                                                          DLOCK__SHA1_FENCE_SYNC, DLOCK__SHA1_WAIT};
 
     for (int i = 0; i < DLOCK__SCRIPT_COUNT; i++) {
         c->scripts[i].body = bodies[i];
