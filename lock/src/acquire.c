@@ -222,6 +222,7 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
     dlock_err rc = DLOCK_ERR_ARG;
     unsigned attempt = 0;
     char nonce[DLOCK__NONCE_LEN] = "";
+    char waiter_id[DLOCK_TOKEN_LEN] = ""; /* made at the first wait */
 
     if (out != NULL)
         *out = NULL;
@@ -270,17 +271,19 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
             dlock__waker *w = dlock__waker_take(c);
             int woke = -1;
 
-            if (w != NULL) {
+            if (waiter_id[0] == '\0' && dlock__token_new(waiter_id) != 0)
+                waiter_id[0] = '\0';
+            if (w != NULL && waiter_id[0] != '\0') {
                 dlock__sigpipe_guard g;
 
                 pthread_mutex_unlock(&c->mu);
                 /* A blocking write to a closed socket must give EPIPE, not kill the process. */
                 dlock__sigpipe_block(&g);
-                woke = dlock__wake_wait(c, w, resource, deadline_ms, nonce);
+                woke = dlock__wake_wait(c, w, resource, waiter_id, deadline_ms, nonce);
                 dlock__sigpipe_restore(&g);
                 pthread_mutex_lock(&c->mu);
-                dlock__waker_put(c, w);
             }
+            dlock__waker_put(c, w);
             if (woke >= 0) {
                 attempt++;
                 continue;

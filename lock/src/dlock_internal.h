@@ -273,7 +273,7 @@ dlock__waker *dlock__waker_take(dlock_client *c);
 void dlock__waker_put(dlock_client *c, dlock__waker *w);
 void dlock__wakers_free(dlock_client *c);
 int dlock__wake_wait(const dlock_client *c, dlock__waker *w, const char *resource,
-                     int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN]);
+                     const char *id, int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN]);
 
 /* ---- extend.c ---- */
 dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms,

@@ -8,9 +8,9 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
 {
     dlock_err rc = DLOCK_ERR_ARG;
     dlock__result res[DLOCK_MAX_NODES];
-    char key[DLOCK__KEY_BUF], list[DLOCK__KEY_BUF + 16], flag[DLOCK__KEY_BUF + 16];
+    char key[DLOCK__KEY_BUF], list[DLOCK__KEY_BUF + 16], waiters[DLOCK__KEY_BUF + 16];
     char nonce[DLOCK__NONCE_LEN], handoff_s[16];
-    const char *keys[3] = {key, list, flag};
+    const char *keys[3] = {key, list, waiters};
     const char *args[3] = {NULL, nonce, handoff_s};
     int nkeys = 1;
     uint32_t ones_mask = 0, zeros_mask = 0;
@@ -38,9 +38,9 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
     }
     args[0] = lock->token;
     /* Wake on release (wake.c): the script hands the key to the first
-     * waiter instead of deleting it when waiters have raised the flag. */
+     * waiter instead of deleting it when waiters are listed. */
     if (c->wake_on_release && dlock__wake_key(c, "wake", lock->resource, list, sizeof(list)) == 0 &&
-        dlock__wake_key(c, "waiting", lock->resource, flag, sizeof(flag)) == 0 &&
+        dlock__wake_key(c, "waiters", lock->resource, waiters, sizeof(waiters)) == 0 &&
         dlock__token_new(nonce) == 0) {
         snprintf(handoff_s, sizeof(handoff_s), "%d", c->handoff_ms);
         nkeys = 3;

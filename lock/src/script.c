@@ -32,16 +32,20 @@
  *
  * Wake on release (wake.c): wait.lua is run by a waiter before it blocks:
  * it returns the lock key's PTTL (how long the waiter may have to wait)
- * and, if the key is held, raises the "waiting" flag key for ARGV[1] ms.
- * In the same atomic step as the check, so a release can never fall
- * between "held" and "flag up" and be missed. release.lua, given the wake
- * list and the flag (KEYS[2], KEYS[3]), does not delete a key while the
- * flag is up: it rewrites it to "handoff:<nonce>" for ARGV[3] ms and
+ * and, if the key is held, lists the waiter (ARGV[1]) in the waiters
+ * sorted set, scored with the server time at which the listing lapses
+ * (ARGV[2] = most it will block, ARGV[3] = hand-off window): a waiter
+ * that dies or gives up drops out by itself. Check and listing are one
+ * atomic step, so a release can never fall between "held" and "listed"
+ * and be missed. release.lua, given the wake list and the waiters set
+ * (KEYS[2], KEYS[3]), first drops lapsed listings; if a waiter is left it
+ * takes one listing off (one release wakes one waiter) and, instead of
+ * deleting the key, rewrites it to "handoff:<nonce>" for ARGV[3] ms and
  * pushes the nonce, which wakes the longest-blocked waiter; acquire.lua
- * lets only the holder of that nonce (ARGV[3]) take a reserved key, so a
- * newcomer cannot barge in ahead of the queue. With one key (the
- * acquire clean-up, or wake_on_release off) release.lua is the plain
- * token-checked delete. */
+ * lets only the bearer of that nonce (ARGV[3]) take a reserved key, so a
+ * newcomer cannot barge in ahead of the queue. With no listed waiter, or
+ * with one key (the acquire clean-up, or wake_on_release off),
+ * release.lua is the plain token-checked delete. */
 #include "dlock_scripts.h"
 
 void dlock__scripts_init(dlock_client *c)

@@ -138,24 +138,26 @@ static int ensure(const dlock_client *c, dlock__waker *w, size_t i)
 }
 
 /* wait.lua on node i: the lock key's PTTL (> 0 held, <= 0 free or without
- * expiry), raising the waiting flag for flag_ms. -3 when the node failed. */
+ * expiry), listing waiter id as waiting for at most limit_ms. -3 when the
+ * node failed. */
 static long long wait_script(const dlock_client *c, dlock__waker *w, size_t i, const char *key,
-                             const char *flag, int64_t flag_ms)
+                             const char *waiters, const char *id, int64_t limit_ms)
 {
     const dlock__script *s = &c->scripts[DLOCK__SCRIPT_WAIT];
-    char ms[24];
-    const char *argv[6] = {"EVALSHA", s->sha, "2", key, flag, ms};
+    char ms[24], handoff[24];
+    const char *argv[8] = {"EVALSHA", s->sha, "2", key, waiters, id, ms, handoff};
     redisReply *r;
     long long left = -3;
 
-    snprintf(ms, sizeof(ms), "%lld", (long long)flag_ms);
-    r = call(w, i, c->command_timeout_ms, 6, argv);
+    snprintf(ms, sizeof(ms), "%lld", (long long)limit_ms);
+    snprintf(handoff, sizeof(handoff), "%d", c->handoff_ms);
+    r = call(w, i, c->command_timeout_ms, 8, argv);
     if (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
         /* Not cached on this node yet: the script did not run, send it whole. */
         freeReplyObject(r);
         argv[0] = "EVAL";
         argv[1] = s->body;
-        r = call(w, i, c->command_timeout_ms, 6, argv);
+        r = call(w, i, c->command_timeout_ms, 8, argv);
     }
     if (r != NULL && r->type == REDIS_REPLY_INTEGER)
         left = r->integer;
@@ -164,16 +166,17 @@ static long long wait_script(const dlock_client *c, dlock__waker *w, size_t i, c
     return left;
 }
 
-/* Blocks until a release wakes us, the holder's TTL runs out or the
+/* Blocks until a release wakes us (id: this dlock_acquire call's waiter
+ * name, the same across its waits so it is listed once), the holder's TTL runs out or the
  * deadline comes; no client mutex held (reads only immutable fields).
  * Returns 1 woken (nonce = the hand-off nonce, "" if none), 0 the wait
  * timed out (the holder's key should have expired: try again now), -1 no
  * wait was possible (the key is already free, or no node's blocking
  * connection works): the caller falls back to its backoff sleep. */
 int dlock__wake_wait(const dlock_client *c, dlock__waker *w, const char *resource,
-                     int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN])
+                     const char *id, int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN])
 {
-    char lkey[DLOCK__KEY_BUF], list[DLOCK__KEY_BUF + 16], flag[DLOCK__KEY_BUF + 16];
+    char lkey[DLOCK__KEY_BUF], list[DLOCK__KEY_BUF + 16], waiters[DLOCK__KEY_BUF + 16];
     char secs[32];
     const char *argv[3] = {"BLPOP", list, secs};
     int64_t now = dlock_now_ms();
@@ -183,7 +186,7 @@ int dlock__wake_wait(const dlock_client *c, dlock__waker *w, const char *resourc
     nonce[0] = '\0';
     if (limit <= 0 || dlock__lock_key(c, resource, lkey, sizeof(lkey)) != 0 ||
         dlock__wake_key(c, "wake", resource, list, sizeof(list)) != 0 ||
-        dlock__wake_key(c, "waiting", resource, flag, sizeof(flag)) != 0)
+        dlock__wake_key(c, "waiters", resource, waiters, sizeof(waiters)) != 0)
         return -1;
     /* Every waiter blocks on the lowest-numbered node it can reach, so with
      * Redlock all waiters share one queue; releases push to every node. */
@@ -194,9 +197,7 @@ int dlock__wake_wait(const dlock_client *c, dlock__waker *w, const char *resourc
 
         if (ensure(c, w, i) != 0)
             continue;
-        /* The flag outlives our block by one hand-off window: it must still
-         * be up when we come back from a timed-out wait and try again. */
-        left = wait_script(c, w, i, lkey, flag, limit + c->handoff_ms);
+        left = wait_script(c, w, i, lkey, waiters, id, limit);
         if (left == -3)
             continue;
         if (left <= 0)

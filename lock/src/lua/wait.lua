@@ -1,5 +1,10 @@
 local left = redis.call('PTTL', KEYS[1])
-if left > 0 and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+if left > 0 then
+  local t = redis.call('TIME')
+  local stay = math.min(left, tonumber(ARGV[2])) + tonumber(ARGV[3])
+  redis.call('ZADD', KEYS[2], t[1] * 1000 + math.floor(t[2] / 1000) + stay, ARGV[1])
+  if redis.call('PTTL', KEYS[2]) < stay then
+    redis.call('PEXPIRE', KEYS[2], stay)
+  end
 end
 return left
