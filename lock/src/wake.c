@@ -188,43 +188,51 @@ int dlock__wake_wait(const dlock_client *c, dlock__waker *w, const char *resourc
         dlock__wake_key(c, "wake", resource, list, sizeof(list)) != 0 ||
         dlock__wake_key(c, "waiters", resource, waiters, sizeof(waiters)) != 0)
         return -1;
-    /* Every waiter blocks on the lowest-numbered node it can reach, so with
-     * Redlock all waiters share one queue; releases push to every node. */
-    for (size_t i = 0; i < c->n && rc == -1; i++) {
-        long long left;
-        int64_t block_ms;
-        redisReply *r;
+    size_t on = c->n;
+    long long left = 0;
+    int64_t block_ms;
+    redisReply *r;
+
+    /* Listed on every node, because every node's release must see the
+     * waiter to reserve its key: a release that deletes the key on a
+     * majority lets a newcomer barge in. One node at a time, each bounded
+     * by the command timeout. */
+    for (size_t i = 0; i < c->n; i++) {
+        long long l;
 
         if (ensure(c, w, i) != 0)
             continue;
-        left = wait_script(c, w, i, lkey, waiters, id, limit);
-        if (left == -3)
-            continue;
-        if (left <= 0)
-            return -1; /* released since our attempt (or no expiry: never block on it) */
-        /* Never longer than the holder's key can live: if it dies without
-         * releasing, no wake comes and the expiry is our cue. */
-        block_ms = left < limit ? left : limit;
-        if (block_ms < 1)
-            block_ms = 1;
-        snprintf(secs, sizeof(secs), "%lld.%03lld", (long long)(block_ms / 1000),
-                 (long long)(block_ms % 1000));
-        r = call(w, i, block_ms + c->command_timeout_ms, 3, argv);
-        if (r == NULL)
-            continue; /* broken: try the next node */
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-            r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len < DLOCK__NONCE_LEN) {
-            memcpy(nonce, r->element[1]->str, r->element[1]->len);
-            nonce[r->element[1]->len] = '\0';
-            rc = 1;
-        } else if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0)) {
-            rc = 0;
-        } else {
-            /* An error (WRONGTYPE on a foreign key of that name): poll. */
-            freeReplyObject(r);
-            return -1;
+        l = wait_script(c, w, i, lkey, waiters, id, limit);
+        if (l > 0 && on == c->n) {
+            on = i;
+            left = l;
         }
-        freeReplyObject(r);
     }
+    /* Nowhere held (released since our attempt, or no expiry: never block
+     * on it), or no node reachable: poll. */
+    if (on == c->n)
+        return -1;
+    /* Every waiter blocks on the lowest-numbered node where it found the
+     * key, so with Redlock all waiters normally share one queue; releases
+     * push to every node. Never longer than the holder's key can live: if
+     * it dies without releasing, no wake comes and the expiry is our cue. */
+    block_ms = left < limit ? left : limit;
+    if (block_ms < 1)
+        block_ms = 1;
+    snprintf(secs, sizeof(secs), "%lld.%03lld", (long long)(block_ms / 1000),
+             (long long)(block_ms % 1000));
+    r = call(w, on, block_ms + c->command_timeout_ms, 3, argv);
+    if (r == NULL)
+        return -1; /* broken (closed; reopened next time): poll */
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len < DLOCK__NONCE_LEN) {
+        memcpy(nonce, r->element[1]->str, r->element[1]->len);
+        nonce[r->element[1]->len] = '\0';
+        rc = 1;
+    } else if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0)) {
+        rc = 0;
+    }
+    /* else an error (WRONGTYPE on a foreign key of that name): rc -1, poll. */
+    freeReplyObject(r);
     return rc;
 }
