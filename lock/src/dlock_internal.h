@@ -272,7 +272,7 @@ int dlock__wake_key(const dlock_client *c, const char *kind, const char *resourc
 dlock__waker *dlock__waker_take(dlock_client *c);
 void dlock__waker_put(dlock_client *c, dlock__waker *w);
 void dlock__wakers_free(dlock_client *c);
-int dlock__wake_wait(const dlock_client *c, dlock__waker *w, const char *resource,
+int dlock__wake_wait(const dlock_client *c, dlock__waker *w, uint32_t skip, const char *resource,
                      const char *id, int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN]);
 
 /* ---- extend.c ---- */

@@ -38,12 +38,12 @@
  * that dies or gives up drops out by itself. Check and listing are one
  * atomic step, so a release can never fall between "held" and "listed"
  * and be missed. release.lua, given the wake list and the waiters set
- * (KEYS[2], KEYS[3]), first drops lapsed listings; if a waiter is left it
- * takes one listing off (one release wakes one waiter) and, instead of
- * deleting the key, rewrites it to "handoff:<nonce>" for ARGV[3] ms and
+ * (KEYS[2], KEYS[3]), first drops lapsed listings; if a waiter is left,
+ * instead of deleting the key it rewrites it to "handoff:<nonce>" for ARGV[3] ms and
  * pushes the nonce, which wakes the longest-blocked waiter; acquire.lua
  * lets only the bearer of that nonce (ARGV[3]) take a reserved key, so a
- * newcomer cannot barge in ahead of the queue. With no listed waiter, or
+ * newcomer cannot barge in ahead of the queue, and a waiter that wins
+ * (either way) takes its own listing (KEYS[3], ARGV[4]) off the set. With no listed waiter, or
  * with one key (the acquire clean-up, or wake_on_release off),
  * release.lua is the plain token-checked delete. */
 #include "dlock_scripts.h"

@@ -167,13 +167,15 @@ static long long wait_script(const dlock_client *c, dlock__waker *w, size_t i, c
 }
 
 /* Blocks until a release wakes us (id: this dlock_acquire call's waiter
- * name, the same across its waits so it is listed once), the holder's TTL runs out or the
+ * name, the same across its waits so it is listed once; skip: nodes whose
+ * circuit breaker is open, not asked, so a paused minority does not cost
+ * every wait a command timeout), the holder's TTL runs out or the
  * deadline comes; no client mutex held (reads only immutable fields).
  * Returns 1 woken (nonce = the hand-off nonce, "" if none), 0 the wait
  * timed out (the holder's key should have expired: try again now), -1 no
  * wait was possible (the key is already free, or no node's blocking
  * connection works): the caller falls back to its backoff sleep. */
-int dlock__wake_wait(const dlock_client *c, dlock__waker *w, const char *resource,
+int dlock__wake_wait(const dlock_client *c, dlock__waker *w, uint32_t skip, const char *resource,
                      const char *id, int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN])
 {
     char lkey[DLOCK__KEY_BUF], list[DLOCK__KEY_BUF + 16], waiters[DLOCK__KEY_BUF + 16];
@@ -200,7 +202,7 @@ int dlock__wake_wait(const dlock_client *c, dlock__waker *w, const char *resourc
     for (size_t i = 0; i < c->n; i++) {
         long long l;
 
-        if (ensure(c, w, i) != 0)
+        if ((skip & (1u << i)) || ensure(c, w, i) != 0)
             continue;
         l = wait_script(c, w, i, lkey, waiters, id, limit);
         if (l > 0 && on == c->n) {

@@ -4,7 +4,7 @@ end
 if KEYS[3] then
   local t = redis.call('TIME')
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', t[1] * 1000 + math.floor(t[2] / 1000))
-  if #redis.call('ZPOPMIN', KEYS[3]) > 0 then
+  if redis.call('ZCARD', KEYS[3]) > 0 then
     redis.call('SET', KEYS[1], 'handoff:' .. ARGV[2], 'PX', ARGV[3])
     redis.call('DEL', KEYS[2])
     redis.call('RPUSH', KEYS[2], ARGV[2])
