@@ -111,8 +111,9 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
         goto out;
     }
     snprintf(ttl_s, sizeof(ttl_s), "%u", ttl_ms);
-    /* A waiter (wake.c) that wins takes its listing off the waiters set in
-     * the same script, so releases stop reserving the key for it. */
+    /* A waiter (wake.c) takes its listing off the waiters set in the same
+     * script, won or not: releases must not reserve the key for a waiter
+     * that is not blocked (wait.lua lists it again before it blocks). */
     if (waiter_id[0] != '\0' && dlock__wake_key(c, "waiters", resource, waiters, sizeof(waiters)) == 0)
         nkeys = 3;
     /* A fresh token per acquisition, not per client: a token reused across
@@ -173,6 +174,7 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
             goto out;
         }
         memcpy(lock->token, token, sizeof(token));
+        snprintf(lock->handoff, sizeof(lock->handoff), "%s", nonce);
         lock->fence = fence;
         lock->may_hold = ok_mask | maybe_mask;
         lock->ttl_ms = ttl_ms;

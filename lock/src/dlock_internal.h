@@ -169,6 +169,7 @@ struct dlock_lock {
     char *resource;                   /* owned copy, without the key prefix */
     char token[DLOCK_TOKEN_LEN];      /* 32 hex digits + NUL */
     uint64_t fence;
+    char handoff[DLOCK_TOKEN_LEN];    /* the hand-off nonce this lock was taken with ("" if none; wake.c) */
     uint32_t may_hold;                /* nodes where the acquire may have set the key: the release reaches them all */
     uint32_t ttl_ms;                  /* TTL of the acquisition */
     uint32_t cur_ttl_ms;              /* TTL set by the last acquire/extend (client mu) */
