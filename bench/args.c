@@ -16,6 +16,7 @@ typedef struct bench_cmdline {
     int hold_ms;
     int ttl_ms;
     int help;
+    int version;
 } bench_cmdline;
 
 static int parse_ports(const char *s, void *field, char *err, size_t errlen)
@@ -105,7 +106,8 @@ static const cm_option options[] = {
     {.name = "ttl", .kind = CM_ARG_INT, .offset = AT(ttl_ms), .lo = 1, .hi = (int)BENCH_MAX_MS,
      .help = "lock TTL in ms, also the longest wait per acquisition (default 2000)"},
     /* Not listed in the usage text, which is what --help prints. */
-    {.name = "help", .kind = CM_ARG_HELP, .offset = AT(help)},
+    {.name = "help", .short_name = 'h', .kind = CM_ARG_HELP, .offset = AT(help)},
+    {.name = "version", .kind = CM_ARG_HELP, .offset = AT(version)},
 };
 
 static const cm_args_spec spec = {
@@ -113,6 +115,7 @@ static const cm_args_spec spec = {
     .n_opts = sizeof options / sizeof options[0],
     .usage = "usage: dlock-bench --ports P[,P...] [--workers N] [--duration S] [--hold MS]\n"
              "                   [--mode uncontended|contended|raw] [--retry default|tuned|poll] [--ttl MS]\n"
+             "       dlock-bench -h|--help | --version\n"
              "\n",
     .epilogue = "\n"
                 "Prints one JSON line. Exit 0: run done, no violation; 1: violations or Redis error;\n"
@@ -136,6 +139,11 @@ int bench_parse_args(int argc, char **argv, bench_config *cfg)
     if (rc < 0) {
         fprintf(stderr, "dlock-bench: %s\n", err);
         return -1;
+    }
+    if (rc > 0 && cl.version) {
+        /* COUPON_VERSION: the one CMake project version (bench/CMakeLists.txt). */
+        printf("dlock-bench %s\n", COUPON_VERSION);
+        return fflush(stdout) == 0 ? 1 : -1;
     }
     if (rc > 0) {
         if (cm_args_usage(stdout, &spec) != 0) {

@@ -107,7 +107,9 @@ static int warm_up(bench_worker *w, dlock_client *c, const char *key)
         if (bench_sleep(w, 20) != 0)
             return -1;
     }
-    bench_fail(w, "worker %d: warm-up: %s (%s)", w->id, dlock_strerror(e), dlock_client_errstr(c));
+    char why[DLOCK_ERRSTR_LEN];
+    bench_fail(w, "worker %d: warm-up: %s (%s)", w->id, dlock_strerror(e),
+               dlock_client_errstr(c, why, sizeof why));
     return -1;
 }
 
@@ -186,8 +188,9 @@ ready:
         int64_t t1 = cm_now_ns();
         if (e != DLOCK_OK) {
             if (e == DLOCK_ERR_ARG || e == DLOCK_ERR_NOMEM) {
+                char why[DLOCK_ERRSTR_LEN];
                 bench_fail(w, "worker %d: acquire: %s (%s)", w->id, dlock_strerror(e),
-                           dlock_client_errstr(c));
+                           dlock_client_errstr(c, why, sizeof why));
                 break;
             }
             int cut_off = capped && (e == DLOCK_ERR_TAKEN || e == DLOCK_ERR_EXPIRED) &&

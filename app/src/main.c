@@ -13,6 +13,10 @@
 #include <jansson.h>
 
 #include "app.h"
+#include "claim/hold_log.h"
+#include "core/lockwatch.h"
+#include "core/log.h"
+#include "core/metrics.h"
 #include "http/server.h"
 
 /* Written by the signal handler, read by main: the self-pipe turns an
@@ -56,16 +60,30 @@ static int install_signals(void)
     return sigaction(SIGPIPE, &sa, NULL);
 }
 
-static void wait_for_stop(void)
+/* Returns the signal that asked for the stop (0 if unknown). */
+static int wait_for_stop(void)
 {
     struct pollfd pfd = {.fd = stop_pipe[0], .events = POLLIN};
+    unsigned char b = 0;
     for (;;) {
         int r = poll(&pfd, 1, -1);
         if (r > 0)
-            return;
+            return read(stop_pipe[0], &b, 1) == 1 ? (int)b : 0;
         if (r < 0 && errno != EINTR)
-            return;
+            return 0;
     }
+}
+
+/* Start-up check: a store that cannot take writes would answer every claim
+ * with an error; better to refuse to start, with the reason. */
+static int check_db_writable(worker_pool *pool, const app_config *cfg, char *err, size_t errlen)
+{
+    worker *w = pool_checkout(pool);
+    db_status st = db_write_probe(w->db);
+    if (st != DB_OK)
+        snprintf(err, errlen, "--db %s: the database cannot be written: %s", cfg->db_path, db_errmsg(w->db));
+    pool_return(pool, w);
+    return st == DB_OK ? 0 : -1;
 }
 
 int main(int argc, char **argv)
@@ -78,6 +96,7 @@ int main(int argc, char **argv)
     char err[512] = "";
     sigset_t stopsigs, oldmask;
     int port = 0;
+    int stopping = 0;
 
     memset(&a, 0, sizeof a);
     switch (config_load(&cfg, argc, argv, err, sizeof err)) {
@@ -91,8 +110,21 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    log_set_level(cfg.log_level);
+    metrics_init(COUPON_VERSION);
+    if (access_log_open(cfg.access_log, err, sizeof err) != 0) {
+        fprintf(stderr, "coupon-server: %s\n", err);
+        rc = 2;
+        goto out;
+    }
     a.cfg = &cfg;
     a.strat = strategy_by_name(cfg.strategy);
+    /* Before any thread: the log's descriptor is then only read by them. */
+    if (hold_log_open(cfg.hold_log, err, sizeof err) != 0) {
+        fprintf(stderr, "coupon-server: %s\n", err);
+        rc = 2;
+        goto out;
+    }
     atomic_init(&a.in_flight, 0);
     atomic_init(&a.stopping, 0);
     /* jansson seeds its hash function on first use; doing it here, before
@@ -129,8 +161,20 @@ int main(int argc, char **argv)
         goto out;
     }
     a.pool = pool;
-
-    if (server_start(&a, &srv, &port, err, sizeof err) != 0) {
+    if (check_db_writable(pool, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "coupon-server: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    int started = server_start(&a, &srv, &port, err, sizeof err);
+    if (started != 0) {
+        fprintf(stderr, "coupon-server: %s\n", err);
+        rc = started == SERVER_ERR_BIND ? 2 : 1;
+        goto out;
+    }
+    /* The node log and gauges follow the lock service from here on (after
+     * the bind: a usage error stays the one line it should be). */
+    if (a.strat->uses_lock && lockwatch_start(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "coupon-server: %s\n", err);
         goto out;
     }
@@ -139,14 +183,28 @@ int main(int argc, char **argv)
     /* Scripts and tests wait for this exact line to learn the real port. */
     printf("listening on http://%s\n", hostport);
     fflush(stdout);
+    if (log_enabled(LOG_INFO)) {
+        char opts[2048];
+        config_describe(&cfg, opts, sizeof opts);
+        log_event_line(LOG_INFO, LOG_EV_START, "coupon-server %s listening on http://%s pid %ld: %s", COUPON_VERSION,
+                       hostport, (long)getpid(), opts);
+    }
 
     if (pthread_sigmask(SIG_SETMASK, &oldmask, NULL) != 0)
         goto out;
-    wait_for_stop();
+    int sig = wait_for_stop();
+    log_event_line(LOG_INFO, LOG_EV_STOP, "%s: stopping; finishing the requests in flight (up to %d ms)",
+                   sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "signal", cfg.shutdown_grace_ms);
+    stopping = 1;
     rc = 0;
 out:
     server_stop(srv);
+    lockwatch_stop();
     pool_free(pool);
+    if (stopping)
+        log_event_line(LOG_INFO, LOG_EV_STOPPED, "stopped");
+    access_log_close();
+    hold_log_close();
     config_free(&cfg);
     for (int i = 0; i < 2; i++)
         if (stop_pipe[i] >= 0)

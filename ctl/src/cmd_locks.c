@@ -161,10 +161,12 @@ static int row_cmp(const void *a, const void *b)
 static int scan_key(const ctl_opts *o, ctl_nodes *ns, size_t i, const redisReply *key,
                     row_list *rows)
 {
-    size_t plen = strlen(o->prefix);
+    /* The resource is what follows <prefix>lock: (ctl_scan_pattern). */
+    size_t plen = strlen(o->prefix) + strlen(DLOCK_LOCK_NS);
     lock_row row, *slot;
 
-    if (key->type != REDIS_REPLY_STRING || key->len <= plen || key->len > DLOCK_MAX_KEY_LEN ||
+    if (key->type != REDIS_REPLY_STRING || key->len <= plen ||
+        key->len > DLOCK_MAX_KEY_LEN + strlen(DLOCK_LOCK_NS) ||
         memchr(key->str, '\0', key->len) != NULL)
         return 0;
     if (read_row(o, ns, i, key->str + plen, &row) != 0) {
@@ -222,7 +224,7 @@ static int scan_node(const ctl_opts *o, ctl_nodes *ns, size_t i, const char *pat
 
 int ctl_cmd_list(const ctl_opts *o, ctl_nodes *ns, int argc, char **argv)
 {
-    char pattern[2 * DLOCK_MAX_KEY_LEN + 2];
+    char pattern[2 * DLOCK_MAX_KEY_LEN + sizeof(DLOCK_LOCK_NS) + 2];
     row_list rows = {0};
     size_t answered = 0;
     int rc;

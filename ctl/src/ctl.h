@@ -73,7 +73,8 @@ typedef struct ctl_keys {
 /* The keys libdlock uses for resource under prefix: 0, or -1 with err. */
 int ctl_resource_keys(const char *prefix, const char *resource, ctl_keys *out, char *err,
                       size_t errlen);
-/* SCAN MATCH pattern for every key under prefix (glob characters escaped). */
+/* SCAN MATCH pattern for every lock key under prefix: <prefix>lock:* with the
+ * prefix's glob characters escaped. */
 int ctl_scan_pattern(const char *prefix, char *out, size_t outlen);
 /* Nonzero when value has the shape of a libdlock token (32 lowercase hex). */
 int ctl_is_token(const char *value, size_t len);

@@ -5,13 +5,12 @@
 
 #include "ctl.h"
 
-/* THE key layout, mirrored from libdlock (lock/src/acquire.c:
- * dlock__lock_key and the fence key built beside it):
- *   lock key  = <prefix><resource>        value: the holder's 32-hex token, PX ttl
- *   fence key = <prefix><resource>:fence  value: the fence counter, no TTL
- * If libdlock moves its fence keys (to a namespace of their own), change
- * this function and nothing else: list finds locks by their value (a token
- * with a TTL, see ctl_is_token), not by the fence key's name. */
+/* THE key layout, from dlock.h ("Keys"), in two namespaces so that no
+ * resource name is another resource's counter:
+ *   lock key  = <prefix>lock:<resource>   value: the holder's 32-hex token, PX ttl
+ *   fence key = <prefix>fence:<resource>  value: the fence counter, no TTL
+ * list scans <prefix>lock:* (ctl_scan_pattern) and still checks each value
+ * (a token with a TTL, see ctl_is_token). */
 int ctl_resource_keys(const char *prefix, const char *resource, ctl_keys *out, char *err,
                       size_t errlen)
 {
@@ -27,9 +26,9 @@ int ctl_resource_keys(const char *prefix, const char *resource, ctl_keys *out, c
                  DLOCK_MAX_KEY_LEN);
         return -1;
     }
-    if (snprintf(out->lock, sizeof(out->lock), "%s%s", prefix, resource) >=
+    if (snprintf(out->lock, sizeof(out->lock), "%s%s%s", prefix, DLOCK_LOCK_NS, resource) >=
             (int)sizeof(out->lock) ||
-        snprintf(out->fence, sizeof(out->fence), "%s%s:fence", prefix, resource) >=
+        snprintf(out->fence, sizeof(out->fence), "%s%s%s", prefix, DLOCK_FENCE_NS, resource) >=
             (int)sizeof(out->fence)) {
         snprintf(err, errlen, "key too long");
         return -1;
@@ -52,8 +51,12 @@ int ctl_scan_pattern(const char *prefix, char *out, size_t outlen)
             return -1;
         out[j++] = *p;
     }
-    if (j + 2 > outlen)
+    /* Then the lock namespace (no glob characters in it): fence counters
+     * are not even looked at. */
+    if (j + strlen(DLOCK_LOCK_NS) + 2 > outlen)
         return -1;
+    memcpy(out + j, DLOCK_LOCK_NS, strlen(DLOCK_LOCK_NS));
+    j += strlen(DLOCK_LOCK_NS);
     out[j++] = '*';
     out[j] = '\0';
     return 0;

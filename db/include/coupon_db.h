@@ -1,14 +1,16 @@
-/* coupon_db.h - the coupon stock store: SQLite schema, the claim's critical
+/* coupon_db.h - the coupon stock store: the schema, the claim's critical
  * section (read / work / write, with the fence enforced by the database),
- * the lock-free atomic claim, and the audit.
+ * the lock-free atomic claim, and the audit, on SQLite (a file path, the
+ * embedded default) or PostgreSQL (a postgresql:// URL, through libpq).
  *
- * Knows SQLite only: nothing of Redis or HTTP. The fence a caller passes is
+ * Knows SQL only: nothing of Redis or HTTP. The fence a caller passes is
  * an opaque, per-coupon increasing number (libdlock's fencing token).
  *
  * Conventions: every function returns a db_status (DB_OK == 0); out
  * parameters are set on every path; detail of the last failure is read with
- * db_errmsg(). One db_store is one SQLite connection: use it from one thread
- * at a time (open one per worker thread; many processes may share the file).
+ * db_errmsg(). One db_store is one connection (SQLite or libpq): use it from
+ * one thread at a time (open one per worker thread; many processes may share
+ * the file or the database).
  */
 #ifndef COUPON_DB_H
 #define COUPON_DB_H
@@ -26,9 +28,10 @@ typedef enum db_status {
     DB_USER_LIMIT = 3,  /* the user already holds per_user_limit records of this coupon */
     DB_STALE_FENCE = 4, /* our fence is lower than one the row has accepted: a newer lock holder
                            read or wrote it (our lease ran out); nothing was changed */
-    DB_BUSY = 5,        /* the database stayed locked past the busy timeout */
+    DB_BUSY = 5,        /* the database stayed locked past the busy timeout (PostgreSQL: a
+                           statement or lock timeout, a serialization failure) */
     DB_INVALID = 6,     /* bad argument (NULL, negative stock, name too long, ...) */
-    DB_ERROR = 7        /* any other SQLite failure (see db_errmsg) */
+    DB_ERROR = 7        /* any other database failure (see db_errmsg) */
 } db_status;
 
 typedef struct db_store db_store;
@@ -63,6 +66,12 @@ const char *db_status_str(db_status st);
 
 /* Open (creating the file and its schema if absent, migrating older
  * user_versions) with WAL and a busy timeout of busy_timeout_ms.
+ * A path starting with "postgresql://" or "postgres://" is a libpq URL
+ * instead: the schema is created if absent, and busy_timeout_ms bounds
+ * every statement (statement_timeout, lock_timeout, and a client-side
+ * deadline that drops a connection that stopped answering) and the connect
+ * (connect_timeout, unless the URL sets one); a dropped connection is
+ * opened again by the next call.
  * On failure *out is NULL and errbuf (if not NULL) gets a one-line reason.
  * The caller owns *out: close with db_close(). */
 db_status db_open(const char *path, int busy_timeout_ms, db_store **out, char *errbuf, size_t errbuf_len);
@@ -73,6 +82,13 @@ const char *db_errmsg(const db_store *db); /* borrowed; last failure's detail */
 
 /* A trivial query, for health checks. */
 db_status db_ping(db_store *db);
+/* Can this store write now? DB_OK, or DB_ERROR for a read-only file or
+ * session (or a PostgreSQL standby), DB_BUSY when another writer holds the
+ * lock past the timeout, or the failure (detail in db_errmsg). Nothing is
+ * written: SQLite runs BEGIN IMMEDIATE; ROLLBACK, PostgreSQL an UPDATE
+ * that matches no row. For health checks and the start-up check
+ * (db/src/probe.c). */
+db_status db_write_probe(db_store *db);
 
 db_status db_create_coupon(db_store *db, const char *name, int64_t stock, int64_t per_user_limit,
                            db_coupon *out);

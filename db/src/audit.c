@@ -35,7 +35,6 @@ static int64_t max64(int64_t a, int64_t b)
 db_status db_audit(db_store *db, int64_t coupon_id, db_audit_row *out)
 {
     db_status res = DB_INVALID;
-    sqlite3_stmt *st = NULL;
     int has_row = 0;
     int64_t limit = 0;
     int64_t over;
@@ -45,45 +44,21 @@ db_status db_audit(db_store *db, int64_t coupon_id, db_audit_row *out)
     if (db == NULL || out == NULL)
         return DB_INVALID;
 
-    /* One read transaction for both queries: under WAL it is one snapshot,
-     * so a claim committing between them cannot make the counts disagree
+    /* One read transaction for both queries: one snapshot (SQLite's WAL,
+     * PostgreSQL's REPEATABLE READ), so a claim committing between them cannot make the counts disagree
      * and report an oversell that never happened. */
     res = dbi_begin_deferred(db);
     if (res != DB_OK)
         return res;
-    st = dbi_stmt(db, DBI_AUDIT_COUPON);
-    res = dbi_bind_int64(db, st, 1, coupon_id);
-    if (res == DB_OK)
-        res = dbi_step(db, st, &has_row, "audit coupon");
+    res = db->ops->audit_coupon(db, coupon_id, &out->total, &out->stock, &limit, &out->issued, &has_row);
     if (res == DB_OK && !has_row) {
         dbi_set_error(db, "no coupon with id %lld", (long long)coupon_id);
         res = DB_NOT_FOUND;
     }
-    if (res == DB_OK) {
-        out->coupon_id = coupon_id;
-        out->total = sqlite3_column_int64(st, 0);
-        out->stock = sqlite3_column_int64(st, 1);
-        limit = sqlite3_column_int64(st, 2);
-        out->issued = sqlite3_column_int64(st, 3);
-    }
-    dbi_done(st);
-    st = NULL;
     if (res != DB_OK)
         goto out;
-
-    st = dbi_stmt(db, DBI_AUDIT_USERS);
-    res = dbi_bind_int64(db, st, 1, coupon_id);
-    if (res == DB_OK)
-        res = dbi_bind_int64(db, st, 2, limit);
-    if (res == DB_OK)
-        res = dbi_step(db, st, &has_row, "audit users");
-    /* An aggregate without GROUP BY always yields one row. */
-    if (res == DB_OK && has_row) {
-        out->users_over_limit = sqlite3_column_int64(st, 0);
-        out->excess_records = sqlite3_column_int64(st, 1);
-    }
-    dbi_done(st);
-    st = NULL;
+    out->coupon_id = coupon_id;
+    res = db->ops->audit_users(db, coupon_id, limit, &out->users_over_limit, &out->excess_records);
     if (res != DB_OK)
         goto out;
     res = dbi_commit(db);

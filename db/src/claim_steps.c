@@ -1,6 +1,7 @@
 /* claim_steps.c - the steps the claim transactions share: argument checks,
  * reading the coupon, the per-user limit, the stock decrement and the record
- * insert. Each runs inside the caller's transaction and resets its statement. */
+ * insert. Each runs inside the caller's transaction, through the backend's
+ * statements (db->ops). */
 #include <string.h>
 
 #include "db_internal.h"
@@ -42,37 +43,16 @@ db_status dbi_check_claim_args(db_store *db, int64_t coupon_id, const char *user
 db_status dbi_select_coupon(db_store *db, int64_t coupon_id, int64_t *stock, int64_t *limit,
                             int64_t *last_fence)
 {
-    sqlite3_stmt *st = dbi_stmt(db, DBI_CLAIM_SELECT);
-    db_status res;
-
     *stock = 0;
     *limit = 0;
     *last_fence = 0;
-    res = dbi_step_coupon(db, st, coupon_id, "select coupon for claim");
-    if (res == DB_OK) {
-        *stock = sqlite3_column_int64(st, 0);
-        *limit = sqlite3_column_int64(st, 1);
-        *last_fence = sqlite3_column_int64(st, 2);
-    }
-    dbi_done(st);
-    return res;
+    return db->ops->select_coupon(db, coupon_id, stock, limit, last_fence);
 }
 
 db_status dbi_count_user_records(db_store *db, int64_t coupon_id, const char *user_id, int64_t *held)
 {
-    sqlite3_stmt *st = dbi_stmt(db, DBI_USER_COUNT);
-    int has_row = 0;
-    db_status res = dbi_bind_int64(db, st, 1, coupon_id);
-
     *held = 0;
-    if (res == DB_OK)
-        res = dbi_bind_text(db, st, 2, user_id);
-    if (res == DB_OK)
-        res = dbi_step(db, st, &has_row, "count user records");
-    if (res == DB_OK && has_row)
-        *held = sqlite3_column_int64(st, 0);
-    dbi_done(st);
-    return res;
+    return db->ops->count_user_records(db, coupon_id, user_id, held);
 }
 
 /* DB_USER_LIMIT when the user already holds `limit` records (limit 0 = unlimited). */
@@ -95,41 +75,15 @@ db_status dbi_check_user_limit(db_store *db, int64_t coupon_id, const char *user
 db_status dbi_insert_record(db_store *db, int64_t coupon_id, const char *user_id, int64_t fence,
                             int64_t *record_id)
 {
-    sqlite3_stmt *st = dbi_stmt(db, DBI_RECORD_INSERT);
-    int has_row = 0;
-    db_status res = dbi_bind_int64(db, st, 1, coupon_id);
-
-    if (res == DB_OK)
-        res = dbi_bind_text(db, st, 2, user_id);
-    if (res == DB_OK)
-        res = dbi_bind_int64(db, st, 3, fence);
-    if (res == DB_OK)
-        res = dbi_step(db, st, &has_row, "insert record");
-    dbi_done(st);
-    /* Valid right after this connection's INSERT (one thread per db_store). */
-    *record_id = res == DB_OK ? sqlite3_last_insert_rowid(db->conn) : 0;
-    return res;
+    *record_id = 0;
+    return db->ops->insert_record(db, coupon_id, user_id, fence, record_id);
 }
 
 db_status dbi_update_stock(db_store *db, dbi_stmt_id id, int64_t coupon_id, const int64_t *values,
                            int n_values, int *changed, const char *what)
 {
-    sqlite3_stmt *st = dbi_stmt(db, id);
-    int has_row = 0;
-    db_status res = dbi_bind_int64(db, st, 1, coupon_id);
-    /* Bound by the statement's own parameter count: binding past it would
-     * fail with SQLITE_RANGE (the atomic decrement has only ?1). */
-    int n_params = sqlite3_bind_parameter_count(st);
-
     *changed = 0;
-    for (int i = 0; res == DB_OK && i < n_values && i + 2 <= n_params; i++)
-        res = dbi_bind_int64(db, st, i + 2, values[i]);
-    if (res == DB_OK)
-        res = dbi_step(db, st, &has_row, what);
-    if (res == DB_OK)
-        *changed = sqlite3_changes(db->conn);
-    dbi_done(st);
-    return res;
+    return db->ops->update_stock(db, id, coupon_id, values, n_values, changed, what);
 }
 
 db_status dbi_sold_out(db_store *db, int64_t coupon_id)

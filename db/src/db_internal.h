@@ -5,6 +5,8 @@
 #define COUPON_DB_INTERNAL_H
 
 #include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "coupon_db.h"
 
@@ -34,12 +36,65 @@ typedef enum dbi_stmt_id {
     DBI_STMT_COUNT
 } dbi_stmt_id;
 
+/* The backend of a db_store: the few statements whose text or driver
+ * differs between SQLite and PostgreSQL. Everything above this layer (the
+ * section and its fence rules, the decisions, the argument checks, the audit
+ * arithmetic) is shared, so both stores run the very same critical section.
+ * Adding an operation: one slot here, one function per backend (open.c for
+ * SQLite's table, pg_ops.c for PostgreSQL's). Every slot fills db->errmsg
+ * when it fails and sets its out parameters on every path. */
+typedef struct dbi_ops {
+    const char *name;                                       /* "sqlite", "postgresql" */
+    void (*close)(db_store *db);                            /* release the connection (not db) */
+    /* A statement with no parameter and no row the caller needs: BEGIN,
+     * COMMIT, ROLLBACK, the ping. */
+    db_status (*exec)(db_store *db, dbi_stmt_id id, const char *what);
+    int (*in_transaction)(db_store *db);                    /* nonzero while a transaction is open */
+    db_status (*write_probe)(db_store *db);                 /* could a write start now? nothing written */
+    db_status (*insert_coupon)(db_store *db, const char *name, int64_t stock, int64_t per_user_limit,
+                               int64_t *id);
+    db_status (*get_coupon)(db_store *db, int64_t coupon_id, db_coupon *out);
+    db_status (*list_coupons)(db_store *db, db_coupon **out, size_t *n); /* *out malloc'd */
+    db_status (*peek_stock)(db_store *db, int64_t coupon_id, int64_t *stock);
+    db_status (*select_coupon)(db_store *db, int64_t coupon_id, int64_t *stock, int64_t *limit,
+                               int64_t *last_fence);
+    /* DBI_FENCED_READ: *has_row 0 when the row refused the fence or is absent. */
+    db_status (*fenced_read)(db_store *db, int64_t coupon_id, int64_t fence, int64_t *stock, int64_t *limit,
+                             int *has_row);
+    db_status (*count_user_records)(db_store *db, int64_t coupon_id, const char *user_id, int64_t *held);
+    db_status (*update_stock)(db_store *db, dbi_stmt_id id, int64_t coupon_id, const int64_t *values,
+                              int n_values, int *changed, const char *what);
+    db_status (*insert_record)(db_store *db, int64_t coupon_id, const char *user_id, int64_t fence,
+                               int64_t *record_id);
+    /* DBI_AUDIT_COUPON; *found 0 when there is no such coupon. */
+    db_status (*audit_coupon)(db_store *db, int64_t coupon_id, int64_t *total, int64_t *stock, int64_t *limit,
+                              int64_t *issued, int *found);
+    db_status (*audit_users)(db_store *db, int64_t coupon_id, int64_t limit, int64_t *users_over,
+                             int64_t *excess);
+} dbi_ops;
+
+extern const dbi_ops dbi_sqlite_ops; /* open.c */
+extern const dbi_ops dbi_pg_ops;     /* pg_ops.c */
+
+struct dbpg; /* pg_internal.h: the PostgreSQL connection and its settings */
+
 struct db_store {
-    sqlite3 *conn;                         /* the one connection; NULL only while opening */
-    int readonly;                          /* opened with SQLITE_OPEN_READONLY */
-    sqlite3_stmt *stmt[DBI_STMT_COUNT];    /* prepared at open, reused until db_close */
+    const dbi_ops *ops;                    /* the backend; set first, before anything can fail */
+    sqlite3 *conn;                         /* SQLite: the one connection; NULL only while opening */
+    int readonly;                          /* opened with SQLITE_OPEN_READONLY / a read-only session */
+    sqlite3_stmt *stmt[DBI_STMT_COUNT];    /* SQLite: prepared at open, reused until db_close */
+    struct dbpg *pg;                       /* PostgreSQL: the connection; NULL for SQLite */
     char errmsg[256];                      /* last failure's detail, "" when none yet */
 };
+
+/* open.c: a "postgresql://" or "postgres://" URL (libpq's URI forms) names
+ * a PostgreSQL database; anything else is a SQLite file path. */
+int dbi_is_pg_url(const char *path);
+/* open.c: one line "database '<path>': <reason>" into errbuf, control
+ * characters replaced (a path may hold a newline). */
+void dbi_copy_one_line(char *dst, size_t dst_len, const char *path, const char *reason);
+/* pg_open.c: the PostgreSQL side of db_open / db_open_readonly; same contract. */
+db_status dbpg_open(const char *url, int timeout_ms, int readonly, db_store **out, char *errbuf, size_t errbuf_len);
 
 /* status.c: record detail in db->errmsg (printf-style, truncated, no allocation). */
 void dbi_set_error(db_store *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -68,7 +123,11 @@ db_status dbi_exec(db_store *db, dbi_stmt_id id, const char *what);
  * with id <id>") when there is no row, else the row is ready to read. */
 db_status dbi_step_coupon(db_store *db, sqlite3_stmt *st, int64_t coupon_id, const char *what);
 
-/* txn.c */
+/* probe.c: SQLite's write probe (BEGIN IMMEDIATE; ROLLBACK). */
+db_status dbi_sqlite_write_probe(db_store *db);
+
+/* txn.c: through the backend's exec (BEGIN IMMEDIATE is a plain BEGIN on
+ * PostgreSQL, whose row locks order the writers; BEGIN is a snapshot there). */
 db_status dbi_begin_immediate(db_store *db);
 db_status dbi_begin_deferred(db_store *db);
 db_status dbi_commit(db_store *db);

@@ -106,7 +106,7 @@ static db_status check_readonly_schema(db_store *db)
 
 /* One line for the caller's errbuf: control characters (a newline in a
  * path) would break the "one-line reason" the server prints before exit 2. */
-static void copy_one_line(char *dst, size_t dst_len, const char *path, const char *reason)
+void dbi_copy_one_line(char *dst, size_t dst_len, const char *path, const char *reason)
 {
     if (dst == NULL || dst_len == 0)
         return;
@@ -139,6 +139,7 @@ static db_status open_store(const char *path, int busy_timeout_ms, int readonly,
     db = calloc(1, sizeof *db);
     if (db == NULL)
         goto out;
+    db->ops = &dbi_sqlite_ops;
     db->readonly = readonly;
     /* NOMUTEX: a db_store is used by one thread at a time (coupon_db.h), so
      * SQLite's per-connection mutex would only cost time. */
@@ -180,19 +181,31 @@ fail:
     reason = db->errmsg;
 out:
     if (res != DB_OK)
-        copy_one_line(errbuf, errbuf_len, path, reason);
+        dbi_copy_one_line(errbuf, errbuf_len, path, reason);
     db_close(db);
     return res;
 }
 
+int dbi_is_pg_url(const char *path)
+{
+    return path != NULL && (strncmp(path, "postgresql://", 13) == 0 || strncmp(path, "postgres://", 11) == 0);
+}
+
+/* busy_timeout_ms is, for PostgreSQL, the bound of every statement and of
+ * the connect (pg_open.c): the same "how long may the store keep a claim
+ * waiting" in both backends. */
 db_status db_open(const char *path, int busy_timeout_ms, db_store **out, char *errbuf, size_t errbuf_len)
 {
+    if (dbi_is_pg_url(path))
+        return dbpg_open(path, busy_timeout_ms, 0, out, errbuf, errbuf_len);
     return open_store(path, busy_timeout_ms, 0, out, errbuf, errbuf_len);
 }
 
 db_status db_open_readonly(const char *path, int busy_timeout_ms, db_store **out, char *errbuf,
                            size_t errbuf_len)
 {
+    if (dbi_is_pg_url(path))
+        return dbpg_open(path, busy_timeout_ms, 1, out, errbuf, errbuf_len);
     return open_store(path, busy_timeout_ms, 1, out, errbuf, errbuf_len);
 }
 
@@ -200,23 +213,14 @@ void db_close(db_store *db)
 {
     if (db == NULL)
         return;
-    dbi_finalize_all(db);
-    /* With every statement finalized close cannot answer SQLITE_BUSY; the
-     * last connection to close checkpoints the WAL into the main file. */
-    (void)sqlite3_close(db->conn);
+    /* ops is set right after the allocation, before anything can fail. */
+    db->ops->close(db);
     free(db);
 }
 
 db_status db_ping(db_store *db)
 {
-    sqlite3_stmt *st;
-    int has_row = 0;
-    db_status res;
-
     if (db == NULL)
         return DB_INVALID;
-    st = dbi_stmt(db, DBI_PING);
-    res = dbi_step(db, st, &has_row, "ping");
-    dbi_done(st);
-    return res;
+    return db->ops->exec(db, DBI_PING, "ping");
 }

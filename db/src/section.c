@@ -107,18 +107,8 @@ static db_status read_coupon(db_store *db, int64_t coupon_id, db_fence_mode mode
 
     /* The fenced read: registering our fence and reading the stock are one
      * statement, so no newer holder can read between the check and the read. */
-    sqlite3_stmt *st = dbi_stmt(db, DBI_FENCED_READ);
-    db_status res = dbi_bind_int64(db, st, 1, coupon_id);
-    if (res == DB_OK)
-        res = dbi_bind_int64(db, st, 2, (int64_t)fence);
-    if (res == DB_OK)
-        res = dbi_step(db, st, &has_row, "fenced read");
-    if (res == DB_OK && has_row) {
-        view->stock = sqlite3_column_int64(st, 0);
-        view->per_user_limit = sqlite3_column_int64(st, 1);
-    }
-    /* The UPDATE is complete after the first step; the reset ends it. */
-    dbi_done(st);
+    db_status res = db->ops->fenced_read(db, coupon_id, (int64_t)fence, &view->stock, &view->per_user_limit,
+                                         &has_row);
     if (res == DB_OK && !has_row)
         res = missing_or_stale(db, coupon_id, fence, "read");
     return res;

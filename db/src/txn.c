@@ -10,17 +10,17 @@ db_status dbi_begin_immediate(db_store *db)
     /* IMMEDIATE takes the write lock now: a second writer waits here (busy
      * timeout) instead of failing with SQLITE_BUSY halfway through a
      * read-check-write, and no two writers' read-check-write can interleave. */
-    return dbi_exec(db, DBI_BEGIN_IMMEDIATE, "begin immediate");
+    return db->ops->exec(db, DBI_BEGIN_IMMEDIATE, "begin immediate");
 }
 
 db_status dbi_begin_deferred(db_store *db)
 {
-    return dbi_exec(db, DBI_BEGIN_DEFERRED, "begin");
+    return db->ops->exec(db, DBI_BEGIN_DEFERRED, "begin");
 }
 
 db_status dbi_commit(db_store *db)
 {
-    return dbi_exec(db, DBI_COMMIT, "commit");
+    return db->ops->exec(db, DBI_COMMIT, "commit");
 }
 
 void dbi_rollback(db_store *db)
@@ -28,12 +28,12 @@ void dbi_rollback(db_store *db)
     char saved[sizeof db->errmsg];
     db_status res;
 
-    /* Autocommit means SQLite already ended the transaction (some errors roll
+    /* No transaction open: the database already ended it (some errors roll
      * back by themselves); a second ROLLBACK would only add a misleading error. */
-    if (sqlite3_get_autocommit(db->conn))
+    if (!db->ops->in_transaction(db))
         return;
     memcpy(saved, db->errmsg, sizeof saved);
-    res = dbi_exec(db, DBI_ROLLBACK, "rollback");
+    res = db->ops->exec(db, DBI_ROLLBACK, "rollback");
     /* The caller reports the failure that made it roll back, not this one;
      * a failed ROLLBACK still ends the transaction when the handle is closed. */
     memcpy(db->errmsg, saved, sizeof saved);

@@ -11,8 +11,14 @@
 
 struct lt_db {
     sqlite3 *db;
+    lt_pg *pg;   /* non-NULL: a PostgreSQL URL (coupon_pg.c reads it) */
     char path[128];
 };
+
+static int is_pg_url(const char *path)
+{
+    return strncmp(path, "postgresql://", 13) == 0 || strncmp(path, "postgres://", 11) == 0;
+}
 
 int lt_db_open(const char *path, lt_db **out, char *err, size_t errlen)
 {
@@ -26,6 +32,18 @@ int lt_db_open(const char *path, lt_db **out, char *err, size_t errlen)
         goto out;
     }
     snprintf(d->path, sizeof d->path, "%s", path);
+    if (is_pg_url(path)) {
+        /* A password in the URL stays out of the report: "scheme://...@host". */
+        const char *at = strchr(path, '@');
+        if (at != NULL)
+            snprintf(d->path, sizeof d->path, "%.*s...%s", (int)(strstr(path, "://") - path + 3), path, at);
+        if (lt_pg_open(path, &d->pg, err, errlen) != 0)
+            goto out;
+        *out = d;
+        d = NULL;
+        rc = 0;
+        goto out;
+    }
     /* READONLY: the audit must never create the file (a typo in --db would
      * otherwise give an empty DB and a misleading "no such coupon"), nor
      * take a write lock that stalls the servers' claims. */
@@ -61,6 +79,7 @@ void lt_db_close(lt_db *d)
         return;
     /* sqlite3_open_v2 hands back a handle even on failure; it must be closed too. */
     sqlite3_close(d->db);
+    lt_pg_close(d->pg);
     free(d);
 }
 
@@ -105,6 +124,20 @@ int lt_db_read(lt_db *d, int64_t coupon_id, lt_coupon_view *v)
     int64_t per_user_limit = 0;
     memset(v, 0, sizeof *v);
     snprintf(v->source, sizeof v->source, "db %s", d->path);
+    if (d->pg != NULL) {
+        if (lt_pg_read(d->pg, coupon_id, v, detail, sizeof detail) == 0 && !v->not_found) {
+            v->has_users = 1;
+            v->ok = 1;
+            return 0;
+        }
+        if (v->not_found) {
+            snprintf(v->err, sizeof v->err, "coupon %" PRId64 " does not exist in DB %s", coupon_id, d->path);
+            return -1;
+        }
+        snprintf(v->err, sizeof v->err, "cannot read coupon %" PRId64 " from DB %s: %s", coupon_id, d->path,
+                 detail[0] ? detail : "unknown error");
+        return -1;
+    }
 
     /* One read transaction: in WAL mode it is one snapshot, so total, stock
      * and the record counts are compared as of the same instant. */

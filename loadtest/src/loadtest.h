@@ -53,6 +53,7 @@ typedef struct lt_options {
     const char *timeline_path; /* --timeline CSV, borrowed from argv, or NULL */
     uint64_t seed;           /* PRNG seed for --users; 0 = from /dev/urandom */
     int help;                /* --help was given: print usage, exit 0 */
+    int version;             /* --version was given: print it, exit 0 */
     int audit_only;          /* no load: read every source and judge the coupon as it is */
 } lt_options;
 
@@ -258,10 +259,20 @@ int lt_coupon_http_read(const char *base_url, int64_t coupon_id, long timeout_ms
                         lt_coupon_view *view);
 
 typedef struct lt_db lt_db;
-/* Opens the SQLite file read-only (SQLITE_OPEN_READONLY): the audit never writes. */
+/* Opens the SQLite file read-only (SQLITE_OPEN_READONLY): the audit never
+ * writes. A "postgresql://" or "postgres://" URL opens a read-only
+ * PostgreSQL session instead (coupon_pg.c). */
 int lt_db_open(const char *path, lt_db **out, char *err, size_t errlen);
 int lt_db_read(lt_db *db, int64_t coupon_id, lt_coupon_view *view);
 void lt_db_close(lt_db *db);
+
+/* coupon_pg.c: the same reads on PostgreSQL, behind lt_db. lt_pg_read
+ * fills total, stock, issued, per_user_limit, the user excess (or
+ * not_found); -1 with detail on failure. */
+typedef struct lt_pg lt_pg;
+int lt_pg_open(const char *url, lt_pg **out, char *err, size_t errlen);
+int lt_pg_read(lt_pg *p, int64_t coupon_id, lt_coupon_view *view, char *detail, size_t dlen);
+void lt_pg_close(lt_pg *p);
 
 /* ---- audit.c ------------------------------------------------------------ */
 

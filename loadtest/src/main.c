@@ -78,6 +78,11 @@ static int parse_command_line(lt_main *m, int argc, char **argv)
         fprintf(stderr, "coupon-loadtest: %s\n", err);
         return -1;
     }
+    if (m->opt.version) {
+        /* COUPON_VERSION: the one CMake project version (loadtest/CMakeLists.txt). */
+        printf("coupon-loadtest %s\n", COUPON_VERSION);
+        return fflush(stdout) == 0 ? 1 : -1;
+    }
     if (!m->opt.help)
         return 0;
     if (lt_usage(stdout) != 0) {

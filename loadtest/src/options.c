@@ -169,7 +169,9 @@ static const cm_option options[] = {
      .expect = "a non-negative integer", .metavar = "N",
      .help = "PRNG seed for --users (default: random)"},
     {.name = "db", .kind = CM_ARG_STRING, .offset = AT(o.db_path), .convert = convert_path,
-     .metavar = "PATH", .help = "also audit the SQLite file (opened read-only)"},
+     .metavar = "PATH|URL",
+     .help = "also audit the SQLite file, or the postgresql:// database\n"
+             "(read-only, one snapshot)"},
     {.name = "method", .kind = CM_ARG_STRING, .offset = AT(o.use_get), .convert = convert_method,
      .metavar = "POST|GET", .help = "claim method (default POST, the canonical one)"},
     {.name = "timeout-ms", .kind = CM_ARG_U64, .offset = AT(timeout_ms), .ulo = 1, .uhi = 3600000,
@@ -191,6 +193,7 @@ static const cm_option options[] = {
      .help = "no progress line on stderr"},
     {.name = "help", .short_name = 'h', .kind = CM_ARG_HELP, .offset = AT(o.help),
      .help = "this text"},
+    {.name = "version", .kind = CM_ARG_HELP, .offset = AT(o.version), .help = "print the version and exit"},
 };
 
 static const cm_args_spec spec = {

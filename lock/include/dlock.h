@@ -12,15 +12,22 @@
  * - Errors: functions that can fail return dlock_err (DLOCK_OK == 0). Out
  *   parameters are set on every path (NULL / 0 on failure). Detail text
  *   for the last failure (which node, what reply) is kept in the client
- *   and read with dlock_client_errstr(); error paths never allocate.
+ *   and copied out with dlock_client_errstr(); error paths never allocate.
  * - Time: all durations are milliseconds; all instants are milliseconds on
- *   CLOCK_MONOTONIC (see dlock_now_ms()), never wall-clock time.
+ *   the library's clock, dlock_now_ms(): CLOCK_BOOTTIME where the system
+ *   has it (it keeps counting while the host is suspended, so a lease does
+ *   not look valid after a sleep longer than its TTL), else
+ *   CLOCK_MONOTONIC; never wall-clock time. Build deadlines from
+ *   dlock_now_ms(), not from another clock.
  * - Ownership: every *_new / acquire has exactly one matching *_free, and
  *   every *_free accepts NULL.
  * - Threads: a dlock_client is safe to use from several threads; its calls
  *   are serialised by an internal mutex (they never hold it while sleeping
  *   between retries). For parallelism, use one client per thread. A
- *   dlock_lock belongs to one thread at a time.
+ *   dlock_lock belongs to one thread at a time, and to the client that
+ *   acquired it: release, extend and auto_renew with any other client are
+ *   refused with DLOCK_ERR_ARG (that client's nodes and key prefix are not
+ *   where the lock lives).
  * - Network: every call is bounded by the connect and command timeouts of
  *   dlock_options; a paused or dead Redis gives an error, never a hang. A
  *   broken connection is re-established on the next call.
@@ -48,6 +55,31 @@ extern "C" {
 
 /* Longest resource name (after the key prefix is added), in bytes. */
 #define DLOCK_MAX_KEY_LEN 512
+
+/* Keys. For a client with key prefix P, the resource R lives on every node
+ * under two keys, in disjoint namespaces (no resource name can make one
+ * equal to the other, since the namespace words differ in their first byte):
+ *   P "lock:" R    the lock: a string holding the owner's token, with a TTL
+ *                  (SET NX PX); gone when released or expired.
+ *   P "fence:" R   the fencing counter: an integer, no TTL, only ever raised
+ *                  (INCR on each acquisition, raised to the quorum's maximum
+ *                  after a node missed acquisitions). Deleting it lets
+ *                  fences restart at 1: never do that while any store still
+ *                  holds a fence of R.
+ * With wake_on_release (see dlock_options) two short-lived keys join them:
+ *   P "wake:" R    a list: the hand-off nonce of the last release, for the
+ *                  first blocked waiter (BLPOP); expires with the hand-off
+ *                  window (2 x command_timeout_ms, 10..250 ms).
+ *   P "waiters:" R a sorted set: the waiters blocked now, each scored with
+ *                  the server time its listing lapses; the key expires when
+ *                  the last listing does.
+ * So SCAN MATCH P"lock:*" lists the locks held now, P"fence:*" the
+ * resources ever locked; the text after the namespace word is the resource
+ * as given to dlock_acquire (what dlock_lock_resource returns). */
+#define DLOCK_LOCK_NS "lock:"
+#define DLOCK_FENCE_NS "fence:"
+#define DLOCK_WAKE_NS "wake:"
+#define DLOCK_WAITERS_NS "waiters:"
 /* Most Redis masters one client may use (Redlock with N nodes). */
 #define DLOCK_MAX_NODES 16
 /* Length of a token as text: 32 lowercase hex digits + NUL. */
@@ -67,7 +99,11 @@ typedef enum dlock_err {
     DLOCK_ERR_EXPIRED = 7,     /* acquire: quorum reached but validity used up (elapsed + drift >= TTL) */
     DLOCK_ERR_NOMEM = 8,       /* out of memory */
     DLOCK_ERR_PROTOCOL = 9,    /* Redis answered with an error or an unexpected reply */
-    DLOCK_ERR_AUTH = 10        /* AUTH refused (wrong password / ACL user) */
+    DLOCK_ERR_AUTH = 10,       /* AUTH refused (wrong password / ACL user) */
+    DLOCK_ERR_FENCE_SYNC = 11  /* acquire: a quorum granted the lock, but the fence counters of
+                                  the lagging nodes among them could not be raised (no answer
+                                  or an error reply to the sync): no lock is handed out, since
+                                  its fence might be undercut by a later holder */
 } dlock_err;
 
 /* Static text for a code; never NULL (unknown codes get a generic text). */
@@ -84,11 +120,12 @@ DLOCK_API dlock_err dlock_addr_parse(const char *addr, char *host, size_t hostle
                                      size_t errlen);
 
 /* Nonzero when the error means "the lock service is unavailable" (TIMEOUT,
- * UNREACHABLE, NO_QUORUM, AUTH, PROTOCOL) as opposed to contention (TAKEN)
+ * UNREACHABLE, NO_QUORUM, AUTH, PROTOCOL, FENCE_SYNC) as opposed to contention (TAKEN)
  * or an expired/lost lock. Apps map this to HTTP 503 "unavailable". */
 DLOCK_API int dlock_err_is_unavailable(dlock_err err);
 
-/* Now on CLOCK_MONOTONIC, in milliseconds. Deadlines are built from it:
+/* Now on the library's clock (CLOCK_BOOTTIME, else CLOCK_MONOTONIC; see
+ * "Time" above), in milliseconds. Deadlines are built from it:
  * deadline = dlock_now_ms() + wait_ms. Thread-safe. */
 DLOCK_API int64_t dlock_now_ms(void);
 
@@ -126,21 +163,29 @@ typedef struct dlock_lock dlock_lock;     /* one acquisition: resource, token, f
 /* Create a client. Connects to every node (bounded by connect_timeout_ms);
  * an unreachable node is not an error here (Redlock tolerates a minority;
  * connection is retried on each later call), but bad options are:
- * DLOCK_ERR_ARG with detail in *errbuf if errbuf != NULL.
+ * DLOCK_ERR_ARG with detail in *errbuf if errbuf != NULL. Two addresses
+ * naming the same node (equal host and port after parsing, host compared
+ * without case, or the same unix socket path) are bad options: that node
+ * would count twice toward the quorum, so one node could grant a lock that
+ * Redlock means to need a majority for.
  * On success *out owns the client: free with dlock_client_free(). */
 DLOCK_API dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out,
                                      char *errbuf, size_t errbuf_len);
 
 /* Stops the watchdog thread (if any), closes every connection and frees the
  * client. Locks still held are not released (their TTL frees them); lock
- * handles stay valid to free but must not be used with another client.
+ * handles stay valid to free; any other client refuses them (DLOCK_ERR_ARG).
  * Accepts NULL. */
 DLOCK_API void dlock_client_free(dlock_client *c);
 
-/* Detail of the last failed call on this client (which node, what reply);
- * the watchdog's renewal failures are not written here (on_lost gets the
- * code). Borrowed; valid until the next call on the client from any thread. */
-DLOCK_API const char *dlock_client_errstr(const dlock_client *c);
+/* Detail of the last failed call on this client (which node, what reply),
+ * copied under the client's mutex into buf[len] (truncated to fit, always
+ * NUL-terminated when len > 0; DLOCK_ERRSTR_LEN always fits). A copy, not
+ * the client's buffer: another thread's call may rewrite that at any
+ * moment. Returns buf, so the call can sit in a printf argument list; for
+ * a NULL client the text is "client is NULL". The watchdog's renewal
+ * failures are not written here (on_lost gets the code). */
+DLOCK_API const char *dlock_client_errstr(dlock_client *c, char *buf, size_t len);
 
 /* Number of nodes and the quorum (N/2 + 1) of this client. */
 DLOCK_API size_t dlock_client_nodes(const dlock_client *c);
@@ -152,6 +197,20 @@ DLOCK_API size_t dlock_client_quorum(const dlock_client *c);
  * nodes DLOCK_ERR_NO_QUORUM, or AUTH / PROTOCOL when every failed node
  * failed that same way. */
 DLOCK_API dlock_err dlock_ping(dlock_client *c, size_t *up_out);
+
+/* Like dlock_ping, and *up_mask (may be NULL) gets which nodes answered:
+ * bit i for the i-th address of the options. */
+DLOCK_API dlock_err dlock_ping_nodes(dlock_client *c, uint32_t *up_mask);
+
+/* Raise the fence counter of `resource` on every node to at least at_least;
+ * a counter already higher is left alone, so fences never go down. For a
+ * storage that refuses a fresh holder's fence as stale because the Redis
+ * nodes lost their counters (restart without AOF, FLUSHALL): pass the
+ * highest fence the storage accepted, and the next acquisition gets a
+ * larger one. DLOCK_OK when a quorum applied it (at_least <= 2^53: the
+ * script compares in Lua numbers); else an unavailable code, or
+ * DLOCK_ERR_ARG for a NULL / empty / oversized resource or a larger value. */
+DLOCK_API dlock_err dlock_fence_raise(dlock_client *c, const char *resource, uint64_t at_least);
 
 /* Acquire `resource` for ttl_ms, trying until the absolute CLOCK_MONOTONIC
  * deadline (ms, from dlock_now_ms()); deadline <= now means try once.
@@ -174,28 +233,42 @@ DLOCK_API dlock_err dlock_try_acquire(dlock_client *c, const char *resource, uin
 
 /* Release: deletes the key on every node where it still holds our token
  * (token-checked script). Stops automatic renewal first.
+ * Once the deletes are sent the lock is no longer held, whatever the
+ * outcome: dlock_is_held() returns 0 after any release that reached the
+ * network, since a delete that was not answered may still land at any
+ * moment and free the key for the next owner.
  * DLOCK_OK: released on a quorum. DLOCK_ERR_LOST only when so many nodes
  * answered "not our token" that no quorum can still hold it: the lock had
  * expired or was taken over, so the critical section may have run
- * unprotected - the caller must know (dlock_is_held() then returns 0).
- * Otherwise, when too few nodes answered, an unavailable code (the lock is
- * not marked lost; its keys expire with their TTL). DLOCK_ERR_ARG for a
- * NULL lock or one auto-renewed by another client. The handle stays owned
- * by the caller. */
+ * unprotected - the caller must know. Otherwise, when too few nodes
+ * answered, an unavailable code (the keys not deleted expire with their
+ * TTL). DLOCK_ERR_ARG, with nothing sent, for a NULL lock, a lock of
+ * another client, and a lock already released ("already released": a
+ * second release would only report the first one's deletes as "not our
+ * token", a false LOST). The handle stays owned by the caller. */
 DLOCK_API dlock_err dlock_release(dlock_client *c, dlock_lock *lock);
 
 /* Extend: reset the TTL to ttl_ms on every node that still holds our token.
- * DLOCK_OK only with a quorum and a new validity > 0 (the lock's validity is
- * updated). DLOCK_ERR_LOST when the lock was already released or lost, and
- * (the lock is then marked lost) when so many nodes answered "not our
- * token" that no quorum can still hold it, or when a quorum was extended
- * but the round used up the new validity. Otherwise, when too few nodes
- * answered, an unavailable code and the lock keeps its old validity. DLOCK_ERR_ARG for a
- * NULL lock, ttl_ms == 0, or a lock auto-renewed by another client. */
+ * ttl_ms may be shorter than the validity left: the keys then expire sooner.
+ * DLOCK_OK only with a quorum and a new validity > 0: the validity becomes
+ * start + ttl_ms - drift (start = when the round began). DLOCK_ERR_LOST
+ * when the lock was already released or lost, and (the lock is then marked
+ * lost) when so many nodes answered "not our token" that no quorum can
+ * still hold it, or when a quorum was extended but the round used up the
+ * new validity. Otherwise, when too few nodes answered, an unavailable
+ * code, and the validity becomes min(old validity end, start + ttl_ms -
+ * drift): a node that ran the PEXPIRE (answered, or not yet - it may still
+ * run it late) expires at start + ttl_ms at the earliest, so with a shorter
+ * ttl_ms the old validity would outlive the keys and a second client could
+ * acquire while dlock_is_held() still said 1. DLOCK_ERR_ARG for a NULL
+ * lock, ttl_ms == 0, or a lock of another client. */
 DLOCK_API dlock_err dlock_extend(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms);
 
 /* Frees the handle only (no network). If automatic renewal is on for it, it
- * is stopped first. Release before freeing if you still hold it. NULL ok. */
+ * is stopped first; if its on_lost is running on the watchdog thread, this
+ * waits for the callback to return (called from inside that callback, the
+ * free is done just after it returns). Release before freeing if you still
+ * hold it. NULL ok. */
 DLOCK_API void dlock_lock_free(dlock_lock *lock);
 
 /* Accessors; all borrowed/plain values, valid until dlock_lock_free. */
@@ -213,16 +286,23 @@ DLOCK_API int dlock_is_held(const dlock_lock *lock);
 
 /* Automatic renewal. One watchdog thread per client (started on first use,
  * stopped by dlock_client_free) extends every registered lock at about
- * ttl/3. If an extension fails (lost, no quorum) or the validity runs out
- * first, the lock is marked lost (dlock_is_held() returns 0) and on_lost is
- * called once, from the watchdog thread, with the client's mutex held: the
- * callback must not call dlock functions on the same client (set a flag,
- * signal a condition variable). Renewal stops the moment the lock is
+ * ttl/3. A renewal that too few nodes answered (no quorum, timeouts) is
+ * retried, a short pause apart, for as long as another round could still
+ * finish inside the validity; one that finds the lock gone (not our token
+ * on enough nodes) is final. When renewal gives up, or the validity runs
+ * out first, the lock is marked lost (dlock_is_held() returns 0 from then
+ * on) and on_lost is called once, from the watchdog thread, WITHOUT the
+ * client's mutex: the callback may call dlock functions on the same client
+ * (release the lost lock, acquire again), but not dlock_client_free.
+ * The lock stays alive for the whole callback: a dlock_lock_free of it
+ * from another thread (say, the holder, who saw dlock_is_held() turn 0)
+ * waits until the callback has returned; one from inside the callback is
+ * deferred to just after it. Renewal stops the moment the lock is
  * released or freed; it never re-acquires an expired lock. Reaching
  * max_renewals or max_lease_ms only stops renewal: on_lost is NOT called;
  * dlock_is_held() turns 0 when the last validity ends.
- * dlock_auto_renew returns DLOCK_OK, DLOCK_ERR_ARG (NULL, or the lock is
- * auto-renewed by another client), DLOCK_ERR_LOST (already released or
+ * dlock_auto_renew returns DLOCK_OK, DLOCK_ERR_ARG (NULL, or a lock of
+ * another client), DLOCK_ERR_LOST (already released or
  * lost) or DLOCK_ERR_NOMEM (the watchdog thread could not start). Calling
  * it again for a registered lock replaces its options. */
 typedef void (*dlock_lost_fn)(const dlock_lock *lock, dlock_err why, void *user);

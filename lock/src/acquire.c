@@ -7,11 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dlock__lock_key(const dlock_client *c, const char *resource, char *out, size_t outlen)
+/* The key layout (dlock.h, "Keys"): every key starts with the prefix and
+ * then a namespace word, so a lock key and a fence key can never be the same
+ * string whatever the resource names are ("lock:" and "fence:" differ in
+ * their first byte). With the counter at "<resource>:fence" instead, the
+ * resource "coll:fence" was the fence counter of "coll": an INCRed integer
+ * with no TTL that SET NX refused forever. */
+static int key_in(const dlock_client *c, const char *space, const char *resource, char *out,
+                  size_t outlen)
 {
-    int len = snprintf(out, outlen, "%s%s", c->prefix, resource);
+    int len = snprintf(out, outlen, "%s%s%s", c->prefix, space, resource);
 
     return (len < 0 || (size_t)len >= outlen) ? -1 : 0;
+}
+
+int dlock__lock_key(const dlock_client *c, const char *resource, char *out, size_t outlen)
+{
+    return key_in(c, DLOCK_LOCK_NS, resource, out, outlen);
+}
+
+int dlock__fence_key(const dlock_client *c, const char *resource, char *out, size_t outlen)
+{
+    return key_in(c, DLOCK_FENCE_NS, resource, out, outlen);
 }
 
 /* The distlock page's CLOCK_DRIFT: clocks of the client and of the Redis
@@ -89,7 +106,7 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
 {
     dlock_err rc = DLOCK_ERR_NOMEM;
     dlock__result res[DLOCK_MAX_NODES];
-    char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF + 8], ttl_s[16];
+    char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF], ttl_s[16];
     char waiters[DLOCK__KEY_BUF + 16];
     char token[DLOCK_TOKEN_LEN] = "";
     const char *keys[3] = {key, fkey, waiters};
@@ -105,7 +122,7 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
 
     memset(res, 0, sizeof(res));
     if (dlock__lock_key(c, resource, key, sizeof(key)) != 0 ||
-        snprintf(fkey, sizeof(fkey), "%s:fence", key) >= (int)sizeof(fkey)) {
+        dlock__fence_key(c, resource, fkey, sizeof(fkey)) != 0) {
         dlock__errf(errbuf, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
         rc = DLOCK_ERR_ARG;
         goto out;
@@ -114,7 +131,7 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
     /* A waiter (wake.c) takes its listing off the waiters set in the same
      * script, won or not: releases must not reserve the key for a waiter
      * that is not blocked (wait.lua lists it again before it blocks). */
-    if (waiter_id[0] != '\0' && dlock__wake_key(c, "waiters", resource, waiters, sizeof(waiters)) == 0)
+    if (waiter_id[0] != '\0' && dlock__wake_key(c, DLOCK_WAITERS_NS, resource, waiters, sizeof(waiters)) == 0)
         nkeys = 3;
     /* A fresh token per acquisition, not per client: a token reused across
      * acquisitions would let an old, expired acquisition of ours release or
@@ -156,7 +173,19 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
         drift = dlock__drift_ms(c, ttl_ms);
         validity = (int64_t)ttl_ms - elapsed - drift;
         if (dlock__popcount(synced) < c->quorum) {
-            rc = dlock__unavailable(c, res, ok_mask, synced, errbuf);
+            /* A quorum granted the lock, so this is not NO_QUORUM: the
+             * counters of the lagging nodes could not be raised (the sync
+             * round timed out there or was refused), and a fence that a
+             * later quorum might undercut is no fence. Its own code lets
+             * an operator look at the right thing. */
+            char why[DLOCK_ERRSTR_LEN];
+            (void)dlock__unavailable(c, res, ok_mask, synced, why);
+            dlock__errf(errbuf,
+                        "\"%s\" acquired on %zu/%zu nodes, but the fence counter reached %llu "
+                        "on only %zu of them (quorum %zu): %s",
+                        resource, dlock__popcount(ok_mask), c->n, (unsigned long long)fence,
+                        dlock__popcount(synced), c->quorum, why);
+            rc = DLOCK_ERR_FENCE_SYNC;
             goto out;
         }
         if (validity <= 0) {
@@ -177,6 +206,7 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
         snprintf(lock->handoff, sizeof(lock->handoff), "%s", nonce);
         lock->fence = fence;
         lock->may_hold = ok_mask | maybe_mask;
+        lock->client_id = c->id;
         lock->ttl_ms = ttl_ms;
         lock->cur_ttl_ms = ttl_ms;
         lock->acquired_ms = t0;

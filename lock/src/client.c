@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+/* Source of dlock_client.id; 0 is never handed out. */
+static _Atomic uint64_t next_client_id = 1;
 
 void dlock_options_init(dlock_options *opts)
 {
@@ -67,6 +71,20 @@ static int validate(const dlock_options *o, char *why, size_t whylen)
     return 0;
 }
 
+/* Two entries naming one node would count it twice toward the quorum: with
+ * "a,a,b" node a alone would be a majority. Compared after parsing, so
+ * "127.0.0.1:6379" and "127.0.0.1:06379" are one node; host names without
+ * case (DNS is case-insensitive). Names that differ but resolve to one
+ * server ("localhost" and "127.0.0.1") are not caught: that needs DNS. */
+static int same_node(const dlock__addr *a, const dlock__addr *b)
+{
+    if (a->is_unix != b->is_unix)
+        return 0;
+    if (a->is_unix)
+        return strcmp(a->host, b->host) == 0;
+    return a->port == b->port && strcasecmp(a->host, b->host) == 0;
+}
+
 static char *dup_or_null(const char *s, int *oom)
 {
     char *d;
@@ -112,14 +130,20 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
         snprintf(why, sizeof(why), "cannot create the client mutex");
         goto out;
     }
-    /* The watchdog sleeps until monotonic instants; a realtime condvar
-     * would wake early or late when the wall clock is stepped. */
+    /* The watchdog sleeps on a monotonic condvar (instants of the lease
+     * clock converted by dlock__cond_deadline); a realtime condvar would
+     * wake early or late when the wall clock is stepped. */
     if (pthread_condattr_init(&ca) != 0) {
         ca_ok = 0;
     } else {
         ca_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
                 pthread_cond_init(&c->wd_cond, &ca) == 0;
         pthread_condattr_destroy(&ca);
+        /* Waited on without a deadline (dlock_lock_free during on_lost). */
+        if (ca_ok && pthread_cond_init(&c->cb_cond, NULL) != 0) {
+            pthread_cond_destroy(&c->wd_cond);
+            ca_ok = 0;
+        }
     }
     if (!ca_ok) {
         pthread_mutex_destroy(&c->mu);
@@ -129,6 +153,8 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
         snprintf(why, sizeof(why), "cannot create the watchdog condition variable");
         goto out;
     }
+    /* Process-wide and never reused, unlike the client's address. */
+    c->id = atomic_fetch_add(&next_client_id, 1);
     c->n = opts->n_addrs;
     /* A majority: two majorities always share a node, so two clients can
      * never both hold a quorum of the same key. */
@@ -138,6 +164,15 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
         if (dlock__addr_parse(opts->addrs[i], &c->nodes[i].addr, perr, sizeof(perr)) != 0) {
             snprintf(why, sizeof(why), "addrs[%zu]: %s", i, perr);
             goto out;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (same_node(&c->nodes[j].addr, &c->nodes[i].addr)) {
+                snprintf(why, sizeof(why),
+                         "addrs[%zu] and addrs[%zu] are the same node \"%.100s\": it would "
+                         "count twice toward the quorum",
+                         j, i, c->nodes[i].addr.text);
+                goto out;
+            }
         }
     }
     c->username = dup_or_null(opts->username, &oom);
@@ -160,11 +195,12 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
     c->retry_unavailable = opts->retry_unavailable;
     c->wake_on_release = opts->wake_on_release != 0;
     /* The woken waiter needs one wake-up plus one acquire round to claim
-     * the key; two command timeouts cover that on a loaded machine, and
-     * bound what a waiter that died after its wake-up costs the queue. */
+     * the key: 2 command timeouts. The ceiling bounds what a reservation
+     * nobody claims costs (a waiter that died after its wake-up, a
+     * leftover on a slow Redlock node); past it the key is simply free. */
     {
         int64_t h = 2 * (int64_t)opts->command_timeout_ms;
-        c->handoff_ms = h < 10 ? 10 : h > 1000 ? 1000 : (int)h;
+        c->handoff_ms = h < 10 ? 10 : h > 250 ? 250 : (int)h;
     }
     dlock__scripts_init(c);
     dlock__rng_seed(c);
@@ -196,13 +232,25 @@ void dlock_client_free(dlock_client *c)
     free(c->password);
     free(c->prefix);
     pthread_cond_destroy(&c->wd_cond);
+    pthread_cond_destroy(&c->cb_cond);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
-const char *dlock_client_errstr(const dlock_client *c)
+const char *dlock_client_errstr(dlock_client *c, char *buf, size_t len)
 {
-    return c != NULL ? c->errstr : "client is NULL";
+    if (buf == NULL || len == 0)
+        return "";
+    if (c == NULL) {
+        snprintf(buf, len, "client is NULL");
+        return buf;
+    }
+    /* Under the mutex: every call writes errstr with it held, so the copy
+     * is one whole message, never half of one and half of the next. */
+    pthread_mutex_lock(&c->mu);
+    snprintf(buf, len, "%s", c->errstr);
+    pthread_mutex_unlock(&c->mu);
+    return buf;
 }
 
 size_t dlock_client_nodes(const dlock_client *c)

@@ -8,7 +8,9 @@
  * network round runs with mu held; retry sleeps run without it. The
  * watchdog thread takes mu for each renewal and sleeps on wd_cond (which
  * releases mu). Fields of struct dlock_lock read by other threads
- * (state, valid_until_ms, renewals, reg_client) are C11 atomics.
+ * (state, valid_until_ms, renewals, reg_client) are C11 atomics. on_lost
+ * runs without mu; wd_cb_lock names the lock it runs for, and
+ * dlock_lock_free of that lock waits on cb_cond until the callback ends.
  */
 #ifndef DLOCK_INTERNAL_H
 #define DLOCK_INTERNAL_H
@@ -21,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <time.h>
 
 #include <hiredis/hiredis.h>
 
@@ -131,6 +134,7 @@ enum { DLOCK__HELD = 0, DLOCK__RELEASED = 1, DLOCK__LOST = 2 };
 
 struct dlock_client {
     pthread_mutex_t mu;               /* guards everything below unless marked */
+    uint64_t id;                      /* immutable: unique per process, ties locks to their client */
     size_t n;                         /* immutable: number of nodes */
     size_t quorum;                    /* immutable: n/2 + 1 */
     dlock__node nodes[DLOCK_MAX_NODES];
@@ -159,6 +163,8 @@ struct dlock_client {
     char wd_errstr[DLOCK_ERRSTR_LEN]; /* the watchdog's own detail buffer (never races errstr) */
     /* watchdog (renew.c) */
     pthread_cond_t wd_cond;           /* CLOCK_MONOTONIC; signalled on stop and registration */
+    pthread_cond_t cb_cond;           /* broadcast when an on_lost callback returns */
+    dlock_lock *wd_cb_lock;           /* the lock whose on_lost runs now (without mu), or NULL */
     pthread_t wd_thread;
     int wd_started;
     int wd_stop;
@@ -171,6 +177,8 @@ struct dlock_lock {
     uint64_t fence;
     char handoff[DLOCK_TOKEN_LEN];    /* the hand-off nonce this lock was taken with ("" if none; wake.c) */
     uint32_t may_hold;                /* nodes where the acquire may have set the key: the release reaches them all */
+    uint64_t client_id;               /* immutable: id of the client that acquired it */
+    int release_sent;                 /* a release reached the network (client mu) */
     uint32_t ttl_ms;                  /* TTL of the acquisition */
     uint32_t cur_ttl_ms;              /* TTL set by the last acquire/extend (client mu) */
     int64_t acquired_ms;              /* monotonic instant the acquire round started */
@@ -182,6 +190,8 @@ struct dlock_lock {
     _Atomic(dlock_client *) reg_client;
     dlock_renew_options ropts;
     int64_t renew_base_ms;            /* start of the last successful acquire/extend round */
+    int64_t renew_retry_ms;           /* when a failed renewal is tried again; 0 = not failing */
+    int free_after_cb;                /* freed from inside its own on_lost: free when it returns */
     dlock_lock *reg_next;
 };
 
@@ -192,6 +202,9 @@ const char *dlock__strerror(int err, char *buf, size_t len);
 
 /* ---- clock.c ---- */
 void dlock__sleep_ms(int64_t ms);
+/* The CLOCK_MONOTONIC timespec for the dlock_now_ms() instant at_ms, for
+ * pthread_cond_timedwait (condvars take only REALTIME or MONOTONIC). */
+void dlock__cond_deadline(int64_t at_ms, struct timespec *ts);
 
 /* ---- token.c ---- */
 int dlock__random_bytes(void *buf, size_t len);
@@ -255,8 +268,13 @@ void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id
                              int nargs);
 
 /* ---- keys and validity (acquire.c) ---- */
-#define DLOCK__KEY_BUF (DLOCK_MAX_KEY_LEN + 8) /* room for the ":fence" suffix */
+#define DLOCK__KEY_BUF (DLOCK_MAX_KEY_LEN + 8) /* room for the "fence:" namespace word */
+/* <prefix>lock:<resource> and <prefix>fence:<resource> (dlock.h, "Keys"). */
 int dlock__lock_key(const dlock_client *c, const char *resource, char *out, size_t outlen);
+int dlock__fence_key(const dlock_client *c, const char *resource, char *out, size_t outlen);
+/* 0 when lock was acquired by c; else -1 with why in errbuf ("<op>: ..."). */
+int dlock__check_owner(const dlock_client *c, const dlock_lock *lock, const char *op,
+                       char *errbuf);
 int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms);
 size_t dlock__count_int(const dlock__result *res, size_t n, long long value, uint32_t *mask_out);
 int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);

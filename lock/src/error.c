@@ -32,6 +32,8 @@ const char *dlock_strerror(dlock_err err)
         return "unexpected reply from redis";
     case DLOCK_ERR_AUTH:
         return "redis refused authentication";
+    case DLOCK_ERR_FENCE_SYNC:
+        return "lock granted by a quorum but its fence counters could not be synchronised";
     }
     return "unknown dlock error";
 }
@@ -44,6 +46,9 @@ int dlock_err_is_unavailable(dlock_err err)
     case DLOCK_ERR_NO_QUORUM:
     case DLOCK_ERR_AUTH:
     case DLOCK_ERR_PROTOCOL:
+    /* The nodes that granted the lock did not all take the fence sync:
+     * the same outage as a missing quorum, one round later. */
+    case DLOCK_ERR_FENCE_SYNC:
         return 1;
     case DLOCK_OK:
     case DLOCK_ERR_ARG:

@@ -5,8 +5,9 @@
 #include <string.h>
 
 /* Extends lock to ttl_ms on every node that still holds its token; client
- * mutex held. Updates the lock's validity on success, marks it lost when a
- * quorum no longer holds it. Counts extends / lost / errors. */
+ * mutex held. Updates the lock's validity on success, shortens it to what
+ * the extended nodes promise when the outcome is unknown, marks it lost
+ * when a quorum no longer holds it. Counts extends / lost / errors. */
 dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms, char *errbuf)
 {
     dlock_err rc = DLOCK_ERR_ARG;
@@ -48,6 +49,7 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
     if (ones >= c->quorum && validity > 0) {
         atomic_store(&lock->valid_until_ms, t0 + (int64_t)ttl_ms - drift);
         lock->renew_base_ms = t0;
+        lock->renew_retry_ms = 0; /* the watchdog counts from this round now */
         lock->cur_ttl_ms = ttl_ms;
         c->stats.extends++;
         rc = DLOCK_OK;
@@ -55,10 +57,18 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
     }
     if (ones < c->quorum && c->n - dlock__popcount(zeros_mask) >= c->quorum) {
         /* Not enough "yes", but the silent nodes may still hold our token
-         * and complete a quorum: unknown, not lost. The keys we did not
-         * reach expire no earlier than the old validity says, so the lock
-         * keeps it; the nodes we did extend are NOT released, since
-         * dropping them could break the quorum that old validity relies on. */
+         * and complete a quorum: unknown, not lost. The nodes we did extend
+         * are NOT released, since dropping them could break the quorum the
+         * remaining validity relies on. That validity is the earlier of two
+         * ends: a node the PEXPIRE did not reach keeps its old expiry, and
+         * one it reached - answered, or silent and maybe running it late -
+         * expires at t0 + ttl_ms at the earliest. With ttl_ms shorter than
+         * the time left, keeping the old end would let those nodes expire
+         * under a lock that still claims to be held. */
+        int64_t shortened = t0 + (int64_t)ttl_ms - drift;
+
+        if (shortened < atomic_load(&lock->valid_until_ms))
+            atomic_store(&lock->valid_until_ms, shortened);
         rc = dlock__unavailable(c, res, dlock__all_nodes(c), ones_mask | zeros_mask, errbuf);
         c->stats.errors++;
         goto out;
@@ -93,10 +103,10 @@ dlock_err dlock_extend(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms)
     if (lock == NULL || ttl_ms == 0) {
         dlock__errf(c->errstr, "extend: %s", lock == NULL ? "lock is NULL" : "ttl_ms is 0");
         rc = DLOCK_ERR_ARG;
-    } else if (atomic_load(&lock->reg_client) != NULL && atomic_load(&lock->reg_client) != c) {
-        /* The other client's watchdog reads renew_base_ms / cur_ttl_ms under
-         * ITS mutex, not ours: writing them here would be a data race. */
-        dlock__errf(c->errstr, "extend: lock is auto-renewed by another client");
+    } else if (dlock__check_owner(c, lock, "extend", c->errstr) != 0) {
+        /* Another client's nodes and prefix are not where the lock lives;
+         * and its watchdog reads renew_base_ms / cur_ttl_ms under ITS
+         * mutex, not ours. */
         rc = DLOCK_ERR_ARG;
     } else {
         rc = dlock__extend_locked(c, lock, ttl_ms, c->errstr);

@@ -24,8 +24,12 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
         dlock__errf(c->errstr, "release: lock is NULL");
         goto out;
     }
-    if (atomic_load(&lock->reg_client) != NULL && atomic_load(&lock->reg_client) != c) {
-        dlock__errf(c->errstr, "release: lock is auto-renewed by another client");
+    if (dlock__check_owner(c, lock, "release", c->errstr) != 0)
+        goto out;
+    if (lock->release_sent) {
+        /* Nothing to send: our deletes went out already, and a second
+         * round would only find them done and answer a false LOST. */
+        dlock__errf(c->errstr, "release \"%s\": already released", lock->resource);
         goto out;
     }
     /* Renewal stops first, under the same mutex the watchdog renews under:
@@ -37,11 +41,18 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
         goto out;
     }
     args[0] = lock->token;
+    /* From here on the lock is not held, whatever this round answers: a
+     * delete that a node has not answered may still run at any moment and
+     * free the key for the next owner, so a holder that kept going after a
+     * failed release could overlap them. LOST below overrides RELEASED. */
+    lock->release_sent = 1;
+    if (atomic_load(&lock->state) == DLOCK__HELD)
+        atomic_store(&lock->state, DLOCK__RELEASED);
     args[3] = lock->handoff;
     /* Wake on release (wake.c): the script hands the key to the first
      * waiter instead of deleting it when waiters are listed. */
-    if (c->wake_on_release && dlock__wake_key(c, "wake", lock->resource, list, sizeof(list)) == 0 &&
-        dlock__wake_key(c, "waiters", lock->resource, waiters, sizeof(waiters)) == 0 &&
+    if (c->wake_on_release && dlock__wake_key(c, DLOCK_WAKE_NS, lock->resource, list, sizeof(list)) == 0 &&
+        dlock__wake_key(c, DLOCK_WAITERS_NS, lock->resource, waiters, sizeof(waiters)) == 0 &&
         dlock__token_new(nonce) == 0) {
         snprintf(handoff_s, sizeof(handoff_s), "%d", c->handoff_ms);
         nkeys = 3;
@@ -57,7 +68,6 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
     ones = dlock__count_int(res, c->n, 1, &ones_mask);
     dlock__count_int(res, c->n, 0, &zeros_mask);
     if (ones >= c->quorum) {
-        atomic_store(&lock->state, DLOCK__RELEASED);
         c->stats.releases++;
         rc = DLOCK_OK;
     } else if (c->n - dlock__popcount(zeros_mask) < c->quorum) {

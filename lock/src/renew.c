@@ -6,12 +6,16 @@
 #include <string.h>
 #include <time.h>
 
-/* Client mutex held. No-op when the lock is not registered with c. */
+/* Client mutex held. No-op when the lock is not registered with c, and
+ * while its on_lost runs: the watchdog unregisters it when the callback
+ * returns, and until then the registration is what lets dlock_lock_free
+ * find the client and wait (a release from the callback or from the
+ * holder's thread would otherwise let a free go ahead under the callback). */
 void dlock__renew_unregister_locked(dlock_client *c, dlock_lock *lock)
 {
     dlock_lock **pp;
 
-    if (atomic_load(&lock->reg_client) != c)
+    if (atomic_load(&lock->reg_client) != c || c->wd_cb_lock == lock)
         return;
     for (pp = &c->renew_head; *pp != NULL; pp = &(*pp)->reg_next) {
         if (*pp == lock) {
@@ -30,28 +34,62 @@ static uint32_t renew_ttl(const dlock_lock *lock)
 
 /* At a third of the TTL set by the last acquire/extend: two thirds of the
  * validity remain as margin for a watchdog delayed behind other rounds on
- * the mutex and for the renewal round itself. A failed renewal is not
- * retried (renew_one reports it lost at once), so the margin is for delay,
- * not for second attempts. At least 1 ms after the last renewal, so a TTL
- * under 3 ms cannot make the watchdog renew back to back with the mutex held. */
+ * the mutex, for the renewal round itself and for the retries of a round
+ * that too few nodes answered (a node restarting, a network blip). At
+ * least 1 ms after the last renewal, so a TTL under 3 ms cannot make the
+ * watchdog renew back to back with the mutex held. */
 static int64_t due_ms(const dlock_lock *lock)
 {
     int64_t third = lock->cur_ttl_ms / 3;
 
+    if (lock->renew_retry_ms != 0)
+        return lock->renew_retry_ms;
     return lock->renew_base_ms + (third > 0 ? third : 1);
 }
 
+/* Pause between renewal attempts after one that too few nodes answered: a
+ * tenth of the TTL, at most one command timeout, at least 1 ms, so the
+ * watchdog does not hold the mutex back to back. */
+static int64_t retry_gap_ms(const dlock_client *c, const dlock_lock *lock)
+{
+    int64_t gap = lock->cur_ttl_ms / 10;
+
+    if (gap > c->command_timeout_ms)
+        gap = c->command_timeout_ms;
+    return gap > 0 ? gap : 1;
+}
+
+/* Marks the lock lost and calls on_lost once, without the mutex (so the
+ * callback may use the client), keeping the lock alive meanwhile: it stays
+ * registered with wd_cb_lock naming it, so dlock_lock_free waits for the
+ * callback and dlock__renew_unregister_locked leaves it be. Client mutex
+ * held on entry and on return. */
 static void mark_lost(dlock_client *c, dlock_lock *lock, dlock_err why)
 {
     dlock_lost_fn fn = lock->ropts.on_lost;
     void *user = lock->ropts.user;
 
     atomic_store(&lock->state, DLOCK__LOST);
-    dlock__renew_unregister_locked(c, lock);
-    /* Called once: the lock left the registry above, so no later pass can
-     * report it again. The client mutex is held (documented in dlock.h). */
-    if (fn != NULL)
+    if (fn != NULL) {
+        c->wd_cb_lock = lock;
+        pthread_mutex_unlock(&c->mu);
         fn(lock, why, user);
+        pthread_mutex_lock(&c->mu);
+        c->wd_cb_lock = NULL;
+    }
+    /* Read before unregistering: once the lock leaves the registry, a
+     * dlock_lock_free on another thread finds no client and frees it at
+     * once, without waiting for our mutex. */
+    int free_it = lock->free_after_cb;
+
+    /* Called once: the lock leaves the registry here, so no later pass can
+     * report it again. */
+    dlock__renew_unregister_locked(c, lock);
+    if (free_it) {
+        free(lock->resource);
+        free(lock);
+    }
+    pthread_cond_broadcast(&c->cb_cond);
 }
 
 /* One renewal of a due lock; client mutex held. */
@@ -81,12 +119,27 @@ static void renew_one(dlock_client *c, dlock_lock *lock, int64_t now)
     }
     rc = dlock__extend_locked(c, lock, renew_ttl(lock), c->wd_errstr);
     if (rc == DLOCK_OK) {
+        lock->renew_retry_ms = 0;
         atomic_fetch_add(&lock->renewals, 1);
         return;
     }
-    /* A failed renewal (lost, or too few nodes answered) means we can no
-     * longer prove ownership beyond the current validity: report it now
-     * rather than let the holder run on into an unprotected window. */
+    if (dlock_err_is_unavailable(rc) && atomic_load(&lock->state) == DLOCK__HELD) {
+        /* Too few nodes answered, but none said the lock is gone: with most
+         * of the validity left, one lost round (a node restarting, a
+         * paused process) is no reason to give up. Try again while another
+         * round can still end before the validity does (now is re-read:
+         * this round took time); a round started later could at best
+         * confirm the lock after the holder must already have stopped. */
+        int64_t next = dlock_now_ms() + retry_gap_ms(c, lock);
+
+        if (next + c->command_timeout_ms < atomic_load(&lock->valid_until_ms)) {
+            lock->renew_retry_ms = next;
+            return;
+        }
+    }
+    /* Gone (not our token on enough nodes), or no retry fits in the
+     * validity left: report it now rather than let the holder run on into
+     * an unprotected window. */
     mark_lost(c, lock, rc);
 }
 
@@ -116,8 +169,7 @@ static void *watchdog_main(void *arg)
             pthread_cond_wait(&c->wd_cond, &c->mu);
         } else {
             struct timespec ts;
-            ts.tv_sec = (time_t)(next / 1000);
-            ts.tv_nsec = (long)(next % 1000) * 1000000L;
+            dlock__cond_deadline(next, &ts);
             /* A condition-variable sleep, not nanosleep: stop and new
              * registrations wake the thread at once. */
             pthread_cond_timedwait(&c->wd_cond, &c->mu, &ts);
@@ -140,11 +192,9 @@ dlock_err dlock_auto_renew(dlock_client *c, dlock_lock *lock, const dlock_renew_
         dlock__errf(c->errstr, "auto_renew: lock is NULL");
         goto out;
     }
-    owner = atomic_load(&lock->reg_client);
-    if (owner != NULL && owner != c) {
-        dlock__errf(c->errstr, "auto_renew: lock is auto-renewed by another client");
+    if (dlock__check_owner(c, lock, "auto_renew", c->errstr) != 0)
         goto out;
-    }
+    owner = atomic_load(&lock->reg_client);
     if (atomic_load(&lock->state) != DLOCK__HELD) {
         dlock__errf(c->errstr, "auto_renew \"%s\": lock was already released or lost",
                     lock->resource);
@@ -152,6 +202,7 @@ dlock_err dlock_auto_renew(dlock_client *c, dlock_lock *lock, const dlock_renew_
         goto out;
     }
     lock->ropts = ropts != NULL ? *ropts : defaults;
+    lock->renew_retry_ms = 0;
     if (owner == NULL) {
         lock->reg_next = c->renew_head;
         c->renew_head = lock;

@@ -17,10 +17,11 @@
 #include <string.h>
 #include <sys/time.h>
 
+/* kind: DLOCK_WAKE_NS or DLOCK_WAITERS_NS (dlock.h, "Keys"). */
 int dlock__wake_key(const dlock_client *c, const char *kind, const char *resource, char *out,
                     size_t outlen)
 {
-    int len = snprintf(out, outlen, "%s%s:%s", c->prefix, kind, resource);
+    int len = snprintf(out, outlen, "%s%s%s", c->prefix, kind, resource);
 
     return (len < 0 || (size_t)len >= outlen) ? -1 : 0;
 }
@@ -187,8 +188,8 @@ int dlock__wake_wait(const dlock_client *c, dlock__waker *w, uint32_t skip, cons
 
     nonce[0] = '\0';
     if (limit <= 0 || dlock__lock_key(c, resource, lkey, sizeof(lkey)) != 0 ||
-        dlock__wake_key(c, "wake", resource, list, sizeof(list)) != 0 ||
-        dlock__wake_key(c, "waiters", resource, waiters, sizeof(waiters)) != 0)
+        dlock__wake_key(c, DLOCK_WAKE_NS, resource, list, sizeof(list)) != 0 ||
+        dlock__wake_key(c, DLOCK_WAITERS_NS, resource, waiters, sizeof(waiters)) != 0)
         return -1;
     size_t on = c->n;
     long long left = 0;

@@ -15,8 +15,10 @@
 
 /* The admin token every suite starts its servers with. */
 #define APP_TOKEN "app-suite-token-7f3a"
-/* Key naming of the server's lock on one coupon (ARCHITECTURE: "lock:coupon:<id>"). */
+/* Keys of the server's lock on one coupon: the resource "coupon:<id>" under
+ * libdlock's namespaces (dlock.h, "Keys"): the lock and its fence counter. */
 #define APP_LOCK_KEY_FMT "lock:coupon:%lld"
+#define APP_FENCE_KEY_FMT "fence:coupon:%lld"
 
 /* A suite's .init must not assert (Criterion then kills the worker without
  * running .fini, leaking processes and dirs): app_suite_init records the

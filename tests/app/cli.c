@@ -196,6 +196,7 @@ Test(app_cli, bad_options_exit_2, .timeout = 30)
         {{"--lock-ttl", "abc"}, 2},
         {{"--lock-wait", "-5"}, 2},
         {{"--db", "/nonexistent/dir/x.db"}, 2},
+        {{"--hold-log", "/nonexistent/dir/holds.log"}, 2},
         {{"stray-argument"}, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -320,4 +321,42 @@ Test(app_cli, sigint_exits_0, .timeout = 30)
     int code = -1;
     cr_assert_eq(server_stop(&g_app.srv[0], SIGINT, &code), 0);
     cr_assert_eq(code, 0, "exit status %d after SIGINT", code);
+}
+
+/* -h is --help; --version prints "<binary> <project version>" and exits 0,
+ * the same version for the three programs (one CMake project version). */
+Test(app_cli, help_short_and_version, .timeout = 30)
+{
+    const char *h[] = {server_bin(), "-h", NULL};
+    char *out = NULL;
+    cr_assert_eq(run_command(h, 10000, &out), 0, "%s", out ? out : "");
+    cr_assert(strncmp(out, "usage: ", 7) == 0, "%s", out);
+    const char *must[] = {"--log-level", "COUPON_LOG_LEVEL", "--access-log", "COUPON_ACCESS_LOG", "--version"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        cr_assert_not_null(strstr(out, must[i]), "-h lacks %s:\n%s", must[i], out);
+    free(out);
+
+    const char *bins[][2] = {{"COUPON_SERVER_BIN", "coupon-server"},
+                             {"COUPON_LOADTEST_BIN", "coupon-loadtest"},
+                             {"DLOCK_BENCH_BIN", "dlock-bench"}};
+    for (size_t i = 0; i < 3; i++) {
+        const char *bin = getenv(bins[i][0]);
+        if (bin == NULL || bin[0] == '\0') {
+            cr_assert(i > 0, "COUPON_SERVER_BIN is not set");
+            cr_log_warn("%s not set (%s not built): its --version is not checked", bins[i][0], bins[i][1]);
+            continue;
+        }
+        const char *v[] = {bin, "--version", NULL};
+        char want[128];
+        snprintf(want, sizeof want, "%s %s\n", bins[i][1], COUPON_VERSION);
+        out = NULL;
+        cr_assert_eq(run_command(v, 10000, &out), 0, "%s --version: %s", bins[i][1], out ? out : "");
+        cr_assert_str_eq(out, want);
+        free(out);
+        const char *sh[] = {bin, "-h", NULL};
+        out = NULL;
+        cr_assert_eq(run_command(sh, 10000, &out), 0, "%s -h: %s", bins[i][1], out ? out : "");
+        cr_assert(strstr(out, "usage: ") != NULL, "%s -h: %s", bins[i][1], out);
+        free(out);
+    }
 }

@@ -70,8 +70,9 @@ Test(app_health_metrics, healthz_quorum, .timeout = 30)
     start_all(3);
     expect_health(200, "ok", "ok", 3, 3);
     cr_assert_eq(redis_kill(&g_app.redis[0]), 0);
-    /* 2 of 3 is a quorum: still healthy, and the count says one is missing. */
-    expect_health(200, "ok", "ok", 2, 3);
+    /* 2 of 3 is a quorum but none to spare: still serving (200), and
+     * "degraded" says one more loss stops the claims. */
+    expect_health(200, "ok", "degraded", 2, 3);
     cr_assert_eq(redis_kill(&g_app.redis[1]), 0);
     expect_health(503, "ok", "down", 1, 3);
 }
@@ -189,6 +190,12 @@ Test(app_health_metrics, metric_families_present, .timeout = 30)
         "# TYPE coupon_lock_wait_seconds histogram",
         "# TYPE coupon_lock_retries_total counter",
         "# TYPE coupon_lock_errors_total counter",
+        "# TYPE coupon_http_request_duration_seconds histogram",
+        "# TYPE coupon_lock_nodes_up gauge",
+        "# TYPE coupon_lock_quorum gauge",
+        "# TYPE coupon_build_info gauge",
+        "# TYPE process_start_time_seconds gauge",
+        "# TYPE coupon_fence_heals_total counter",
     };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         cr_assert_not_null(strstr(sc.text, types[i]), "missing '%s' in:\n%s", types[i], sc.text);
@@ -248,6 +255,8 @@ Test(app_health_metrics, counters_move_exactly, .timeout = 30)
     EXPECT_DELTA(&a, &b, REQ("/api/v1/coupon/add", "200"), 3);
     EXPECT_DELTA(&a, &b, REQ("/api/v1/coupon/add", "409"), 3);
     EXPECT_DELTA(&a, &b, REQ("/api/v1/coupon/add", "400"), 1);
+    /* One latency observation per answered request of the route. */
+    EXPECT_DELTA(&a, &b, "coupon_http_request_duration_seconds_count{route=\"/api/v1/coupon/add\"}", 7);
     EXPECT_DELTA(&a, &b, REQ("/api/v1/admin/coupon", "201"), 1);
     EXPECT_DELTA(&a, &b, REQ("unmatched", "404"), 1);
     /* The first scrape is counted once it was answered. */

@@ -62,7 +62,7 @@ Test(ctl_inspect, list_shows_the_holder_token_ttl_and_fence_on_every_node)
     /* Exactly one row per node: neither the fence keys nor the released
      * resource are locks. */
     cr_expect_eq(ctl_count_rows(out, "orders:42"), NODES, "%s", out);
-    cr_expect_eq(ctl_count_rows(out, "orders:42:fence"), 0, "%s", out);
+    cr_expect_eq(ctl_count_rows(out, "fence:orders:42"), 0, "%s", out);
     cr_expect_eq(ctl_count_rows(out, "orders:7"), 0, "%s", out);
     cr_expect(strstr(out, "3 lock key(s) on 3/3 nodes") != NULL, "%s", out);
     free(out);
@@ -141,14 +141,14 @@ Test(ctl_inspect, show_names_the_quorum_holder_and_a_free_resource)
                  out);
     snprintf(want, sizeof want, "held by %s on 3/3 nodes (quorum 2)", dlock_lock_token(l));
     cr_expect(strstr(out, want) != NULL, "%s", out);
-    cr_expect(strstr(out, "lock key \"svc:pay\", fence key \"svc:pay:fence\"") != NULL, "%s", out);
+    cr_expect(strstr(out, "lock key \"svc:lock:pay\", fence key \"svc:fence:pay\"") != NULL, "%s", out);
     cr_assert_eq(ctl_find_row(out, "pay", rs[2].addr, &row), 0, "%s", out);
     cr_expect_eq(strtoull(row.fence, NULL, 10), dlock_lock_fence(l));
     free(out);
 
     /* Taken off one node by hand: still held on a quorum (2 of 3). */
     char reply[64];
-    const char *del[] = {"DEL", "svc:pay"};
+    const char *del[] = {"DEL", "svc:lock:pay"};
     tc_cmd(&rs[0], reply, sizeof reply, 2, del);
     out = NULL;
     cr_assert_eq(ctl_run(&out, "--redis", csv, "--prefix", "svc:", "show", "pay", NULL), 0);

@@ -58,7 +58,7 @@ Test(ctl_repair, force_release_frees_the_lock_for_another_client)
         cr_expect(strstr(out, line) != NULL, "%s", out);
         cr_expect_eq(tc_exists(&rs[i], "stuck"), 0, "lock key left on %s", rs[i].addr);
         /* The fence counter is what protects the data now: it stays. */
-        cr_expect_eq(fence_on(&rs[i], "stuck:fence"), dlock_lock_fence(l));
+        cr_expect_eq(fence_on(&rs[i], "fence:stuck"), dlock_lock_fence(l));
     }
     free(out);
 
@@ -91,7 +91,7 @@ Test(ctl_repair, raise_sets_every_node_and_never_lowers)
                  out);
     free(out);
     for (size_t i = 0; i < NODES; i++)
-        cr_expect_eq(fence_on(&rs[i], "ledger:fence"), f + 100, "node %zu", i);
+        cr_expect_eq(fence_on(&rs[i], "fence:ledger"), f + 100, "node %zu", i);
 
     /* Lower than the counter: left alone on every node, not an error. */
     snprintf(low, sizeof low, "%llu", f + 1);
@@ -100,17 +100,17 @@ Test(ctl_repair, raise_sets_every_node_and_never_lowers)
     cr_expect(strstr(out, "left alone") != NULL, "%s", out);
     free(out);
     for (size_t i = 0; i < NODES; i++)
-        cr_expect_eq(fence_on(&rs[i], "ledger:fence"), f + 100, "lowered on node %zu", i);
+        cr_expect_eq(fence_on(&rs[i], "fence:ledger"), f + 100, "lowered on node %zu", i);
 
     /* One node behind the others: raised there only. */
-    const char *set[] = {"SET", "ledger:fence", "3"};
+    const char *set[] = {"SET", "fence:ledger", "3"};
     char reply[32];
     tc_cmd(&rs[1], reply, sizeof reply, 3, set);
     out = NULL;
     cr_assert_eq(ctl_run(&out, "--redis", csv, "--json", "fence", "ledger", "--raise", to, NULL), 0);
     cr_expect(strstr(out, "\"before\": \"3\"") != NULL, "%s", out);
     free(out);
-    cr_expect_eq(fence_on(&rs[1], "ledger:fence"), f + 100);
+    cr_expect_eq(fence_on(&rs[1], "fence:ledger"), f + 100);
 
     /* The next acquisition continues above the raised counter. */
     cr_assert_eq(dlock_try_acquire(c, "ledger", 10000, &l), DLOCK_OK);
@@ -122,7 +122,7 @@ Test(ctl_repair, raise_sets_every_node_and_never_lowers)
 
 Test(ctl_repair, raise_reports_a_corrupt_counter_and_leaves_it)
 {
-    const char *set[] = {"SET", "bad:fence", "not-a-number"};
+    const char *set[] = {"SET", "fence:bad", "not-a-number"};
     char reply[64], v[64], *out = NULL;
     tc_cmd(&rs[0], reply, sizeof reply, 3, set);
 
@@ -130,7 +130,7 @@ Test(ctl_repair, raise_reports_a_corrupt_counter_and_leaves_it)
     cr_assert_eq(ctl_run(&out, "--redis", csv, "fence", "bad", "--raise", "50", NULL), 0, "%s", out);
     cr_expect(strstr(out, "non-integer") != NULL, "%s", out);
     free(out);
-    tc_get(&rs[0], "bad:fence", v, sizeof v);
+    tc_get(&rs[0], "fence:bad", v, sizeof v);
     cr_expect_str_eq(v, "not-a-number");
-    cr_expect_eq(fence_on(&rs[1], "bad:fence"), 50);
+    cr_expect_eq(fence_on(&rs[1], "fence:bad"), 50);
 }

@@ -12,19 +12,88 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <criterion/hooks.h>
+#include <libpq-fe.h>
+
 #include "procs.h"
 
 char dbt_dir[256];
 char dbt_path[320];
 
+#if DBT_PG
+/* One PostgreSQL server for the whole suite binary, started before the
+ * first test and stopped after the last by the runner process; the tests
+ * (Criterion runs each in its own worker process) learn its port from the
+ * environment, which the workers inherit. Each test gets a fresh database. */
+static pg_proc dbt_pg;
+static char dbt_dbname[64];
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+    char bindir[256];
+
+    (void)set;
+    if (pg_bindir(bindir, sizeof bindir) != 0)
+        return; /* each test skips, saying why */
+    if (pg_start(&dbt_pg) != 0) {
+        fprintf(stderr, "dbtest: PostgreSQL did not start (see above); every test will fail\n");
+        setenv("DBT_PG_PORT", "-1", 1);
+        return;
+    }
+    char port[16];
+    snprintf(port, sizeof port, "%d", dbt_pg.port);
+    setenv("DBT_PG_PORT", port, 1);
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+    (void)stats;
+    (void)pg_stop(&dbt_pg);
+}
+
+/* The suite's server as seen from a worker process (port only: the rest of
+ * pg_proc lives in the runner). */
+static void dbt_pg_of_worker(pg_proc *p)
+{
+    const char *port = getenv("DBT_PG_PORT");
+    char bindir[256];
+
+    if (port == NULL) {
+        cr_assert_neq(pg_bindir(bindir, sizeof bindir), 0, "PostgreSQL binaries found, but no server was started");
+        cr_skip_test("PostgreSQL server binaries not installed (apt-get install postgresql): skipped");
+    }
+    memset(p, 0, sizeof *p);
+    p->port = atoi(port);
+    cr_assert_gt(p->port, 0, "the suite's PostgreSQL server did not start (see stderr)");
+    snprintf(p->url, sizeof p->url, "postgresql://postgres@127.0.0.1:%d/postgres", p->port);
+}
+#endif
+
 void dbt_setup(void)
 {
     cr_assert_eq(test_mkdtemp(dbt_dir, sizeof dbt_dir, "dbtest."), 0, "no temp dir (see stderr)");
+#if DBT_PG
+    pg_proc p;
+    static int n;
+    dbt_pg_of_worker(&p);
+    /* Unique while this worker lives: one test per worker process at a time. */
+    snprintf(dbt_dbname, sizeof dbt_dbname, "dbt_%d_%d", (int)getpid(), n++);
+    cr_assert_eq(pg_create_db(&p, dbt_dbname, dbt_path, sizeof dbt_path), 0, "CREATE DATABASE (see stderr)");
+#else
     snprintf(dbt_path, sizeof dbt_path, "%s/coupon.db", dbt_dir);
+#endif
 }
 
 void dbt_teardown(void)
 {
+#if DBT_PG
+    pg_proc p;
+    if (dbt_dbname[0] != '\0') {
+        dbt_pg_of_worker(&p);
+        (void)pg_drop_db(&p, dbt_dbname);
+        dbt_dbname[0] = '\0';
+    }
+#endif
     /* The db and its -wal, -shm files with it. */
     test_rmtree(dbt_dir);
     dbt_dir[0] = '\0';
@@ -74,6 +143,29 @@ db_audit_row dbt_audit(db_store *db, int64_t coupon_id)
     return a;
 }
 
+#if DBT_PG
+int64_t dbt_scalar(const char *path, const char *sql)
+{
+    char out[64];
+    char *end = NULL;
+    long long v;
+
+    cr_assert_eq(pg_sql(path, sql, out, sizeof out), 0, "raw query %s (see stderr)", sql);
+    /* A boolean comes back as t / f: read as SQLite's 1 / 0. */
+    if (strcmp(out, "t") == 0)
+        return 1;
+    if (strcmp(out, "f") == 0)
+        return 0;
+    v = strtoll(out, &end, 10);
+    cr_assert(end != out && *end == '\0', "raw query %s: '%s' is not an integer", sql, out);
+    return v;
+}
+
+void dbt_exec(const char *path, const char *sql)
+{
+    cr_assert_eq(pg_sql(path, sql, NULL, 0), 0, "raw exec %s (see stderr)", sql);
+}
+#else
 /* Raw read-write connection to path (busy timeout 5 s); asserts. */
 static sqlite3 *raw_open(const char *path, int flags)
 {
@@ -109,6 +201,7 @@ void dbt_exec(const char *path, const char *sql)
     sqlite3_free(err);
     cr_assert_eq(sqlite3_close(conn), SQLITE_OK);
 }
+#endif
 
 int dbt_run_children(int n, dbt_child_fn fn, void *arg, int timeout_ms)
 {

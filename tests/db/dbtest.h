@@ -11,7 +11,16 @@
 
 #include "coupon_db.h"
 
-/* Set by dbt_setup: the test's temp dir and "<dir>/coupon.db" (not created). */
+/* Built twice: as the SQLite suites (db_<name>) and, with DBT_PG=1, as the
+ * PostgreSQL suites (db_pg_<name>), where dbt_path is the URL of a fresh
+ * database on the suite's own postgres server (tests/support/pg_proc.c)
+ * and dbt_scalar / dbt_exec run their SQL through libpq. */
+#ifndef DBT_PG
+#define DBT_PG 0
+#endif
+
+/* Set by dbt_setup: the test's temp dir and "<dir>/coupon.db" (not created),
+ * or with DBT_PG the URL of the test's own database (created). */
 extern char dbt_dir[256];
 extern char dbt_path[320];
 
@@ -40,7 +49,7 @@ db_audit_row dbt_audit(db_store *db, int64_t coupon_id);
 db_status dbt_claim_unfenced(db_store *db, int64_t coupon_id, const char *user_id, unsigned delay_us,
                              db_claim *out);
 
-/* Raw SQLite on path, bypassing coupondb: one integer from a query with no
+/* Raw SQL on path (SQLite, or PostgreSQL with DBT_PG), bypassing coupondb: one integer from a query with no
  * parameters (asserts one row), and a statement run for its effect. */
 int64_t dbt_scalar(const char *path, const char *sql);
 void dbt_exec(const char *path, const char *sql);

@@ -17,7 +17,7 @@ static int unreachable_is_reported(void)
     dlock_options opts;
     dlock_client *c = NULL;
     dlock_lock *lock = NULL;
-    char err[DLOCK_ERRSTR_LEN];
+    char err[DLOCK_ERRSTR_LEN], detail[DLOCK_ERRSTR_LEN];
     dlock_err rc;
     int ok = 0;
 
@@ -30,7 +30,8 @@ static int unreachable_is_reported(void)
         return 0;
     }
     rc = dlock_try_acquire(c, "install-test", 1000, &lock);
-    printf("unreachable try_acquire: %s (%s)\n", dlock_strerror(rc), dlock_client_errstr(c));
+    printf("unreachable try_acquire: %s (%s)\n", dlock_strerror(rc),
+           dlock_client_errstr(c, detail, sizeof detail));
     ok = rc == DLOCK_ERR_UNREACHABLE && lock == NULL && dlock_err_is_unavailable(rc);
     dlock_lock_free(lock);
     dlock_client_free(c);
@@ -80,7 +81,7 @@ static int locks_for_real(const char *addr)
     ok = dlock_release(c, second) == DLOCK_OK;
 out:
     if (!ok)
-        printf("detail: %s\n", dlock_client_errstr(c));
+        printf("detail: %s\n", dlock_client_errstr(c, err, sizeof err));
     dlock_lock_free(first);
     dlock_lock_free(second);
     dlock_client_free(c);

@@ -93,3 +93,15 @@ Test(loadtest_cli, missing_db_file_exits_2, .timeout = 30)
     /* Read-only open: the audit must not have created the file. */
     cr_assert_neq(access(db, F_OK), 0, "%s was created", db);
 }
+
+Test(loadtest_cli, version_and_short_help_exit_0, .timeout = 30)
+{
+    const char *v[] = {"--version", NULL};
+    expect(0, "coupon-loadtest " COUPON_VERSION "\n", v);
+    cr_assert_str_eq(out, "coupon-loadtest " COUPON_VERSION "\n");
+    free(out);
+    out = NULL;
+    const char *h[] = {"-h", NULL};
+    expect(0, "usage: coupon-loadtest", h);
+    cr_assert_not_null(strstr(out, "--version"));
+}

@@ -130,7 +130,7 @@ Test(lock_args, acquire_rejects_bad_arguments, .timeout = 10)
     l = SENTINEL;
     cr_assert_eq(dlock_try_acquire(cli, big, 1000, &l), DLOCK_ERR_ARG);
     cr_assert_null(l);
-    /* Exactly the limit is allowed, and the key on the node is the name itself. */
+    /* Exactly the limit is allowed, and the key on the node is lock:<name>. */
     big[DLOCK_MAX_KEY_LEN] = '\0';
     cr_assert_eq(dlock_try_acquire(cli, big, 1000, &l), DLOCK_OK);
     cr_assert_not_null(l);
@@ -144,7 +144,7 @@ Test(lock_args, acquire_rejects_bad_arguments, .timeout = 10)
     char keys[4096], want[DLOCK_MAX_KEY_LEN + 16];
     const char *argv[] = {"KEYS", "*"};
     tc_cmd(&node, keys, sizeof keys, 2, argv);
-    snprintf(want, sizeof want, "%s:fence", big);
+    snprintf(want, sizeof want, "fence:%s", big);
     cr_assert_str_eq(keys, want);
 }
 
@@ -155,7 +155,7 @@ Test(lock_args, key_limit_counts_the_prefix, .timeout = 10)
     dlock_client *c = NULL;
     dlock_lock *l = SENTINEL;
     char name[DLOCK_MAX_KEY_LEN + 1];
-    char key[DLOCK_MAX_KEY_LEN + 8];
+    char key[DLOCK_MAX_KEY_LEN + 16], out[64];
 
     tc_options(&o, &a, &node, 1);
     o.key_prefix = "pfx:";
@@ -166,8 +166,11 @@ Test(lock_args, key_limit_counts_the_prefix, .timeout = 10)
     cr_assert_null(l);
     name[DLOCK_MAX_KEY_LEN - 4] = '\0'; /* prefix + name = limit */
     cr_assert_eq(dlock_try_acquire(c, name, 1000, &l), DLOCK_OK);
-    snprintf(key, sizeof key, "pfx:%s", name);
-    cr_assert_eq(tc_exists(&node, key), 1);
+    /* The prefix comes before the namespace word (dlock.h, "Keys"). */
+    snprintf(key, sizeof key, "pfx:lock:%s", name);
+    const char *exists[] = {"EXISTS", key};
+    tc_cmd(&node, out, sizeof out, 2, exists);
+    cr_assert_str_eq(out, "1");
     cr_assert_str_eq(dlock_lock_resource(l), name);
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
     dlock_lock_free(l);
@@ -199,7 +202,7 @@ Test(lock_args, release_extend_renew_reject_null, .timeout = 10)
 
 Test(lock_args, strerror_never_null, .timeout = 10)
 {
-    for (int e = DLOCK_OK; e <= DLOCK_ERR_AUTH; e++) {
+    for (int e = DLOCK_OK; e <= DLOCK_ERR_FENCE_SYNC; e++) {
         const char *s = dlock_strerror((dlock_err)e);
         cr_assert_not_null(s);
         cr_assert_neq(s[0], '\0');
@@ -208,7 +211,7 @@ Test(lock_args, strerror_never_null, .timeout = 10)
     }
     cr_assert_not_null(dlock_strerror((dlock_err)999));
     cr_assert_not_null(dlock_strerror((dlock_err)-1));
-    cr_assert_not_null(dlock_strerror((dlock_err)(DLOCK_ERR_AUTH + 1)));
+    cr_assert_not_null(dlock_strerror((dlock_err)(DLOCK_ERR_FENCE_SYNC + 1)));
 }
 
 Test(lock_args, unavailable_classification, .timeout = 10)
@@ -217,9 +220,9 @@ Test(lock_args, unavailable_classification, .timeout = 10)
         [DLOCK_OK] = 0,          [DLOCK_ERR_ARG] = 0,      [DLOCK_ERR_TAKEN] = 0,
         [DLOCK_ERR_TIMEOUT] = 1, [DLOCK_ERR_UNREACHABLE] = 1, [DLOCK_ERR_NO_QUORUM] = 1,
         [DLOCK_ERR_LOST] = 0,    [DLOCK_ERR_EXPIRED] = 0,  [DLOCK_ERR_NOMEM] = 0,
-        [DLOCK_ERR_PROTOCOL] = 1, [DLOCK_ERR_AUTH] = 1,
+        [DLOCK_ERR_PROTOCOL] = 1, [DLOCK_ERR_AUTH] = 1,   [DLOCK_ERR_FENCE_SYNC] = 1,
     };
-    for (int e = DLOCK_OK; e <= DLOCK_ERR_AUTH; e++)
+    for (int e = DLOCK_OK; e <= DLOCK_ERR_FENCE_SYNC; e++)
         cr_assert_eq(dlock_err_is_unavailable((dlock_err)e) != 0, expect[e], "code %d", e);
     cr_assert_eq(dlock_err_is_unavailable((dlock_err)999), 0);
 }
@@ -228,7 +231,14 @@ Test(lock_args, client_shape, .timeout = 10)
 {
     cr_assert_eq(dlock_client_nodes(cli), 1);
     cr_assert_eq(dlock_client_quorum(cli), 1);
-    cr_assert_not_null(dlock_client_errstr(cli));
+    char buf[DLOCK_ERRSTR_LEN] = "x";
+    /* A copy into the caller's buffer, returned for use in printf lists. */
+    cr_assert_eq(dlock_client_errstr(cli, buf, sizeof buf), buf);
+    cr_assert_str_eq(dlock_client_errstr(NULL, buf, sizeof buf), "client is NULL");
+    /* Truncated to fit, still terminated; a zero-length buffer is left alone. */
+    cr_assert_str_eq(dlock_client_errstr(NULL, buf, 5), "clie");
+    cr_assert_str_eq(dlock_client_errstr(cli, buf, 0), "");
+    cr_assert_str_eq(dlock_client_errstr(cli, NULL, 10), "");
     size_t up = 99;
     cr_assert_eq(dlock_ping(cli, &up), DLOCK_OK);
     cr_assert_eq(up, 1);

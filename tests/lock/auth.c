@@ -41,7 +41,7 @@ Test(lock_auth, right_password, .timeout = 10)
     /* The client copies the password: our buffer may change. */
     memset(pw, 'x', sizeof pw - 1);
     dlock_lock *l = NULL;
-    cr_assert_eq(dlock_try_acquire(c, "au", 5000, &l), DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(dlock_try_acquire(c, "au", 5000, &l), DLOCK_OK, "%s", TC_ERR(c));
     cr_assert_eq(tc_exists(&node, "au"), 1);
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
     dlock_lock_free(l);
@@ -50,7 +50,7 @@ Test(lock_auth, right_password, .timeout = 10)
     dlock_err e = dlock_try_acquire(c, "au", 5000, &l);
     if (e != DLOCK_OK)
         e = dlock_try_acquire(c, "au", 5000, &l);
-    cr_assert_eq(e, DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(e, DLOCK_OK, "%s", TC_ERR(c));
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_free(c);
@@ -63,7 +63,7 @@ Test(lock_auth, wrong_password, .timeout = 10)
     size_t up = 9;
     cr_assert_eq(dlock_try_acquire(c, "au", 5000, &l), DLOCK_ERR_AUTH);
     cr_assert_null(l);
-    cr_assert_neq(dlock_client_errstr(c)[0], '\0');
+    cr_assert_neq(TC_ERR(c)[0], '\0');
     cr_assert_eq(dlock_ping(c, &up), DLOCK_ERR_AUTH);
     cr_assert_eq(up, 0);
     cr_assert_eq(tc_exists(&node, "au"), 0);
@@ -90,7 +90,7 @@ Test(lock_auth, acl_user, .timeout = 10)
 
     dlock_client *c = client_as("locker", "userpw");
     dlock_lock *l = NULL;
-    cr_assert_eq(dlock_try_acquire(c, "acl", 5000, &l), DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(dlock_try_acquire(c, "acl", 5000, &l), DLOCK_OK, "%s", TC_ERR(c));
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_free(c);

@@ -102,7 +102,7 @@ Test(lock_fencing, stopped_holder_is_fenced_off, .timeout = 30)
     dlock_client *c = tc_client(nodes, NODES, 0);
     dlock_lock *lb = NULL;
     cr_assert_eq(dlock_acquire(c, "fz", 5000, dlock_now_ms() + 3000, &lb), DLOCK_OK,
-                 "%s", dlock_client_errstr(c));
+                 "%s", TC_ERR(c));
     uint64_t fb = dlock_lock_fence(lb);
     cr_assert_gt(fb, fa, "successor's fence %llu not above the stale holder's %llu",
                  (unsigned long long)fb, (unsigned long long)fa);
@@ -134,7 +134,7 @@ Test(lock_fencing, stopped_holder_is_fenced_off, .timeout = 30)
         with_b = 0, other = 0;
         for (size_t i = 0; i < NODES; i++) {
             char val[64];
-            tc_get(&nodes[i], "fz", val, sizeof val);
+            tc_get(&nodes[i], "lock:fz", val, sizeof val);
             if (strcmp(val, dlock_lock_token(lb)) == 0)
                 with_b++;
             else if (tc_exists(&nodes[i], "fz") != 0)
@@ -183,7 +183,7 @@ Test(lock_fencing, monotonic_across_restarts_with_persistence, .timeout = 90)
         dlock_lock *l = NULL;
         dlock_err e = dlock_acquire(c, "mono", 2000, dlock_now_ms() + 3000, &l);
         cr_assert_eq(e, DLOCK_OK, "iteration %d: %s (%s)", i, dlock_strerror(e),
-                     dlock_client_errstr(c));
+                     TC_ERR(c));
         uint64_t f = dlock_lock_fence(l);
         cr_assert_gt(f, last, "iteration %d: fence %llu after %llu", i, (unsigned long long)f,
                      (unsigned long long)last);
@@ -192,7 +192,7 @@ Test(lock_fencing, monotonic_across_restarts_with_persistence, .timeout = 90)
         /* Unconfirmed (a node died mid-round) is tolerable - the key then
          * expires - but never LOST: nothing here outlives its TTL. */
         cr_assert(e == DLOCK_OK || dlock_err_is_unavailable(e), "iteration %d: release %s: %s",
-                  i, dlock_strerror(e), dlock_client_errstr(c));
+                  i, dlock_strerror(e), TC_ERR(c));
         unconfirmed += e != DLOCK_OK;
         dlock_lock_free(l);
     }
@@ -226,7 +226,7 @@ Test(lock_fencing, fences_go_backwards_without_persistence, .timeout = 20)
     dlock_err e = dlock_acquire(c, "hz", 2000, dlock_now_ms() + 2000, &l);
     if (e != DLOCK_OK)
         e = dlock_acquire(c, "hz", 2000, dlock_now_ms() + 2000, &l);
-    cr_assert_eq(e, DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(e, DLOCK_OK, "%s", TC_ERR(c));
     uint64_t after = dlock_lock_fence(l);
     cr_assert_lt(after, before, "fence %llu did not go back below %llu",
                  (unsigned long long)after, (unsigned long long)before);

@@ -66,7 +66,7 @@ static void child_loop(int id, int wfd, int64_t stop_at)
         r.end = dlock_now_ms();
         r.release_rc = (int)dlock_release(c, l);
         if (r.release_rc != DLOCK_OK)
-            snprintf(r.detail, sizeof r.detail, "%s", dlock_client_errstr(c));
+            dlock_client_errstr(c, r.detail, sizeof r.detail);
         dlock_lock_free(l);
         /* sizeof(rec) < PIPE_BUF: each record arrives whole. */
         if (tc_write_all(wfd, &r, sizeof r) != 0)

@@ -95,19 +95,31 @@ void tc_cmd(const redis_proc *r, char *out, size_t outlen, int argc, const char 
         out[0] = '\0';
 }
 
-int tc_exists(const redis_proc *r, const char *key)
+const char *tc_lock_key(char *out, const char *res)
 {
-    char out[64];
-    const char *argv[] = {"EXISTS", key};
+    snprintf(out, TC_KEY_LEN, "%s%s", DLOCK_LOCK_NS, res);
+    return out;
+}
+
+const char *tc_fence_key(char *out, const char *res)
+{
+    snprintf(out, TC_KEY_LEN, "%s%s", DLOCK_FENCE_NS, res);
+    return out;
+}
+
+int tc_exists(const redis_proc *r, const char *res)
+{
+    char out[64], key[TC_KEY_LEN];
+    const char *argv[] = {"EXISTS", tc_lock_key(key, res)};
     if (redis_cmd(r, out, sizeof out, 2, argv) != 0)
         return -1;
     return (int)strtol(out, NULL, 10);
 }
 
-long long tc_pttl(const redis_proc *r, const char *key)
+long long tc_pttl(const redis_proc *r, const char *res)
 {
-    char out[64];
-    const char *argv[] = {"PTTL", key};
+    char out[64], key[TC_KEY_LEN];
+    const char *argv[] = {"PTTL", tc_lock_key(key, res)};
     if (redis_cmd(r, out, sizeof out, 2, argv) != 0)
         return -3;
     return strtoll(out, NULL, 10);
@@ -126,30 +138,30 @@ long long tc_get_ll(const redis_proc *r, const char *key)
     return atoll(out);
 }
 
-int tc_count_holding(const redis_proc *rs, size_t n, const char *key)
+int tc_count_holding(const redis_proc *rs, size_t n, const char *res)
 {
     int k = 0;
     for (size_t i = 0; i < n; i++)
-        if (rs[i].pid > 0 && !rs[i].paused && tc_exists(&rs[i], key) == 1)
+        if (rs[i].pid > 0 && !rs[i].paused && tc_exists(&rs[i], res) == 1)
             k++;
     return k;
 }
 
-int tc_wait_holding(const redis_proc *rs, size_t n, const char *key, int expect,
+int tc_wait_holding(const redis_proc *rs, size_t n, const char *res, int expect,
                     int64_t timeout_ms)
 {
     int64_t deadline = test_now_ms() + timeout_ms;
     int k;
-    while ((k = tc_count_holding(rs, n, key)) != expect && test_now_ms() < deadline)
+    while ((k = tc_count_holding(rs, n, res)) != expect && test_now_ms() < deadline)
         test_sleep_ms(2);
     return k;
 }
 
-int tc_wait_exists(const redis_proc *r, const char *key, int expect, int64_t timeout_ms)
+int tc_wait_exists(const redis_proc *r, const char *res, int expect, int64_t timeout_ms)
 {
     int64_t deadline = test_now_ms() + timeout_ms;
     int k;
-    while ((k = tc_exists(r, key)) != expect && test_now_ms() < deadline)
+    while ((k = tc_exists(r, res)) != expect && test_now_ms() < deadline)
         test_sleep_ms(2);
     return k;
 }

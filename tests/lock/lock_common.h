@@ -70,25 +70,40 @@ dlock_client *tc_client(const redis_proc *rs, size_t n, int command_timeout_ms);
  * the deadline instead of failing. */
 dlock_client *tc_patient_client(const redis_proc *rs, size_t n, int command_timeout_ms);
 
+/* The client's last error detail for an assertion message: copied by
+ * dlock_client_errstr into a buffer that lives to the end of the enclosing
+ * block. */
+#define TC_ERR(c) dlock_client_errstr((c), (char[DLOCK_ERRSTR_LEN]){0}, DLOCK_ERRSTR_LEN)
+
 /* Reply of one command as text (see redis_cmd); "" after a transport error. */
 void tc_cmd(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv);
-/* EXISTS key: 1, 0, or -1 when the node did not answer. */
-int tc_exists(const redis_proc *r, const char *key);
-/* PTTL key (-2 missing, -1 no TTL), or -3 when the node did not answer. */
-long long tc_pttl(const redis_proc *r, const char *key);
+/* The keys of resource res for a client without a key prefix (dlock.h,
+ * "Keys"): "lock:<res>" and "fence:<res>", into out[TC_KEY_LEN]. */
+#define TC_KEY_LEN (DLOCK_MAX_KEY_LEN + 16)
+const char *tc_lock_key(char *out, const char *res);
+const char *tc_fence_key(char *out, const char *res);
+
+/* The helpers below that take `res` look at the LOCK key of that resource
+ * (tc_lock_key); tc_get and tc_cmd take raw keys. */
+/* EXISTS on the lock key of res: 1, 0, or -1 when the node did not answer. */
+int tc_exists(const redis_proc *r, const char *res);
+/* PTTL of the lock key of res (-2 missing, -1 no TTL), or -3 when the node
+ * did not answer. */
+long long tc_pttl(const redis_proc *r, const char *res);
 /* GET key into out ("(nil)" when missing). */
 void tc_get(const redis_proc *r, const char *key, char *out, size_t outlen);
 /* GET key as a number (0 when missing or not answered). */
 long long tc_get_ll(const redis_proc *r, const char *key);
-/* How many of rs[0..n) hold key (nodes that do not answer count as 0). */
-int tc_count_holding(const redis_proc *rs, size_t n, const char *key);
+/* How many of rs[0..n) hold the lock of res (nodes that do not answer
+ * count as 0). */
+int tc_count_holding(const redis_proc *rs, size_t n, const char *res);
 
 /* The library ends a round as soon as the outcome is decided, so the last
  * nodes may apply a command a moment after the call returns: these poll
  * (bounded) until the expected value shows, and return the last value seen. */
-int tc_wait_holding(const redis_proc *rs, size_t n, const char *key, int expect,
+int tc_wait_holding(const redis_proc *rs, size_t n, const char *res, int expect,
                     int64_t timeout_ms);
-int tc_wait_exists(const redis_proc *r, const char *key, int expect, int64_t timeout_ms);
+int tc_wait_exists(const redis_proc *r, const char *res, int expect, int64_t timeout_ms);
 #define TC_SETTLE_MS 300
 
 /* Records on_lost calls; thread-safe (the watchdog calls it). */

@@ -58,7 +58,7 @@ static int worker_loop(worker *w)
         dlock_err e = dlock_acquire(c, "mutex", 5000, dlock_now_ms() + 20000, &l);
         if (e != DLOCK_OK) {
             snprintf(w->why, sizeof w->why, "acquire: %s (%s)", dlock_strerror(e),
-                     dlock_client_errstr(c));
+                     TC_ERR(c));
             w->failures++;
             continue;
         }
@@ -76,7 +76,7 @@ static int worker_loop(worker *w)
          * TTL; LOST would mean the section was not exclusive. */
         if (e != DLOCK_OK && !dlock_err_is_unavailable(e)) {
             snprintf(w->why, sizeof w->why, "release: %s (%s)", dlock_strerror(e),
-                     dlock_client_errstr(c));
+                     TC_ERR(c));
             w->failures++;
         }
         dlock_lock_free(l);

@@ -29,7 +29,7 @@ Test(lock_ownership, expired_holder_cannot_release_or_extend, .timeout = 10)
 
     dlock_client_stats(ca, &s0);
     cr_assert_eq(dlock_release(ca, la), DLOCK_ERR_LOST);
-    tc_get(&node, "wt", val, sizeof val);
+    tc_get(&node, "lock:wt", val, sizeof val);
     cr_assert_str_eq(val, dlock_lock_token(lb), "B's key was touched by A's release");
 
     long long p0 = tc_pttl(&node, "wt");
@@ -37,7 +37,7 @@ Test(lock_ownership, expired_holder_cannot_release_or_extend, .timeout = 10)
     long long p1 = tc_pttl(&node, "wt");
     cr_assert_gt(p1, 0);
     cr_assert_leq(p1, p0, "A's extend reset B's TTL (%lld > %lld)", p1, p0);
-    tc_get(&node, "wt", val, sizeof val);
+    tc_get(&node, "lock:wt", val, sizeof val);
     cr_assert_str_eq(val, dlock_lock_token(lb));
     dlock_client_stats(ca, &s1);
     cr_assert_eq(s1.lost - s0.lost, 2);
@@ -54,31 +54,32 @@ Test(lock_ownership, overwritten_key_is_not_ours, .timeout = 10)
 {
     dlock_lock *l = NULL;
     char val[64];
-    const char *set[] = {"SET", "ow", "someone-else", "PX", "10000"};
+    const char *set[] = {"SET", "lock:ow", "someone-else", "PX", "10000"};
 
     cr_assert_eq(dlock_try_acquire(ca, "ow", 10000, &l), DLOCK_OK);
     tc_cmd(&node, val, sizeof val, 5, set);
     cr_assert_str_eq(val, "OK");
     cr_assert_eq(dlock_extend(ca, l, 20000), DLOCK_ERR_LOST);
     cr_assert_eq(dlock_release(ca, l), DLOCK_ERR_LOST);
-    tc_get(&node, "ow", val, sizeof val);
+    tc_get(&node, "lock:ow", val, sizeof val);
     cr_assert_str_eq(val, "someone-else");
     cr_assert_leq(tc_pttl(&node, "ow"), 10000);
     cr_assert_eq(dlock_is_held(l), 0);
     dlock_lock_free(l);
 }
 
-Test(lock_ownership, release_twice_is_lost, .timeout = 10)
+Test(lock_ownership, release_twice_is_refused, .timeout = 10)
 {
     dlock_lock *l = NULL;
     cr_assert_eq(dlock_try_acquire(ca, "twice", 5000, &l), DLOCK_OK);
     cr_assert_eq(dlock_release(ca, l), DLOCK_OK);
     cr_assert_eq(dlock_is_held(l), 0);
     cr_assert_eq(tc_exists(&node, "twice"), 0);
-    /* Someone else takes it; a second release of the old handle must not free it. */
+    /* Someone else takes it; a second release of the old handle must not
+     * free it: it is refused as "already released" and sends nothing. */
     dlock_lock *lb = NULL;
     cr_assert_eq(dlock_try_acquire(cb, "twice", 5000, &lb), DLOCK_OK);
-    cr_assert_neq(dlock_release(ca, l), DLOCK_OK);
+    cr_assert_eq(dlock_release(ca, l), DLOCK_ERR_ARG);
     cr_assert_eq(tc_exists(&node, "twice"), 1);
     cr_assert_eq(dlock_release(cb, lb), DLOCK_OK);
     dlock_lock_free(l);

@@ -46,7 +46,7 @@ Test(lock_quorum, three_nodes_one_down_two_down, .timeout = 15)
     cr_assert_eq(redis_kill(&nodes[2]), 0);
     cr_assert_eq(dlock_ping(c, &up), DLOCK_OK);
     cr_assert_eq(up, 2);
-    cr_assert_eq(dlock_try_acquire(c, "q", 5000, &l), DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(dlock_try_acquire(c, "q", 5000, &l), DLOCK_OK, "%s", TC_ERR(c));
     cr_assert_eq(tc_wait_holding(nodes, 2, "q", 2, TC_SETTLE_MS), 2);
     cr_assert_eq(dlock_extend(c, l, 8000), DLOCK_OK);
     cr_assert_gt(tc_pttl(&nodes[0], "q"), 5000);
@@ -61,7 +61,7 @@ Test(lock_quorum, three_nodes_one_down_two_down, .timeout = 15)
     cr_assert_eq(dlock_acquire(c, "q", 5000, t0 + 500, &l), DLOCK_ERR_NO_QUORUM);
     cr_assert_leq(dlock_now_ms() - t0, 500 + MARGIN_MS);
     cr_assert_null(l);
-    cr_assert_neq(dlock_client_errstr(c)[0], '\0');
+    cr_assert_neq(TC_ERR(c)[0], '\0');
     /* The one live node granted it, then the failed attempt gave it back. */
     cr_assert_eq(tc_wait_exists(&nodes[0], "q", 0, TC_SETTLE_MS), 0, "partial lock left on the live node");
     cr_assert_eq(dlock_ping(c, &up), DLOCK_ERR_NO_QUORUM);
@@ -109,7 +109,7 @@ Test(lock_quorum, contention_is_taken_not_no_quorum, .timeout = 10)
     char val[64];
     cr_assert_eq(tc_wait_holding(nodes, 3, "ct", 3, TC_SETTLE_MS), 3);
     for (size_t i = 0; i < 3; i++) {
-        tc_get(&nodes[i], "ct", val, sizeof val);
+        tc_get(&nodes[i], "lock:ct", val, sizeof val);
         cr_assert_str_eq(val, dlock_lock_token(la));
     }
     cr_assert_eq(dlock_release(a, la), DLOCK_OK);
@@ -125,11 +125,11 @@ Test(lock_quorum, split_vote_is_rolled_back, .timeout = 10)
     char out[64];
     dlock_client *c = tc_client(nodes, 3, 0);
     dlock_lock *l = NULL;
-    const char *set1[] = {"SET", "sv", "other", "PX", "10000"};
+    const char *set1[] = {"SET", "lock:sv", "other", "PX", "10000"};
     tc_cmd(&nodes[0], out, sizeof out, 5, set1);
     cr_assert_eq(dlock_try_acquire(c, "sv", 5000, &l), DLOCK_OK);
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
-    tc_get(&nodes[0], "sv", out, sizeof out);
+    tc_get(&nodes[0], "lock:sv", out, sizeof out);
     cr_assert_str_eq(out, "other");
     dlock_lock_free(l);
     l = (dlock_lock *)0x1;
@@ -137,7 +137,7 @@ Test(lock_quorum, split_vote_is_rolled_back, .timeout = 10)
     cr_assert_eq(dlock_try_acquire(c, "sv", 5000, &l), DLOCK_ERR_TAKEN);
     cr_assert_null(l);
     cr_assert_eq(tc_wait_exists(&nodes[2], "sv", 0, TC_SETTLE_MS), 0, "minority key not rolled back");
-    tc_get(&nodes[0], "sv", out, sizeof out);
+    tc_get(&nodes[0], "lock:sv", out, sizeof out);
     cr_assert_str_eq(out, "other");
     dlock_client_free(c);
 }
@@ -150,7 +150,7 @@ Test(lock_quorum, paused_minority_costs_one_timeout, .timeout = 15)
     cr_assert_eq(redis_pause(&nodes[0]), 0);
     cr_assert_eq(redis_pause(&nodes[1]), 0);
     int64_t t0 = dlock_now_ms();
-    cr_assert_eq(dlock_try_acquire(c, "pm", 10000, &l), DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(dlock_try_acquire(c, "pm", 10000, &l), DLOCK_OK, "%s", TC_ERR(c));
     int64_t el = dlock_now_ms() - t0;
     /* Sequential requests would wait 2 x CMD_TIMEOUT for the two paused nodes. */
     cr_assert_leq(el, CMD_TIMEOUT + MARGIN_MS, "acquire took %lld ms", (long long)el);
@@ -169,7 +169,7 @@ Test(lock_quorum, paused_minority_costs_one_timeout, .timeout = 15)
     cr_assert_eq(redis_kill(&nodes[3]), 0);
     cr_assert_eq(redis_kill(&nodes[4]), 0);
     dlock_err e = dlock_acquire(c, "pm-after", 5000, dlock_now_ms() + 2000, &l);
-    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), dlock_client_errstr(c));
+    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), TC_ERR(c));
     cr_assert_eq(tc_wait_exists(&nodes[0], "pm-after", 1, TC_SETTLE_MS), 1);
     cr_assert_eq(tc_wait_exists(&nodes[1], "pm-after", 1, TC_SETTLE_MS), 1);
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
@@ -192,7 +192,7 @@ Test(lock_quorum, paused_one_of_three, .timeout = 15)
     cr_assert_eq(redis_resume(&nodes[1]), 0);
     cr_assert_eq(redis_kill(&nodes[0]), 0);
     cr_assert_eq(dlock_acquire(c, "p3-after", 5000, dlock_now_ms() + 2000, &l), DLOCK_OK,
-                 "%s", dlock_client_errstr(c));
+                 "%s", TC_ERR(c));
     cr_assert_eq(tc_wait_exists(&nodes[1], "p3-after", 1, TC_SETTLE_MS), 1);
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
     dlock_lock_free(l);
@@ -226,8 +226,8 @@ Test(lock_quorum, five_nodes_two_paused_one_dead, .timeout = 15)
  * have run unprotected, and makes renewal give up a lock that is fine). */
 static dlock_lock *held_on_0_and_1(dlock_client *c, const char *res)
 {
-    char out[64];
-    const char *set[] = {"SET", res, "foreign", "PX", "20000"};
+    char out[64], key[TC_KEY_LEN];
+    const char *set[] = {"SET", tc_lock_key(key, res), "foreign", "PX", "20000"};
     dlock_lock *l = NULL;
     tc_cmd(&nodes[2], out, sizeof out, 5, set);
     cr_assert_str_eq(out, "OK");
@@ -243,13 +243,13 @@ Test(lock_quorum, unreachable_holder_extend_is_not_lost, .timeout = 15)
     cr_assert_eq(redis_pause(&nodes[0]), 0);
     dlock_err e = dlock_extend(c, l, 10000);
     cr_assert(dlock_err_is_unavailable(e), "extend with a holder paused gave %s: %s",
-              dlock_strerror(e), dlock_client_errstr(c));
+              dlock_strerror(e), TC_ERR(c));
     cr_assert_eq(dlock_is_held(l), 1);
     cr_assert_eq(redis_resume(&nodes[0]), 0);
     /* Proof the lock was never lost: both holders still have our token. */
     char val[64];
     for (size_t i = 0; i < 2; i++) {
-        tc_get(&nodes[i], "ux", val, sizeof val);
+        tc_get(&nodes[i], "lock:ux", val, sizeof val);
         cr_assert_str_eq(val, dlock_lock_token(l), "node %zu", i);
     }
     cr_assert_eq(dlock_extend(c, l, 10000), DLOCK_OK);
@@ -265,7 +265,7 @@ Test(lock_quorum, unreachable_holder_release_is_not_lost, .timeout = 15)
     cr_assert_eq(redis_pause(&nodes[0]), 0);
     dlock_err e = dlock_release(c, l);
     cr_assert(dlock_err_is_unavailable(e), "release with a holder paused gave %s: %s",
-              dlock_strerror(e), dlock_client_errstr(c));
+              dlock_strerror(e), TC_ERR(c));
     cr_assert_eq(redis_resume(&nodes[0]), 0);
     dlock_lock_free(l);
     dlock_client_free(c);

@@ -42,7 +42,7 @@ static int lost_calls(void)
 static dlock_lock *renewed(dlock_client *c, const char *res, dlock_renew_options ro)
 {
     dlock_lock *l = NULL;
-    cr_assert_eq(dlock_try_acquire(c, res, TTL, &l), DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(dlock_try_acquire(c, res, TTL, &l), DLOCK_OK, "%s", TC_ERR(c));
     ro.on_lost = tc_on_lost;
     ro.user = &lost;
     cr_assert_eq(dlock_auto_renew(c, l, &ro), DLOCK_OK);
@@ -201,7 +201,7 @@ Test(lock_renewal, deleted_key_is_lost_not_recreated, .timeout = 15)
     dlock_client *c = tc_client(nodes, NODES, 0);
     dlock_lock *l = renewed(c, "del", (dlock_renew_options){0});
     char out[32];
-    const char *del[] = {"DEL", "del"};
+    const char *del[] = {"DEL", "lock:del"};
     test_sleep_ms(TTL / 3 + 50);
     for (size_t i = 0; i < NODES; i++) {
         tc_cmd(&nodes[i], out, sizeof out, 2, del);
@@ -230,7 +230,7 @@ Test(lock_renewal, taken_over_minority_still_held, .timeout = 15)
     dlock_client *c = tc_client(nodes, NODES, 0);
     dlock_lock *l = renewed(c, "minor", (dlock_renew_options){0});
     char out[32];
-    const char *del[] = {"DEL", "minor"};
+    const char *del[] = {"DEL", "lock:minor"};
     tc_cmd(&nodes[2], out, sizeof out, 2, del);
     held_for(2, l, "minor", 2 * TTL);
     cr_assert_eq(tc_exists(&nodes[2], "minor"), 0, "renewal re-created the key on node 2");

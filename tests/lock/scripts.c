@@ -116,7 +116,7 @@ Test(lock_scripts, restarted_node_has_no_scripts, .timeout = 15)
         cr_assert(dlock_err_is_unavailable(e), "got %s", dlock_strerror(e));
         e = dlock_try_acquire(c, "rs", 5000, &l);
     }
-    cr_assert_eq(e, DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(e, DLOCK_OK, "%s", TC_ERR(c));
     cr_assert_eq(tc_wait_exists(&nodes[0], "rs", 1, TC_SETTLE_MS), 1);
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
     dlock_lock_free(l);

@@ -72,12 +72,12 @@ static void run_cycles(dlock_client *c, const char *prefix, cycle_stats *st)
         dlock_err e = dlock_try_acquire(c, res, 10000, &l);
         int64_t b = now_us();
         cr_assert_eq(e, DLOCK_OK, "cycle %d: %s: %s", i, dlock_strerror(e),
-                     dlock_client_errstr(c));
+                     TC_ERR(c));
         if (i >= WARM)
             lat[k++] = b - a;
         e = dlock_release(c, l);
         cr_assert_eq(e, DLOCK_OK, "release %d: %s: %s", i, dlock_strerror(e),
-                     dlock_client_errstr(c));
+                     TC_ERR(c));
         dlock_lock_free(l);
     }
     st->total_ms = dlock_now_ms() - t0;
@@ -96,7 +96,7 @@ static void warm_up(dlock_client *c)
     for (int i = 0; i < 3; i++) {
         dlock_lock *l = NULL;
         cr_assert_eq(dlock_try_acquire(c, "warm", 10000, &l), DLOCK_OK, "%s",
-                     dlock_client_errstr(c));
+                     TC_ERR(c));
         cr_assert_eq(dlock_release(c, l), DLOCK_OK);
         dlock_lock_free(l);
     }
@@ -135,14 +135,14 @@ Test(lock_sick, one_of_three_paused, .timeout = 60)
     /* Resumed: the node runs what was queued on the kept connection - each
      * acquire followed by its release - and answers again. */
     cr_assert_eq(redis_resume(&nodes[2]), 0);
-    cr_assert_eq(dlock_ping(c, &up), DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(dlock_ping(c, &up), DLOCK_OK, "%s", TC_ERR(c));
     cr_assert_eq(up, 3);
     assert_no_lock_keys(nodes, 3, "sp");
     assert_cheap(&st, "one of three paused");
     /* Its breaker is closed: with another node dead it makes the quorum. */
     cr_assert_eq(redis_kill(&nodes[0]), 0);
     dlock_err e = dlock_try_acquire(c, "sp-after", 5000, &l);
-    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), dlock_client_errstr(c));
+    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), TC_ERR(c));
     cr_assert_eq(tc_wait_exists(&nodes[2], "sp-after", 1, TC_SETTLE_MS), 1);
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
     dlock_lock_free(l);
@@ -207,7 +207,7 @@ Test(lock_sick, one_of_three_killed, .timeout = 60)
     cr_assert_eq(redis_kill(&nodes[2]), 0);
     dlock_lock *l = NULL;
     dlock_err e = dlock_acquire(c, "sk-after", 5000, dlock_now_ms() + 3000, &l);
-    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), dlock_client_errstr(c));
+    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), TC_ERR(c));
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_free(c);
@@ -226,7 +226,7 @@ Test(lock_sick, two_of_five_paused, .timeout = 60)
     assert_cheap(&st, "two of five paused");
     cr_assert_eq(redis_resume(&nodes[1]), 0);
     cr_assert_eq(redis_resume(&nodes[3]), 0);
-    cr_assert_eq(dlock_ping(c, &up), DLOCK_OK, "%s", dlock_client_errstr(c));
+    cr_assert_eq(dlock_ping(c, &up), DLOCK_OK, "%s", TC_ERR(c));
     cr_assert_eq(up, 5);
     assert_no_lock_keys(nodes, 5, "s5");
     dlock_client_free(c);
@@ -251,7 +251,7 @@ Test(lock_sick, password_against_open_node, .timeout = 30)
     tc_cmd(&nodes[0], out, sizeof out, 2, flush);
     cr_assert_str_eq(out, "OK");
     dlock_err e = dlock_try_acquire(c, "pw", 5000, &l);
-    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), dlock_client_errstr(c));
+    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), TC_ERR(c));
     cr_assert_eq(tc_exists(&nodes[0], "pw"), 1);
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
     cr_assert_eq(tc_exists(&nodes[0], "pw"), 0);

@@ -52,7 +52,7 @@ Test(lock_validity, slow_node_shrinks_validity, .timeout = 15)
     dlock_lock *l = NULL;
     int64_t t0, el;
     dlock_err e = acquire_with_slow_node(c, "slow", ttl, delay, &l, &t0, &el);
-    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), dlock_client_errstr(c));
+    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), TC_ERR(c));
     int64_t v = dlock_lock_validity_ms(l);
     int64_t upto = dlock_now_ms() - t0; /* the round started after t0, we read before now */
     const int64_t drift = ttl / 100 + 2;
@@ -89,7 +89,7 @@ Test(lock_validity, quorum_after_ttl_is_no_lock, .timeout = 15)
     dlock_client *c2 = tc_client(nodes, NODES, 300);
     dlock_lock *l2 = NULL;
     cr_assert_eq(dlock_try_acquire(c2, "late", 1000, &l2), DLOCK_OK, "%s",
-                 dlock_client_errstr(c2));
+                 TC_ERR(c2));
     cr_assert_eq(dlock_release(c2, l2), DLOCK_OK);
     dlock_lock_free(l2);
     dlock_client_free(c2);

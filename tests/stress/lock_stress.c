@@ -141,7 +141,10 @@ static void renewal_with_readers(void)
     for (int k = 0; k < 20; k++) {
         dlock_stats st;
         dlock_client_stats(c, &st);
-        (void)dlock_client_errstr(c);
+        /* Read the whole text while the workers write it: a race TSan sees
+         * unless the copy is taken under the client's mutex. */
+        char err[DLOCK_ERRSTR_LEN];
+        (void)strlen(dlock_client_errstr(c, err, sizeof err));
         test_sleep_ms(100);
     }
     for (int i = 0; i < 4; i++) {
@@ -192,7 +195,7 @@ static void lost_by_delete(void)
     tc_lost lost;
     dlock_err why = DLOCK_OK;
     char out[16];
-    const char *del[] = {"DEL", "gone"};
+    const char *del[] = {"DEL", "lock:gone"};
     tc_lost_init(&lost);
     CHECK(dlock_try_acquire(c, "gone", 900, &l) == DLOCK_OK, "acquire");
     dlock_renew_options ro = {.on_lost = tc_on_lost, .user = &lost};
@@ -207,6 +210,39 @@ static void lost_by_delete(void)
     tc_lost_destroy(&lost);
 }
 
+/* on_lost reads the lock after the holder saw dlock_is_held() turn 0 and
+ * freed it: dlock_lock_free must wait for the callback (TSan and ASan see
+ * the free racing the read otherwise). */
+static void read_lock_late(const dlock_lock *lock, dlock_err why, void *user)
+{
+    (void)why;
+    test_sleep_ms(20);
+    atomic_fetch_add((_Atomic size_t *)user, strlen(dlock_lock_resource(lock)));
+}
+
+static void free_while_on_lost_runs(void)
+{
+    _Atomic size_t seen = 0;
+    char out[16];
+    for (int round = 0; round < 5; round++) {
+        dlock_client *c = patient_client();
+        dlock_lock *l = NULL;
+        const char *del[] = {"DEL", "lock:free-race"};
+        CHECK(dlock_try_acquire(c, "free-race", 300, &l) == DLOCK_OK, "acquire");
+        dlock_renew_options ro = {.on_lost = read_lock_late, .user = &seen};
+        dlock_auto_renew(c, l, &ro);
+        for (size_t i = 0; i < NODES; i++)
+            tc_cmd(&nodes[i], out, sizeof out, 2, del);
+        int64_t until = dlock_now_ms() + 2000;
+        while (dlock_is_held(l) && dlock_now_ms() < until)
+            test_sleep_ms(1);
+        dlock_lock_free(l);
+        dlock_client_free(c);
+    }
+    CHECK(atomic_load(&seen) == 5 * strlen("free-race"), "on_lost read %zu bytes",
+          (size_t)atomic_load(&seen));
+}
+
 int main(void)
 {
     if (tc_nodes_up(nodes, NODES, 0) != 0 || tc_nodes_up(&counter, 1, 0) != 0) {
@@ -219,6 +255,7 @@ int main(void)
     renewal_with_readers();
     watchdog_races();
     lost_by_delete();
+    free_while_on_lost_runs();
     redis_stop_n(nodes, NODES);
     redis_stop(&counter);
     if (stress_failures)

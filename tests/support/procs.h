@@ -67,6 +67,33 @@ void redis_stop_n(redis_proc *rs, size_t n);
 /* "127.0.0.1:p1,127.0.0.1:p2,..." for --redis. */
 void redis_addrs_csv(const redis_proc *rs, size_t n, char *out, size_t outlen);
 
+typedef struct pg_proc {
+    pid_t pid;          /* the postmaster, 0 when not running */
+    int port;           /* on 127.0.0.1 */
+    char dir[256];      /* own temp dir: data/, the socket, the logs; removed by pg_stop */
+    char url[128];      /* "postgresql://postgres@127.0.0.1:<port>/postgres" */
+} pg_proc;
+
+/* The PostgreSQL server binaries (postgres, initdb): $DLOCK_PG_BINDIR, else
+ * the highest /usr/lib/postgresql/<major>/bin. 0, or -1 when absent (the
+ * suites then skip, saying so). */
+int pg_bindir(char *out, size_t len);
+/* initdb (trust auth, user postgres) into a fresh temp dir and start
+ * postgres on a free loopback port; waits until it accepts connections
+ * (bounded). As root, both run as `nobody` ($DLOCK_PG_USER): PostgreSQL
+ * refuses to run as root. */
+int pg_start(pg_proc *p);
+/* SIGINT (fast shutdown), bounded wait, SIGKILL; removes the temp dir. */
+int pg_stop(pg_proc *p);
+/* Stop the server but keep its dir (pg_stop does both). */
+int pg_stop_server_only(pg_proc *p);
+/* Create / drop (WITH FORCE) database name; url gets its libpq URL. */
+int pg_create_db(const pg_proc *p, const char *name, char *url, size_t urllen);
+int pg_drop_db(const pg_proc *p, const char *name);
+/* Run sql on url (bounded); out (may be NULL) gets the first cell of the
+ * first row as text, "" when none. */
+int pg_sql(const char *url, const char *sql, char *out, size_t outlen);
+
 typedef struct server_proc {
     pid_t pid;          /* 0 when not running */
     int port;           /* the real port read from "listening on http://HOST:PORT" */

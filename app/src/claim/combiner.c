@@ -92,8 +92,23 @@ static void unlink_req(stripe *s, combine_req *r)
 join_result combiner_join(combine_req *me, int64_t deadline_ms)
 {
     stripe *s = stripe_of(me->coupon_id);
-    struct timespec ts = {(time_t)(deadline_ms / 1000), (long)(deadline_ms % 1000) * 1000000L};
+    struct timespec ts;
     join_result result;
+    /* deadline_ms is on dlock_now_ms()'s clock (CLOCK_BOOTTIME where there
+     * is one), the condvar waits on CLOCK_MONOTONIC: carry the instant over
+     * as "this long from now", since the two differ by any time suspended. */
+    int64_t wait_ms = deadline_ms - dlock_now_ms();
+
+    if (wait_ms < 0)
+        wait_ms = 0;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        ts = (struct timespec){0, 0}; /* cannot fail for MONOTONIC; times out at once */
+    ts.tv_sec += (time_t)(wait_ms / 1000);
+    ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
 
     pthread_mutex_lock(&s->mu);
     if (!s->leader) {

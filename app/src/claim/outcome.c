@@ -52,6 +52,10 @@ claim_result claim_from_lock(dlock_err e, lock_error_kind *kind)
     /* A quorum granted it, but the round took so long that no validity was
      * left: a slow contended round, retried like contention. */
     case DLOCK_ERR_EXPIRED: *kind = LOCK_ERROR_EXPIRED; return CLAIM_LOCK_TIMEOUT;
+    /* The nodes that granted the lock did not all take the fence sync: a
+     * lock service outage (1006) like a missing quorum, counted apart so
+     * an operator looks at the lagging nodes' counters, not at quorum. */
+    case DLOCK_ERR_FENCE_SYNC: *kind = LOCK_ERROR_FENCE_SYNC; return CLAIM_LOCK_UNAVAILABLE;
     default: break;
     }
     /* No quorum, unreachable, timing out, refused auth, protocol errors:

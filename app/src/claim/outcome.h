@@ -50,14 +50,17 @@ typedef struct claim_outcome {
 /* The row of r (the ERROR row for an out-of-range value). */
 const claim_outcome *claim_outcome_of(claim_result r);
 
-/* Lock failures as counted in coupon_lock_errors_total{kind=...}: finer than
- * the claim rows (TAKEN and EXPIRED both answer 1005). */
+/* Failed acquisitions as counted in coupon_lock_errors_total{kind=...}:
+ * finer than the claim rows (TAKEN and EXPIRED both answer 1005), and one
+ * count per claim that gave up on the lock, so the kinds add up to the
+ * claims answered 1005 or 1006 by the lock. A store's fence refusal is no
+ * lock error (coupon_claims_total{result="stale_fence"} counts it), and a
+ * failed release is counted apart (coupon_lock_release_errors_total). */
 #define LOCK_ERRORS(X)                                                                     \
-    X(TIMEOUT, "timeout")         /* still taken at the deadline */                         \
+    X(TIMEOUT, "timeout")         /* still taken at the deadline (or queued past it) */     \
     X(EXPIRED, "expired")         /* quorum reached but validity used up */                 \
     X(UNAVAILABLE, "unavailable") /* no quorum / unreachable / timeout / auth / protocol */ \
-    X(STALE_FENCE, "stale_fence") /* the store refused our fence */                         \
-    X(RELEASE, "release")         /* release could not reach a quorum (the TTL frees the key) */ \
+    X(FENCE_SYNC, "fence_sync")   /* a quorum granted it, its fence counters could not be synced */ \
     X(OTHER, "other")
 
 typedef enum lock_error_kind {

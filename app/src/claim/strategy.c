@@ -70,10 +70,12 @@ claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out)
     return claim_from_db(req->status);
 }
 
-lock_health strategy_no_lock_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes)
+lock_health strategy_no_lock_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes,
+                                    uint32_t *up_mask)
 {
     (void)self;
     (void)w;
+    *up_mask = 0;
     *nodes_up = 0;
     *nodes = 0;
     return LOCK_HEALTH_UNUSED;

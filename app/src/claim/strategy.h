@@ -36,8 +36,10 @@ typedef struct strategy {
     int default_threads;  /* --threads when not given: what this strategy runs best with */
     claim_result (*claim)(const struct strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
                           const char *user_id, claim_out *out);
-    /* nodes_up / nodes for the health report (0 / 0 when unused). */
-    lock_health (*health)(const struct strategy *self, worker *w, size_t *nodes_up, size_t *nodes);
+    /* nodes_up / nodes for the health report (0 / 0 when unused); bit i of
+     * *up_mask set when the i-th --redis node answered. */
+    lock_health (*health)(const struct strategy *self, worker *w, size_t *nodes_up, size_t *nodes,
+                          uint32_t *up_mask);
     const struct recipe *recipe; /* the seed recipe it runs (strategy_recipe.c), else NULL */
 } strategy;
 
@@ -54,6 +56,7 @@ const strategy *strategy_recipe_at(size_t i);
  * out->detail (from w's store) on failure; returns its claim result. */
 claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out);
 /* Health for strategies that use no lock. */
-lock_health strategy_no_lock_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes);
+lock_health strategy_no_lock_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes,
+                                    uint32_t *up_mask);
 
 #endif /* APP_STRATEGY_H */

@@ -87,10 +87,12 @@ static claim_result recipe_claim(const strategy *self, worker *w, const app_conf
     return claim_from_req(w, &req, out);
 }
 
-static lock_health recipe_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes)
+static lock_health recipe_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes,
+                                 uint32_t *up_mask)
 {
     char detail[128];
     (void)self;
+    *up_mask = 0;
     /* A recipe knows one node: the first --redis address that answers. */
     *nodes = 1;
     *nodes_up = 0;
@@ -98,6 +100,7 @@ static lock_health recipe_health(const strategy *self, worker *w, size_t *nodes_
     if (c == NULL || recipe_conn_ping(c, detail, sizeof detail) != 0)
         return LOCK_HEALTH_DOWN;
     *nodes_up = 1;
+    *up_mask = 1;
     return LOCK_HEALTH_OK;
 }
 

@@ -1,5 +1,6 @@
-/* strategy_redlock.c - the critical section under libdlock's lock
- * "lock:coupon:<id>" (single instance with one Redis address, Redlock with
+/* strategy_redlock.c - the critical section under libdlock's lock on the
+ * resource "coupon:<id>", which libdlock keeps at the key "lock:coupon:<id>"
+ * and its fence counter at "fence:coupon:<id>" (dlock.h, "Keys") (single instance with one Redis address, Redlock with
  * several), with the lock's fencing token checked by the store (--fence).
  * Same-coupon claims of this server queue locally first (combiner.h) and,
  * with --lock-batch > 1, share one acquisition, one read and one write. */
@@ -11,9 +12,63 @@
 
 #include "claim/combiner.h"
 #include "claim/fault.h"
+#include "claim/hold_log.h"
 #include "common.h"
+#include "core/lockwatch.h"
+#include "core/log.h"
 #include "core/metrics.h"
 #include "claim/section.h"
+
+/* Self-healing after Redis lost the fence counters (a restart without
+ * AOF, FLUSHALL): the counters start again at 1 while the coupon row
+ * remembers the highest fence it accepted, so every holder is refused as
+ * stale, though no other holder exists. A refusal while our lease is still
+ * valid can only mean that (an expired lease is the fence doing its job,
+ * and is left alone): the counters are raised to the row's fence, the lock
+ * is taken again (its new fence is above the row's) and the section runs
+ * once more with the same claims. Raising never lowers a counter, so this
+ * cannot let an older holder through. Returns the section's new status,
+ * with *lockp the lock now held (or NULL if the retake failed). */
+static db_status heal_fence(worker *w, const app_config *cfg, const char *resource, int64_t coupon_id,
+                            int64_t deadline, dlock_lock **lockp, db_claim_req *reqs, size_t n)
+{
+    db_coupon c;
+    uint64_t old = dlock_lock_fence(*lockp);
+
+    if (db_get_coupon(w->db, coupon_id, &c) != DB_OK || c.last_fence <= 0 || (uint64_t)c.last_fence < old)
+        return DB_STALE_FENCE;
+    dlock_err e = dlock_fence_raise(w->lock, resource, (uint64_t)c.last_fence);
+    if (e != DLOCK_OK) {
+        char why[DLOCK_ERRSTR_LEN];
+        log_event_line(LOG_ERROR, LOG_EV_LOCK_ERROR, "coupon %" PRId64 ": cannot raise the fence counters to %" PRId64
+                       ": %s: %s", coupon_id, c.last_fence, dlock_strerror(e),
+                       dlock_client_errstr(w->lock, why, sizeof why));
+        return DB_STALE_FENCE;
+    }
+    if (dlock_release(w->lock, *lockp) != DLOCK_OK)
+        metrics_lock_release_error();
+    dlock_lock_free(*lockp);
+    *lockp = NULL;
+    /* At least one attempt even past the deadline: the claim was already
+     * granted the lock once. */
+    e = dlock_acquire(w->lock, resource, cfg->lock_ttl_ms, deadline, lockp);
+    if (e != DLOCK_OK) {
+        log_event_line(LOG_WARN, LOG_EV_FENCE_HEALED, "coupon %" PRId64 ": fence counters raised to %" PRId64
+                       " but the lock was not taken again: %s", coupon_id, c.last_fence, dlock_strerror(e));
+        return DB_STALE_FENCE;
+    }
+    metrics_lock_acquired();
+    metrics_fence_healed();
+    uint64_t fence = dlock_lock_fence(*lockp);
+    log_event_line(LOG_WARN, LOG_EV_FENCE_HEALED, "coupon %" PRId64 ": the store refused fresh fence %" PRIu64
+                   " (its last is %" PRId64 "; Redis lost its fence counters?): counters raised, retried with fence %"
+                   PRIu64, coupon_id, old, c.last_fence, fence);
+    /* The new lock is a hold of its own in the --hold-log history. */
+    int64_t held_at_us = hold_log_begin(*lockp);
+    db_status st = section_run(w, cfg, coupon_id, cfg->fence, fence, reqs, n);
+    hold_log_note(*lockp, held_at_us, st, reqs, n);
+    return st;
+}
 
 /* The section under a held lock: our claim plus, with --lock-batch > 1,
  * claims of this coupon queued behind us in this server (combiner.h), with
@@ -21,13 +76,15 @@
  * round trips and the commit are paid once per batch. They all carry our
  * fence, so if our lease runs out mid-way (a pause, a SIGSTOP) and a newer
  * holder reads the coupon, the store refuses the whole batch (1010) and
- * nothing of it is applied. */
-static claim_result run_locked(worker *w, const app_config *cfg, dlock_lock *lock, int64_t coupon_id,
-                               const char *user_id, claim_out *out, int leading)
+ * nothing of it is applied. *lockp may be replaced (heal_fence). */
+static claim_result run_locked(worker *w, const app_config *cfg, const char *resource, int64_t deadline,
+                               dlock_lock **lockp, int64_t coupon_id, const char *user_id, claim_out *out,
+                               int leading)
 {
     db_claim_req reqs[CONFIG_MAX_BATCH];
     combine_req *queued[CONFIG_MAX_BATCH];
-    uint64_t fence = dlock_lock_fence(lock);
+    uint64_t fence = dlock_lock_fence(*lockp);
+    int64_t held_at_us = hold_log_begin(*lockp); /* --hold-log: before the write, see hold_log.h */
     size_t n = 1;
 
     memset(reqs, 0, sizeof reqs);
@@ -46,8 +103,16 @@ static claim_result run_locked(worker *w, const app_config *cfg, dlock_lock *loc
     }
 
     db_status st = section_run(w, cfg, coupon_id, cfg->fence, fence, reqs, n);
-    for (size_t i = 0; st == DB_STALE_FENCE && i < n; i++)
-        metrics_lock_error(LOCK_ERROR_STALE_FENCE);
+    hold_log_note(*lockp, held_at_us, st, reqs, n);
+    if (st == DB_STALE_FENCE && dlock_lock_valid_until_ms(*lockp) > dlock_now_ms()) {
+        st = heal_fence(w, cfg, resource, coupon_id, deadline, lockp, reqs, n);
+        if (*lockp != NULL)
+            fence = dlock_lock_fence(*lockp);
+    }
+    if (st == DB_STALE_FENCE)
+        log_event_line(LOG_WARN, LOG_EV_FENCE_REFUSED, "coupon %" PRId64 ": the store refused fence %" PRIu64
+                       " for %zu claim(s): %s", coupon_id, fence, n,
+                       db_errmsg(w->db));
     for (size_t i = 1; i < n; i++) {
         queued[i]->out->fence = fence;
         combiner_complete(queued[i], claim_from_req(w, &reqs[i], queued[i]->out));
@@ -90,7 +155,7 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
     }
 
     /* One lock per coupon: claims on different coupons never wait for each other. */
-    snprintf(resource, sizeof resource, "lock:coupon:%" PRId64, coupon_id);
+    snprintf(resource, sizeof resource, "coupon:%" PRId64, coupon_id);
     dlock_client_stats(w->lock, &before);
     dlock_err e = dlock_acquire(w->lock, resource, cfg->lock_ttl_ms, deadline, &lock);
     metrics_lock_wait_us(cm_now_us() - t0);
@@ -100,7 +165,9 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
     metrics_lock_retries(after.retries - before.retries);
     if (e != DLOCK_OK) {
         lock_error_kind kind;
-        snprintf(out->detail, sizeof out->detail, "%s: %s", dlock_strerror(e), dlock_client_errstr(w->lock));
+        char why[DLOCK_ERRSTR_LEN];
+        snprintf(out->detail, sizeof out->detail, "%s: %s", dlock_strerror(e),
+                 dlock_client_errstr(w->lock, why, sizeof why));
         result = claim_from_lock(e, &kind); /* 1005 or 1006: claim/outcome.c */
         metrics_lock_error(kind);
         goto out;
@@ -108,7 +175,7 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
     metrics_lock_acquired();
     /* --fault-crash-after-lock: dying here leaves the key to its TTL. */
     fault_lock_acquired(cfg);
-    result = run_locked(w, cfg, lock, coupon_id, user_id, out, leading);
+    result = run_locked(w, cfg, resource, deadline, &lock, coupon_id, user_id, out, leading);
 
     /* Every outcome stands whatever the release says: the write is already
      * committed or refused. LOST means the lease ended before we released:
@@ -116,11 +183,11 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
      * read in the meantime, so it is counted, not turned into an error
      * (under --fence off or write, this is the window that oversells). Any
      * other failure leaves the key to expire after its TTL. */
-    dlock_err re = dlock_release(w->lock, lock);
+    dlock_err re = lock != NULL ? dlock_release(w->lock, lock) : DLOCK_OK;
     if (re == DLOCK_ERR_LOST)
         metrics_lock_lost();
     else if (re != DLOCK_OK)
-        metrics_lock_error(LOCK_ERROR_RELEASE);
+        metrics_lock_release_error();
 out:
     dlock_lock_free(lock);
     /* Only after the release: the next leader's first attempt then finds
@@ -132,12 +199,18 @@ out:
     return result;
 }
 
-static lock_health redlock_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes)
+static lock_health redlock_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes,
+                                  uint32_t *up_mask)
 {
     (void)self;
     *nodes = dlock_client_nodes(w->lock);
+    dlock_err e = dlock_ping_nodes(w->lock, up_mask);
     *nodes_up = 0;
-    return dlock_ping(w->lock, nodes_up) == DLOCK_OK ? LOCK_HEALTH_OK : LOCK_HEALTH_DOWN;
+    for (uint32_t m = *up_mask; m != 0; m &= m - 1)
+        (*nodes_up)++;
+    /* Every probe feeds the node log and gauges, not only the watch thread's. */
+    lockwatch_observe(w->cfg, *up_mask, *nodes);
+    return e == DLOCK_OK ? LOCK_HEALTH_OK : LOCK_HEALTH_DOWN;
 }
 
 const strategy strategy_redlock = {

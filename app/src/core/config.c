@@ -21,6 +21,7 @@ enum opt_id {
     COUPON_OPTIONS(OPT_ENUM)
 #undef OPT_ENUM
     OPT_HELP,
+    OPT_VERSION,
     N_OPTS
 };
 
@@ -42,7 +43,8 @@ static const opt_desc OPTS[N_OPTS] = {
 #define OPT_NUMERIC_CUSTOM 0
     COUPON_OPTIONS(OPT_ROW)
 #undef OPT_ROW
-    [OPT_HELP] = {"help", NULL, NULL, 1, 0, 0, "print this help and exit"},
+    [OPT_HELP] = {"help", NULL, NULL, 1, 0, 0, "print this help and exit (also -h)"},
+    [OPT_VERSION] = {"version", NULL, NULL, 1, 0, 0, "print the version and exit"},
 };
 
 static void set_err(char *errbuf, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -226,6 +228,15 @@ bad:
     return -1;
 }
 
+static int parse_log_level(app_config *cfg, const char *v, char *errbuf, size_t errlen, const char *who)
+{
+    if (log_level_parse(v, &cfg->log_level) != 0) {
+        set_err(errbuf, errlen, "%s: expected error, warn, info or debug, got '%s'", who, v);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- one value onto its row ---- */
 
 static int store_str(char **slot, const char *v, char *errbuf, size_t errlen)
@@ -268,6 +279,7 @@ static int apply(app_config *cfg, enum opt_id id, const char *v, const char *who
 #undef APPLY_STR
 #undef APPLY_CUSTOM
     case OPT_HELP:
+    case OPT_VERSION:
     case N_OPTS:
         break;
     }
@@ -338,6 +350,7 @@ static void default_text(enum opt_id id, char *out, size_t outlen)
 #undef TEXT_STR
 #undef TEXT_CUSTOM
     case OPT_HELP:
+    case OPT_VERSION:
     case N_OPTS:
         break;
     }
@@ -393,21 +406,30 @@ static config_result load_argv(app_config *cfg, int argc, char **argv, char *err
     optind = 1;
     for (;;) {
         int prev = optind;
-        int c = getopt_long(argc, argv, ":", longopts, NULL);
+        int c = getopt_long(argc, argv, ":h", longopts, NULL);
         if (c == -1)
             break;
         const char *arg0 = prev < argc ? argv[prev] : "?";
         if (c == '?') {
-            set_err(errbuf, errlen, "unknown option '%s' (see --help)", arg0);
+            if (optopt > 0 && optopt < 256)
+                set_err(errbuf, errlen, "unknown option '-%c' (see --help)", optopt);
+            else
+                set_err(errbuf, errlen, "unknown option '%s' (see --help)", arg0);
             return CONFIG_ERROR;
         }
         if (c == ':') {
             set_err(errbuf, errlen, "option '%s' needs a value", arg0);
             return CONFIG_ERROR;
         }
-        enum opt_id id = (enum opt_id)(c - 256);
+        enum opt_id id = c == 'h' ? OPT_HELP : (enum opt_id)(c - 256);
         if (id == OPT_HELP) {
             print_help(argv[0]);
+            return CONFIG_HELP;
+        }
+        if (id == OPT_VERSION) {
+            /* COUPON_VERSION: the one CMake project version (app/CMakeLists.txt). */
+            printf("coupon-server %s\n", COUPON_VERSION);
+            fflush(stdout);
             return CONFIG_HELP;
         }
         char who[64];
@@ -455,6 +477,7 @@ void config_free(app_config *cfg)
     free(cfg->db_path);
     free(cfg->strategy);
     free(cfg->admin_token);
+    free(cfg->access_log);
     for (size_t i = 0; i < cfg->n_redis; i++)
         free(cfg->redis[i]);
     memset(cfg, 0, sizeof *cfg);
@@ -466,4 +489,74 @@ void config_format_hostport(const char *host, int port, char *out, size_t outlen
         snprintf(out, outlen, "[%s]:%d", host, port);
     else
         snprintf(out, outlen, "%s:%d", host, port);
+}
+
+/* ---- the effective options, for the start-up log line ---- */
+
+static void describe_custom(const app_config *cfg, enum opt_id id, char *out, size_t len)
+{
+    switch (id) {
+    case OPT_CUSTOM_listen:
+        config_format_hostport(cfg->listen_host, cfg->listen_port, out, len);
+        return;
+    case OPT_CUSTOM_redis: {
+        size_t n = 0;
+        out[0] = '\0';
+        for (size_t i = 0; i < cfg->n_redis && n < len; i++) {
+            int m = snprintf(out + n, len - n, "%s%s", i ? "," : "", cfg->redis[i]);
+            n += m > 0 ? (size_t)m : 0;
+        }
+        return;
+    }
+    case OPT_CUSTOM_strategy:
+        snprintf(out, len, "%s", cfg->strategy);
+        return;
+    case OPT_CUSTOM_admin_token:
+        /* Never the token itself: logs travel further than secrets may. */
+        snprintf(out, len, "%s", cfg->admin_token != NULL ? "set" : "unset");
+        return;
+    case OPT_CUSTOM_fence:
+        snprintf(out, len, "%s", db_fence_mode_name(cfg->fence));
+        return;
+    case OPT_CUSTOM_fault_pause:
+        if (cfg->fault_pause_ms == 0)
+            snprintf(out, len, "off");
+        else
+            snprintf(out, len, "%u:%u", cfg->fault_pause_ms, cfg->fault_pause_every);
+        return;
+    case OPT_CUSTOM_log_level:
+        snprintf(out, len, "%s", log_level_name(cfg->log_level));
+        return;
+    default:
+        snprintf(out, len, "?");
+        return;
+    }
+}
+
+void config_describe(const app_config *cfg, char *out, size_t outlen)
+{
+    size_t n = 0;
+    char v[512];
+
+    if (outlen == 0)
+        return;
+    out[0] = '\0';
+#define DESCRIBE_NUM(kind, field) snprintf(v, sizeof v, "%lld", (long long)cfg->field);
+#define DESCRIBE_ALIAS(kind, field) continue;
+#define DESCRIBE_STR(kind, field) snprintf(v, sizeof v, "%s", cfg->field != NULL ? cfg->field : "unset");
+#define DESCRIBE_CUSTOM(kind, field) describe_custom(cfg, OPT_##kind##_##field, v, sizeof v);
+#define DESCRIBE_ROW(kind, ctype, field, name, env, arg, lo, hi, def, help)                      \
+    do {                                                                                         \
+        DESCRIBE_##kind(kind, field)                                                             \
+        int m = snprintf(out + n, outlen - n, "%s%s=%s", n ? " " : "", name, v);                 \
+        if (m < 0 || (size_t)m >= outlen - n)                                                    \
+            return; /* full: the start line is cut, never overrun */                           \
+        n += (size_t)m;                                                                          \
+    } while (0);
+    COUPON_OPTIONS(DESCRIBE_ROW)
+#undef DESCRIBE_ROW
+#undef DESCRIBE_NUM
+#undef DESCRIBE_ALIAS
+#undef DESCRIBE_STR
+#undef DESCRIBE_CUSTOM
 }

@@ -13,6 +13,8 @@
 
 #include "coupon_db.h"
 
+#include "core/log.h"
+
 #define CONFIG_MAX_REDIS 16 /* == DLOCK_MAX_NODES */
 #define CONFIG_MAX_BATCH 64 /* most claims one lock acquisition may carry (--lock-batch) */
 
@@ -29,8 +31,8 @@
 #define COUPON_OPTIONS(X)                                                                                                                                        \
     X(CUSTOM, -,        listen,           "listen",            "COUPON_LISTEN",            "HOST:PORT",      0, 0,                 "127.0.0.1:8080",                 \
       "address to serve on (port 0 picks a free port)")                                                                                                          \
-    X(STR,    char *,   db_path,          "db",                "COUPON_DB",                "PATH",           0, 0,                 "coupon.db",                      \
-      "SQLite file, created with its schema if absent")                                                                                                          \
+    X(STR,    char *,   db_path,          "db",                "COUPON_DB",                "PATH|URL",       0, 0,                 "coupon.db",                      \
+      "SQLite file, created with its schema if absent, or a postgresql:// URL")                                                                                  \
     X(CUSTOM, -,        redis,            "redis",             "COUPON_REDIS",             "ADDR[,ADDR...]", 0, 0,                 "127.0.0.1:6379",                 \
       "Redis masters, host:port, [v6]:port or unix:/path; one = single instance, several = Redlock")                                                            \
     X(NUM,    uint32_t, lock_ttl_ms,      "lock-ttl",          "COUPON_LOCK_TTL_MS",       "MS",             10, 600000,           2000,                             \
@@ -63,18 +65,26 @@
       "fault injection: on this server's N-th successful lock acquisition, _exit at once without releasing (setnx-expire: between SETNX and EXPIRE); 0 = off") \
     X(NUM,    unsigned, clock_offset_ms,  "clock-offset-ms",   "COUPON_CLOCK_OFFSET_MS",   "MS",             0, 86400000,          0,                                \
       "fault injection: added to the wall clock the setnx-getset recipe reads (a clock running ahead)")                                                        \
+    X(STR,    char *,   hold_log,         "hold-log",          "COUPON_HOLD_LOG",          "FILE",           0, 0,                 NULL,                             \
+      "append one line per lock hold of the redlock strategy (pid, fence, CLOCK_MONOTONIC times, applied/refused) to FILE, for the chaos checker; off unless given") \
     X(NUM,    int,      db_busy_ms,       "db-busy-ms",        "COUPON_DB_BUSY_MS",        "MS",             1, 600000,            5000,                             \
-      "SQLite busy timeout")                                                                                                                                     \
+      "SQLite busy timeout; PostgreSQL: each statement's bound")                                                                                                 \
     X(NUM,    size_t,   max_body,         "max-body-bytes",    "COUPON_MAX_BODY_BYTES",    "N",              1, 1048576,           16384,                            \
       "largest request body; larger: 413 / 1009")                                                                                                                \
     X(NUM,    size_t,   max_header,       "max-header-bytes",  "COUPON_MAX_HEADER_BYTES",  "N",              256, 32768,           8192,                             \
       "largest request line + headers; larger: 431 / 1009")                                                                                                      \
     X(NUM,    unsigned, max_connections,  "max-connections",   "COUPON_MAX_CONNECTIONS",   "N",              1, 100000,            1024,                             \
       "simultaneous connections")                                                                                                                                \
+    X(NUM,    unsigned, max_conn_per_ip,  "max-connections-per-ip", "COUPON_MAX_CONNECTIONS_PER_IP", "N",       0, 100000,            256,                              \
+      "simultaneous connections from one client address (0 = no cap); the rest stay free for others")                                                             \
     X(NUM,    unsigned, conn_timeout_s,   "conn-timeout-s",    "COUPON_CONN_TIMEOUT_S",    "S",              1, 3600,              30,                               \
       "idle connection timeout")                                                                                                                                 \
     X(NUM,    int,      shutdown_grace_ms, "shutdown-grace-ms", "COUPON_SHUTDOWN_GRACE_MS", "MS",            0, 600000,            5000,                             \
-      "on SIGINT/SIGTERM, longest wait for requests in flight")
+      "on SIGINT/SIGTERM, longest wait for requests in flight")                                                                                                 \
+    X(CUSTOM, -,        log_level,        "log-level",         "COUPON_LOG_LEVEL",         "error|warn|info|debug", 0, 0,          "info",                           \
+      "least severe operator log line written to stderr")                                                                                                        \
+    X(STR,    char *,   access_log,       "access-log",        "COUPON_ACCESS_LOG",        "FILE|-",         0, 0,                 NULL,                             \
+      "one line per request (time method path status code seconds), appended to FILE or stdout for -; off unless given")
 
 #define CONFIG_FIELD_NUM(ctype, field) ctype field;
 #define CONFIG_FIELD_STR(ctype, field) char *field; /* owned */
@@ -94,6 +104,7 @@ typedef struct app_config {
     db_fence_mode fence;           /* --fence: how much of the section the store fences */
     unsigned fault_pause_ms;       /* --fault-pause-ms: stall inside the section (0 = off) ... */
     unsigned fault_pause_every;    /* ... on every this-many-th claim of this server */
+    log_level log_level;           /* --log-level */
 } app_config;
 
 #undef CONFIG_FIELD
@@ -104,7 +115,7 @@ typedef struct app_config {
 
 typedef enum config_result {
     CONFIG_OK = 0,
-    CONFIG_HELP = 1,  /* --help printed; exit 0 */
+    CONFIG_HELP = 1,  /* --help or --version printed; exit 0 */
     CONFIG_ERROR = 2  /* errbuf holds a one-line reason; exit 2 */
 } config_result;
 
@@ -113,6 +124,10 @@ typedef enum config_result {
  * option or variable and the bad value. Call config_free() on every path. */
 config_result config_load(app_config *cfg, int argc, char **argv, char *errbuf, size_t errlen);
 void config_free(app_config *cfg);
+/* "listen=127.0.0.1:8080 db=coupon.db ..." : every option's effective value,
+ * from the table, for the start-up log line. The admin token shows as "set"
+ * or "unset", never itself. Truncated to fit. */
+void config_describe(const app_config *cfg, char *out, size_t outlen);
 /* "HOST:PORT" for display, with brackets around an IPv6 host. */
 void config_format_hostport(const char *host, int port, char *out, size_t outlen);
 

@@ -11,8 +11,12 @@
  * this bound) and shown with the label the caller passes. */
 #define METRICS_MAX_ROUTES 16
 
-/* One answered request. route_label must be a static string. */
-void metrics_request(unsigned route, const char *route_label, unsigned status);
+/* Once at start, before any thread: the process start time and the version
+ * (a static string) for process_start_time_seconds and coupon_build_info. */
+void metrics_init(const char *version);
+/* One answered request and how long it took from its first byte to its
+ * queued reply. route_label must be a static string. */
+void metrics_request(unsigned route, const char *route_label, unsigned status, int64_t duration_us);
 void metrics_claim(claim_result r);
 /* fast: answered by the peek before the lock; else by the store under it. */
 void metrics_sold_out(int fast);
@@ -23,9 +27,16 @@ void metrics_lock_acquired(void);
 /* A claim run under another request's acquisition (combined). */
 void metrics_lock_combined(void);
 void metrics_lock_retries(uint64_t n);
+/* One claim that gave up on the lock, by kind (outcome.h). */
 void metrics_lock_error(lock_error_kind k);
+/* A release that could not reach a quorum (the TTL frees the key). */
+void metrics_lock_release_error(void);
 void metrics_lock_lost(void);
-/* CLOCK_MONOTONIC in microseconds. */
+/* The store refused a fresh holder, the fence counters were raised to the
+ * store's and the section ran again (strategy_redlock.c). */
+void metrics_fence_healed(void);
+/* The last observation of the lock service: nodes answering, nodes, quorum. */
+void metrics_lock_nodes(size_t up, size_t nodes, size_t quorum);
 /* The Prometheus text exposition; malloc'd (free()), NULL on out-of-memory. */
 char *metrics_render(size_t *len);
 

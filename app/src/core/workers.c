@@ -18,7 +18,7 @@ struct worker_pool {
     int sync_ready;  /* mu and cv initialised */
 };
 
-static dlock_err open_lock(const app_config *cfg, dlock_client **out, char *errbuf, size_t errlen)
+dlock_err worker_lock_client_new(const app_config *cfg, dlock_client **out, char *errbuf, size_t errlen)
 {
     dlock_options o;
     dlock_options_init(&o);
@@ -71,7 +71,7 @@ pool_error pool_new(const app_config *cfg, size_t n, int with_lock, worker_pool 
             goto out;
         }
         if (with_lock) {
-            dlock_err e = open_lock(cfg, &w->lock, errbuf, errlen);
+            dlock_err e = worker_lock_client_new(cfg, &w->lock, errbuf, errlen);
             if (e != DLOCK_OK) {
                 result = e == DLOCK_ERR_ARG ? POOL_ERR_LOCK : POOL_ERR_SYSTEM;
                 if (e != DLOCK_ERR_ARG)

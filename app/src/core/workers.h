@@ -35,6 +35,9 @@ typedef enum pool_error {
  * config. On failure *out is NULL and errbuf says why. */
 pool_error pool_new(const app_config *cfg, size_t n, int with_lock, worker_pool **out,
                     char *errbuf, size_t errlen);
+/* A lock client with the server's options (the slots' kind), for code that
+ * needs its own (the health probe). dlock_client_new's contract. */
+dlock_err worker_lock_client_new(const app_config *cfg, dlock_client **out, char *errbuf, size_t errlen);
 /* Blocks until a slot is free (never, when the pool has one slot per
  * request thread). The caller owns the slot until pool_return. */
 worker *pool_checkout(worker_pool *p);

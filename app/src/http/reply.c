@@ -116,6 +116,7 @@ static int envelope(request *rq, unsigned status, unsigned retry_after, int code
     text = json_dumps(env, JSON_COMPACT);
 out:
     json_decref(env);
+    rq->code = code; /* for the access log; -1 (no envelope) otherwise */
     return queue(rq, status, retry_after, "application/json", text, text != NULL ? strlen(text) : 0);
 }
 

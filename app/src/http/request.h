@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <microhttpd.h>
 
@@ -15,6 +16,7 @@ typedef struct request {
     app *app;
     struct MHD_Connection *conn;
     const char *method; /* borrowed from MHD, valid until completion */
+    const char *url;    /* the path, borrowed from MHD likewise */
     route_match route;
     char *body;         /* accumulated upload, NUL-terminated; owned */
     size_t body_len;
@@ -22,6 +24,8 @@ typedef struct request {
     int body_too_large; /* the upload passed max_body: the rest was dropped */
     int replied;        /* a response is queued */
     unsigned status;    /* its HTTP status, once replied */
+    int code;           /* its envelope's code, -1 for a reply without one (/metrics, the page) */
+    int64_t t0_us;      /* arrival (the headers' first call), CLOCK_MONOTONIC */
     worker *w;          /* slot checked out for the handler, else NULL */
 } request;
 

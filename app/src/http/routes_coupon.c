@@ -3,12 +3,15 @@
  * endpoints. */
 #include "http/routes.h"
 
+#include <inttypes.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "core/metrics.h"
 #include "http/params.h"
+#include "core/log.h"
 #include "http/reply.h"
 
 #define USER_ID_RULE "1-64 characters of [A-Za-z0-9_.:-]"
@@ -26,6 +29,9 @@ int reply_db_error(request *rq, db_status st)
     /* The store's message helps only where the request or the server is at
      * fault; "no such coupon" and "database busy" say it all. */
     int detailed = r == CLAIM_INVALID || r == CLAIM_ERROR;
+    if (r == CLAIM_ERROR || r == CLAIM_DB_BUSY)
+        log_event_line(r == CLAIM_ERROR ? LOG_ERROR : LOG_WARN, LOG_EV_DB_ERROR, "%s %s: %s", rq->method, rq->url,
+                       db_errmsg(rq->w->db));
     return reply_outcome(rq, r, detailed ? db_errmsg(rq->w->db) : NULL);
 }
 
@@ -106,6 +112,13 @@ int route_claim(request *rq)
         return reply_claim_ok(rq, coupon_id, uid, &out);
     if (r == CLAIM_SOLD_OUT)
         metrics_sold_out(0);
+    /* What an operator must act on, once a second per kind at most (log.h). */
+    if (r == CLAIM_ERROR || r == CLAIM_DB_BUSY)
+        log_event_line(r == CLAIM_ERROR ? LOG_ERROR : LOG_WARN, LOG_EV_DB_ERROR, "claim on coupon %" PRId64 ": %s: %s",
+                       coupon_id, claim_outcome_of(r)->label, out.detail);
+    else if (r == CLAIM_LOCK_UNAVAILABLE)
+        log_event_line(LOG_WARN, LOG_EV_LOCK_ERROR, "claim on coupon %" PRId64 ": lock service unavailable: %s",
+                       coupon_id, out.detail);
     /* Status, code, Retry-After and msg come from the one outcome table
      * (claim/outcome.h); only the detail is this request's. */
     char detail[sizeof out.detail + 96];

@@ -1,32 +1,70 @@
-/* routes_health.c - GET /healthz (DB and lock quorum) and GET /metrics. */
+/* routes_health.c - GET /healthz (the store's writes and the lock quorum)
+ * and GET /metrics.
+ *
+ *   200 ok        the store takes writes and every lock node answers (or
+ *                 one may still fail without losing the quorum);
+ *   200 degraded  still serving, but the lock quorum has no spare node:
+ *                 one more node down and claims stop; data.nodes_down
+ *                 names the nodes that do not answer;
+ *   503           the store refuses writes (read-only file, lock held past
+ *                 the busy timeout, I/O error) or the quorum is lost. */
 #include "http/routes.h"
 
 #include <stdio.h>
 
+#include "core/log.h"
 #include "core/metrics.h"
 #include "http/reply.h"
+
+/* The --redis addresses whose bit is clear in up_mask. */
+static json_t *nodes_down(const app_config *cfg, uint32_t up_mask, size_t nodes)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a != NULL && i < nodes && i < cfg->n_redis; i++) {
+        if (!(up_mask & (UINT32_C(1) << i)) && json_array_append_new(a, json_string(cfg->redis[i])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
 
 int route_health(request *rq)
 {
     size_t up = 0, nodes = 0;
-    int db_ok = db_ping(rq->w->db) == DB_OK;
-    lock_health lh = rq->app->strat->health(rq->app->strat, rq->w, &up, &nodes);
-    const char *lock_s = lh == LOCK_HEALTH_OK ? "ok" : lh == LOCK_HEALTH_DOWN ? "down" : "unused";
+    uint32_t up_mask = 0;
+    const app_config *cfg = rq->app->cfg;
+    db_status wst = db_write_probe(rq->w->db);
+    int db_ok = wst == DB_OK;
+    lock_health lh = rq->app->strat->health(rq->app->strat, rq->w, &up, &nodes, &up_mask);
+    /* Degraded: more than one node, and exactly a quorum left. A single
+     * instance never has a spare, so it is "ok" while it answers. */
+    int degraded = lh == LOCK_HEALTH_OK && nodes > 1 && up == nodes / 2 + 1;
+    const char *lock_s = lh == LOCK_HEALTH_DOWN ? "down" : lh == LOCK_HEALTH_UNUSED ? "unused"
+                                                         : degraded ? "degraded" : "ok";
     int healthy = db_ok && lh != LOCK_HEALTH_DOWN;
-
-    json_t *data = json_pack("{s:s,s:s,s:I,s:I,s:s}", "db", db_ok ? "ok" : "down", "lock", lock_s, "nodes_up",
-                             (json_int_t)up, "nodes", (json_int_t)nodes, "strategy", rq->app->strat->name);
+    const char *status = !healthy ? "down" : degraded ? "degraded" : "ok";
+    if (!db_ok)
+        log_event_line(LOG_ERROR, LOG_EV_DB_ERROR, "health: the store refuses writes: %s", db_errmsg(rq->w->db));
+    json_t *down = nodes_down(cfg, up_mask, nodes);
+    json_t *data = down == NULL ? NULL
+                                : json_pack("{s:s,s:s,s:s?,s:s,s:I,s:I,s:I,s:o,s:s}", "status", status, "db",
+                                            db_ok ? "ok" : "down", "db_error",
+                                            db_ok ? NULL : db_errmsg(rq->w->db), "lock", lock_s, "nodes_up", (json_int_t)up,
+                                            "nodes", (json_int_t)nodes, "quorum",
+                                            (json_int_t)(nodes > 0 ? nodes / 2 + 1 : 0), "nodes_down", down,
+                                            "strategy", rq->app->strat->name);
     if (data == NULL)
         return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "out of memory");
     if (healthy)
-        return reply_json(rq, MHD_HTTP_OK, API_OK, "ok", data);
+        return reply_json(rq, MHD_HTTP_OK, API_OK, status, data);
     /* 503 keeps load balancers away; 1006 is the contract's "a service we
      * depend on is unavailable", and data names which one. */
-    char msg[128];
+    char msg[256];
     if (!db_ok && lh == LOCK_HEALTH_DOWN)
-        snprintf(msg, sizeof msg, "database down; lock service down (%zu of %zu nodes up)", up, nodes);
+        snprintf(msg, sizeof msg, "database refuses writes; lock service down (%zu of %zu nodes up)", up, nodes);
     else if (!db_ok)
-        snprintf(msg, sizeof msg, "database down");
+        snprintf(msg, sizeof msg, "database refuses writes");
     else
         snprintf(msg, sizeof msg, "lock service down (%zu of %zu nodes up)", up, nodes);
     return reply_json(rq, MHD_HTTP_SERVICE_UNAVAILABLE, API_UNAVAILABLE, msg, data);

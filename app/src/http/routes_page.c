@@ -19,10 +19,10 @@
  * this file needs no escaped quotes. */
 #include "http/routes.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "http/reply.h"
-#include "core/strbuf.h"
 
 static const char PAGE_HEAD[] =
     "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n"
@@ -300,43 +300,63 @@ static const char PAGE_SCRIPT[] =
     "tick();\n"
     "</script>\n</body>\n</html>\n";
 
+/* Writes s with & < > " ' replaced by their HTML entities: coupon names come
+ * from admins and must show as text, never as markup. */
+static void put_html_escaped(FILE *f, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default: fputc(*s, f); break;
+        }
+    }
+}
+
 int route_page(request *rq)
 {
-    int ret = MHD_NO;
     db_coupon *list = NULL;
     size_t n = 0, len = 0;
-    strbuf sb = {0};
+    char *html = NULL;
+    /* open_memstream: the page grows in one malloc'd buffer that the stream
+     * owns until fclose, then we do; a write error is seen once, at the end. */
+    FILE *f = open_memstream(&html, &len);
+    if (f == NULL)
+        return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "out of memory");
 
-    sb_puts(&sb, PAGE_HEAD);
+    fputs(PAGE_HEAD, f);
     /* A failing store still gets the page: the health part then says what
      * is down, and the script fills the table once the store answers. */
     if (db_list_coupons(rq->w->db, &list, &n) != DB_OK) {
         n = 0;
-        sb_puts(&sb, "<tr><td colspan='6' class='name'>Coupons unavailable: the database did not "
-                     "answer.</td></tr>\n");
+        fputs("<tr><td colspan='6' class='name'>Coupons unavailable: the database did not "
+              "answer.</td></tr>\n",
+              f);
     }
     for (size_t i = 0; i < n; i++) {
         const db_coupon *c = &list[i];
-        sb_printf(&sb, "<tr%s><td class='id'>%lld</td><td class='name'>", c->stock == 0 ? " class='sold'" : "",
-                  (long long)c->id);
-        sb_html_escaped(&sb, c->name);
-        sb_printf(&sb,
-                  "</td><td class='stock'>%lld</td><td class='issued'>%lld</td><td class='total'>%lld</td>"
-                  "<td class='bar'><progress max='%lld' value='%lld' aria-label='coupon %lld sold'>"
-                  "</progress></td></tr>\n",
-                  (long long)c->stock, (long long)c->issued, (long long)c->total,
-                  (long long)(c->total > 0 ? c->total : 1), (long long)c->issued, (long long)c->id);
+        fprintf(f, "<tr%s><td class='id'>%lld</td><td class='name'>", c->stock == 0 ? " class='sold'" : "",
+                (long long)c->id);
+        put_html_escaped(f, c->name);
+        fprintf(f,
+                "</td><td class='stock'>%lld</td><td class='issued'>%lld</td><td class='total'>%lld</td>"
+                "<td class='bar'><progress max='%lld' value='%lld' aria-label='coupon %lld sold'>"
+                "</progress></td></tr>\n",
+                (long long)c->stock, (long long)c->issued, (long long)c->total,
+                (long long)(c->total > 0 ? c->total : 1), (long long)c->issued, (long long)c->id);
     }
-    sb_puts(&sb, PAGE_MIDDLE);
-    sb_puts(&sb, PAGE_SCRIPT);
-    char *html = sb_take(&sb, &len);
-    if (html == NULL) {
-        ret = reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "out of memory");
-        goto out;
-    }
-    ret = reply_text(rq, MHD_HTTP_OK, "text/html; charset=utf-8", html, len);
-out:
-    sb_free(&sb);
+    fputs(PAGE_MIDDLE, f);
+    fputs(PAGE_SCRIPT, f);
+    int failed = ferror(f);
     free(list);
-    return ret;
+    /* fclose publishes html and len; from here html is ours (free it, or hand
+     * it to reply_text, which takes it on every path). */
+    if (fclose(f) != 0 || failed) {
+        free(html);
+        return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "out of memory");
+    }
+    return reply_text(rq, MHD_HTTP_OK, "text/html; charset=utf-8", html, len);
 }

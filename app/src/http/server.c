@@ -2,10 +2,13 @@
  * accumulation with our own body and header limits, and the graceful stop. */
 #include "http/server.h"
 
+#include <errno.h>
 #include <netdb.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,13 +16,18 @@
 #include "http/router.h"
 #include "http/unescape.h"
 #include "common.h"
+#include "core/log.h"
 #include "core/metrics.h"
 
 /* MHD's own per-connection memory pool. It must be well above our header
  * limit: when headers overflow MHD's pool, MHD answers 431 itself with an
  * HTML body, and the contract wants JSON (1009). With headroom, every
  * oversized header block up to this size reaches our check instead. */
-#define MHD_POOL_BYTES (64 * 1024)
+#define MHD_POOL_BYTES (256 * 1024)
+/* Query arguments a request may carry: the API reads two, and each one costs
+ * MHD a header record from the pool above (about 1000 of them used to fill
+ * it, and the request then got no answer at all). */
+#define MAX_QUERY_ARGS 64
 
 struct server {
     struct MHD_Daemon *daemon;
@@ -41,6 +49,29 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
 
 /* Request line + headers, as the client sent them (near enough: MHD has
  * already split and unescaped them, which only ever shortens). */
+typedef struct named_count {
+    const char *name;
+    size_t n;
+} named_count;
+
+static enum MHD_Result count_named(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    named_count *c = cls;
+    (void)kind;
+    (void)value;
+    if (c->name == NULL || (key != NULL && strcasecmp(key, c->name) == 0))
+        c->n++;
+    return MHD_YES;
+}
+
+/* How many values of kind the request carries named name (NULL: any). */
+static size_t values_named(struct MHD_Connection *conn, enum MHD_ValueKind kind, const char *name)
+{
+    named_count c = {name, 0};
+    (void)MHD_get_connection_values(conn, kind, count_named, &c);
+    return c.n;
+}
+
 static size_t request_head_bytes(struct MHD_Connection *conn, const char *url, const char *method)
 {
     header_count hc = {strlen(method) + strlen(url) + 12};
@@ -63,9 +94,7 @@ static long long content_length(struct MHD_Connection *conn)
 static int append_body(request *rq, const char *data, size_t n, size_t max)
 {
     if (rq->body_too_large || n > max - rq->body_len) {
-        /* Keep reading (and dropping) the rest so the 413 can go out on a
-         * connection that stays in sync for the next request. */
-        rq->body_too_large = 1;
+        rq->body_too_large = 1; /* the caller closes the connection */
         return 0;
     }
     if (rq->body_len + n + 1 > rq->body_cap) {
@@ -94,9 +123,20 @@ _Static_assert(ROUTE__COUNT <= METRICS_MAX_ROUTES, "metrics has a counter row pe
 
 static enum MHD_Result counted(request *rq, int ret)
 {
-    if (rq->replied)
-        metrics_request((unsigned)rq->route.id, router_route_name(rq->route.id), rq->status);
+    if (rq->replied) {
+        int64_t took = cm_now_us() - rq->t0_us;
+        metrics_request((unsigned)rq->route.id, router_route_name(rq->route.id), rq->status, took);
+        access_log_line(rq->method, rq->url, rq->status, rq->code, took);
+    }
     return (enum MHD_Result)ret;
+}
+
+/* libmicrohttpd's own messages (a socket error, a connection it dropped)
+ * go through the same logger as ours, so stderr keeps one line format. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    log_event_vline(LOG_WARN, LOG_EV_HTTPD, fmt, ap);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -116,12 +156,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rq->app = a;
         rq->conn = conn;
         rq->method = method;
+        rq->url = url;
+        rq->code = -1;
+        rq->t0_us = cm_now_us();
         *con_cls = rq;
         atomic_fetch_add(&a->in_flight, 1);
         router_match(url, method, &rq->route);
         if (request_head_bytes(conn, url, method) > cfg->max_header)
             return counted(rq, reply_error(rq, MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE, API_TOO_LARGE,
                                            "request headers too large (limit %zu bytes)", cfg->max_header));
+        if (values_named(conn, MHD_GET_ARGUMENT_KIND, NULL) > MAX_QUERY_ARGS)
+            return counted(rq, reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM,
+                                           "too many query arguments (limit %d)", MAX_QUERY_ARGS));
+        /* Request smuggling: a body framed two ways (or by two lengths) may be
+         * read one way here and another way by a proxy in front. Refused. */
+        if (values_named(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH) > 1 ||
+            (values_named(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH) > 0 &&
+             values_named(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) > 0))
+            return counted(rq, reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM,
+                                           "conflicting Content-Length / Transfer-Encoding headers"));
         /* Refuse a declared oversized body before reading it (and before
          * MHD sends "100 Continue" for it). */
         long long cl = content_length(conn);
@@ -133,7 +186,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (*upload_data_size > 0) {
         int r = rq->replied ? 0 : append_body(rq, upload_data, *upload_data_size, cfg->max_body);
         *upload_data_size = 0;
-        return r == 0 ? MHD_YES : MHD_NO;
+        /* A body with no declared length (chunked) that passes the limit:
+         * the connection is closed at once. Reading the rest first (to
+         * answer 413 in sync) let a slow sender hold the connection for as
+         * long as it liked (48 KiB at 4 KiB/s: 12 s), and libmicrohttpd
+         * 0.9.75 cannot send an answer before the body has been read (it
+         * treats that as an application error and closes anyway). */
+        if (r != 0 || rq->body_too_large)
+            return MHD_NO;
+        return MHD_YES;
     }
     if (rq->replied)
         return MHD_YES;
@@ -158,6 +219,28 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     atomic_fetch_sub(&a->in_flight, 1);
 }
 
+/* Binds the address once ourselves, as MHD will (SO_REUSEADDR), and lets
+ * it go: MHD reports a failed bind only as "NULL daemon", and an operator
+ * who finds the port taken needs the port and the reason. */
+static int probe_bind(const struct addrinfo *ai, const app_config *cfg, char *errbuf, size_t errlen)
+{
+    char hostport[320];
+    int one = 1;
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+
+    if (fd < 0)
+        return 0; /* no socket to probe with: MHD will say what it says */
+    config_format_hostport(cfg->listen_host, cfg->listen_port, hostport, sizeof hostport);
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+        bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        snprintf(errbuf, errlen, "cannot listen on %s: %s", hostport, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
 int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errlen)
 {
     int result = -1;
@@ -178,6 +261,10 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
         snprintf(errbuf, errlen, "cannot resolve listen host '%s': %s", cfg->listen_host, gai_strerror(gai));
         goto out;
     }
+    if (probe_bind(ai, cfg, errbuf, errlen) != 0) {
+        result = SERVER_ERR_BIND;
+        goto out;
+    }
     s = calloc(1, sizeof *s);
     if (s == NULL) {
         snprintf(errbuf, errlen, "out of memory");
@@ -191,9 +278,14 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
         flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, a,
+        /* First, or MHD's messages about the options go to its own stderr logger. */
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
         MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
+        /* One address cannot take every slot (slowloris from one host): the
+         * rest stay free for other clients. */
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_conn_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, cfg->conn_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_POOL_BYTES,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,

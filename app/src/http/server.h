@@ -9,9 +9,12 @@
 
 typedef struct server server;
 
+#define SERVER_ERR_BIND (-2) /* the address cannot be bound (in use, not local): a usage error, exit 2 */
+
 /* Binds and starts serving with cfg->threads pool threads. *port_out gets
- * the bound port (the real one when 0 was asked). On failure *out is NULL
- * and errbuf says why. The app must outlive the server. */
+ * the bound port (the real one when 0 was asked). 0, or on failure -1 (or
+ * SERVER_ERR_BIND) with *out NULL and errbuf saying why. The app must
+ * outlive the server. */
 int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errlen);
 /* Graceful stop: closes the listening socket, waits (up to the configured
  * grace) for requests in flight to finish, then stops every thread. NULL ok. */

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# db-compare.sh - the hot coupon on SQLite and on PostgreSQL, side by side:
+# for each store and each strategy (redlock, atomic-sql), 3 redis-server
+# masters, 2 coupon-servers, a coupon of stock 100000, 20000 claims from 64
+# connections with no business step (--work-us 0), audited by
+# coupon-loadtest (servers and database). Prints one table: claims/s, p99,
+# issued, verdict. Every process is started here and stopped by its PID.
+#
+# usage: bench/db-compare.sh [--requests R] [--stock S] [--threads T] [--strategies a,b]
+#                            [--stores sqlite,postgresql] [--pg-synchronous-commit on|off]
+# --pg-synchronous-commit off: PostgreSQL acknowledges a commit before its
+# WAL reaches the disk (the closest to SQLite's WAL + synchronous=NORMAL,
+# which does not fsync each commit either); default on (fsync per commit).
+# Environment: BUILD_DIR (default build/), DLOCK_REDIS_SERVER, DLOCK_PG_BINDIR
+# (default: the highest /usr/lib/postgresql/*/bin), DLOCK_PG_USER (the user
+# postgres runs as when this runs as root; default nobody).
+# Exit status: 0 iff every row said NO OVERSELL; 2 on usage or start-up errors.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+bin_dir="${BUILD_DIR:-$root/build}/bin"
+server_bin="$bin_dir/coupon-server"
+loadtest_bin="$bin_dir/coupon-loadtest"
+redis_bin="${DLOCK_REDIS_SERVER:-$(command -v redis-server || true)}"
+
+die() { echo "db-compare: $*" >&2; exit 2; }
+say() { [ "${quiet:-1}" = 1 ] || echo "db-compare: $*" >&2; }
+
+# The variables scripts/lib/sale.sh reads.
+instances=2 redis_nodes=3 stock=100000 per_user_limit=1 threads=64 requests=20000 users=""
+work_us=0 lock_batch="" server_threads="" lock_wait="" base_port=""
+strategies="redlock,atomic-sql" stores="sqlite,postgresql" pg_sync=on
+redis_pids=() server_pids=() redis_addrs=() server_urls=() redis_ports=()
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --requests) requests="$2"; shift 2 ;;
+    --stock) stock="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --strategies) strategies="$2"; shift 2 ;;
+    --stores) stores="$2"; shift 2 ;;
+    --pg-synchronous-commit) pg_sync="$2"; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option $1 (--help)" ;;
+  esac
+done
+[ -x "$server_bin" ] && [ -x "$loadtest_bin" ] || die "build first: no $server_bin or $loadtest_bin"
+[ -n "$redis_bin" ] || die "no redis-server"
+
+# shellcheck source=../scripts/lib/sale.sh
+. "$root/scripts/lib/sale.sh"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/db-compare.XXXXXX")" || die "cannot create a temp dir"
+pg_pid="" pg_url=""
+
+stop_pg() {
+  [ -n "$pg_pid" ] || return 0
+  # SIGINT: PostgreSQL's fast shutdown; bounded, then SIGKILL, by PID only.
+  kill -INT "$pg_pid" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 200; i++)); do proc_alive "$pg_pid" || break; sleep 0.05; done
+  proc_alive "$pg_pid" && kill -KILL "$pg_pid" 2>/dev/null
+  wait "$pg_pid" 2>/dev/null || true
+  pg_pid=""
+}
+# shellcheck disable=SC2317  # invoked by the EXIT trap
+on_exit() { stop_servers; local p; for p in "${redis_pids[@]}"; do stop_pid "$p"; done; stop_pg; rm -rf -- "$work"; }
+trap on_exit EXIT
+
+pg_bindir() {
+  if [ -n "${DLOCK_PG_BINDIR:-}" ]; then echo "$DLOCK_PG_BINDIR"; return; fi
+  local d
+  d="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)"
+  [ -n "$d" ] || die "no PostgreSQL server binaries (apt-get install postgresql)"
+  echo "$d"
+}
+
+start_pg() {
+  local bindir as=() port t
+  bindir="$(pg_bindir)"
+  mkdir -p "$work/pg"
+  # initdb and postgres refuse to run as root: run them as an unprivileged user.
+  if [ "$(id -u)" = 0 ]; then
+    chmod 711 "$work"  # mktemp -d is 0700: the user must reach pg/ inside it
+    chown "${DLOCK_PG_USER:-nobody}" "$work/pg"
+    as=(runuser -u "${DLOCK_PG_USER:-nobody}" --)
+  fi
+  "${as[@]}" "$bindir/initdb" -D "$work/pg/data" -U postgres --auth=trust -N -E UTF8 --no-locale \
+    >"$work/initdb.log" 2>&1 || die "initdb failed: $(tail -n 3 "$work/initdb.log")"
+  port="$(pick_port 90)"
+  # fsync stays on: the numbers are those of a database that keeps its commits.
+  spawn "${as[@]}" "$bindir/postgres" -D "$work/pg/data" -k "$work/pg" -p "$port" -h 127.0.0.1 \
+    -c max_connections=200 -c synchronous_commit="$pg_sync" >"$work/postgres.log" 2>&1
+  pg_pid=$!
+  for ((t = 0; t < 400; t++)); do
+    "$bindir/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres && break
+    proc_alive "$pg_pid" || die "postgres did not start: $(tail -n 3 "$work/postgres.log")"
+    sleep 0.05
+  done
+  "$bindir/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres || die "postgres not ready on port $port"
+  pg_port="$port"
+}
+
+fresh_db() { # store strategy -> the --db value, a fresh database each run
+  if [ "$1" = sqlite ]; then
+    echo "$work/$2.db"
+  else
+    "$(pg_bindir)/createdb" -h 127.0.0.1 -p "$pg_port" -U postgres "c_${2//-/_}" || die "createdb failed"
+    echo "postgresql://postgres@127.0.0.1:$pg_port/c_${2//-/_}"
+  fi
+}
+
+IFS=, read -r -a strategy_list <<<"$strategies"
+IFS=, read -r -a store_list <<<"$stores"
+case ",$stores," in *,postgresql,*) start_pg ;; esac
+for ((i = 0; i < redis_nodes; i++)); do start_redis "$i"; done
+make_token
+
+rc=0
+printf '%-11s %-11s %10s %9s %12s  %s\n' store strategy claims/s "p99 ms" issued/stock verdict
+for store in "${store_list[@]}"; do
+  for strat in "${strategy_list[@]}"; do
+    db="$(fresh_db "$store" "$strat")"
+    start_servers "$strat" "$db"
+    id="$(create_coupon hot)"
+    report="$work/report-$store-$strat.txt"
+    st=0
+    run_load "$id" "$db" "$report" 2>/dev/null || st=$?
+    stop_servers
+    tput_="$(sed -n 's/.*throughput \([0-9.]*\) req\/s.*/\1/p' "$report" | head -n 1)"
+    p99="$(sed -n 's/.*p99 \([0-9.]*\).*/\1/p' "$report" | head -n 1)"
+    issued="$(sed -n 's/^  issued: \([0-9]*\) of \([0-9]*\).*/\1\/\2/p' "$report" | head -n 1)"
+    verdict="$(sed -n 's/^verdict: //p' "$report" | head -n 1)"
+    printf '%-11s %-11s %10s %9s %12s  %s\n' "$store" "$strat" "${tput_:-?}" "${p99:-?}" "${issued:-?}" \
+      "${verdict:-exit $st}"
+    [ "$st" = 0 ] || rc=1
+  done
+done
+exit "$rc"

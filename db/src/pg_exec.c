@@ -1,0 +1,303 @@
+/* pg_exec.c - the PostgreSQL connection and the one way a statement runs on
+ * it: sent asynchronously and waited for with poll() up to a deadline, so
+ * that no libpq call can block longer than the store's timeout, whatever the
+ * network or the server does. The server's own statement_timeout and
+ * lock_timeout (same value) normally answer first, with an error that keeps
+ * the connection usable; the client deadline, a little later, covers a
+ * server that stopped answering at all: the connection is dropped and the
+ * next call opens a new one. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "pg_internal.h"
+
+/* The client deadline's margin over statement_timeout: the server's timeout
+ * error should arrive first (it says which statement, and the connection
+ * survives it). */
+#define DBPG_GRACE_MS 1000
+
+/* One line of libpq's message: its messages end with a newline, and some
+ * carry a second line (DETAIL, HINT) that would break the one-line error. */
+static void set_conn_error(db_store *db, const char *what, const char *msg)
+{
+    size_t n = strcspn(msg != NULL ? msg : "", "\n");
+    dbi_set_error(db, "%s: %.*s", what, (int)n, msg != NULL ? msg : "");
+}
+
+void dbpg_drop(db_store *db)
+{
+    /* PQfinish sends a Terminate message if it can and closes the socket: the
+     * server ends the session and rolls back its open transaction. */
+    PQfinish(db->pg->conn);
+    db->pg->conn = NULL;
+}
+
+/* Wait until the socket is ready for events or the deadline passes:
+ * 1 ready, 0 timed out, -1 failed (detail set). */
+static int wait_socket(db_store *db, short events, int64_t deadline, const char *what)
+{
+    struct pollfd p = {.fd = PQsocket(db->pg->conn), .events = events};
+
+    if (p.fd < 0) {
+        set_conn_error(db, what, PQerrorMessage(db->pg->conn));
+        return -1;
+    }
+    for (;;) {
+        int64_t left = deadline - cm_now_ms();
+        int n;
+        if (left <= 0)
+            return 0;
+        n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+        if (n > 0)
+            return 1;
+        if (n < 0 && errno != EINTR) {
+            dbi_set_error(db, "%s: poll: %s", what, strerror(errno));
+            return -1;
+        }
+    }
+}
+
+/* Map a failed result: a timeout, a lock not granted in time, a
+ * serialization failure or a deadlock are the "retry later" kind (DB_BUSY,
+ * as SQLite's BUSY); everything else is DB_ERROR. */
+static db_status result_status(db_store *db, PGresult *r, const char *what)
+{
+    ExecStatusType st = PQresultStatus(r);
+    const char *state, *msg;
+
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+        return DB_OK;
+    state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+    if (msg == NULL)
+        msg = PQresultErrorMessage(r);
+    {
+        size_t n = strcspn(msg != NULL ? msg : "", "\n");
+        dbi_set_error(db, "%s: %.*s (sqlstate %s)", what, (int)n, msg != NULL ? msg : PQresStatus(st),
+                      state != NULL ? state : "none");
+    }
+    if (state != NULL && (strcmp(state, "57014") == 0 ||  /* query_canceled: statement_timeout */
+                          strcmp(state, "55P03") == 0 ||  /* lock_not_available: lock_timeout */
+                          strcmp(state, "40001") == 0 ||  /* serialization_failure */
+                          strcmp(state, "40P01") == 0))   /* deadlock_detected */
+        return DB_BUSY;
+    return DB_ERROR;
+}
+
+/* Collect every result of what was sent, keeping the first error (or else
+ * the last result), within the deadline. */
+static db_status collect(db_store *db, const char *what, PGresult **out)
+{
+    PGconn *c = db->pg->conn;
+    int64_t deadline = cm_now_ms() + db->pg->timeout_ms + DBPG_GRACE_MS;
+    PGresult *kept = NULL;
+    db_status res = DB_OK;
+    int w = 1; /* the last wait's outcome: 0 = the deadline passed */
+
+    /* Non-blocking mode: the query may not have left the buffer yet. */
+    for (;;) {
+        int f = PQflush(c);
+        if (f == 0)
+            break;
+        if (f < 0) {
+            set_conn_error(db, what, PQerrorMessage(c));
+            res = DB_ERROR;
+            goto fail;
+        }
+        w = wait_socket(db, POLLOUT | POLLIN, deadline, what);
+        if (w <= 0)
+            goto timeout_or_fail;
+        if (!PQconsumeInput(c)) {
+            set_conn_error(db, what, PQerrorMessage(c));
+            res = DB_ERROR;
+            goto fail;
+        }
+    }
+    for (;;) {
+        PGresult *r;
+        while (PQisBusy(c)) {
+            w = wait_socket(db, POLLIN, deadline, what);
+            if (w <= 0)
+                goto timeout_or_fail;
+            if (!PQconsumeInput(c)) {
+                set_conn_error(db, what, PQerrorMessage(c));
+                res = DB_ERROR;
+                goto fail;
+            }
+        }
+        r = PQgetResult(c);
+        if (r == NULL)
+            break;
+        if (kept != NULL && result_status(db, kept, what) != DB_OK) {
+            PQclear(r); /* the first error is the one to report */
+            continue;
+        }
+        PQclear(kept);
+        kept = r;
+    }
+    if (kept == NULL) {
+        set_conn_error(db, what, PQerrorMessage(c));
+        res = DB_ERROR;
+        goto fail;
+    }
+    res = result_status(db, kept, what);
+    if (res != DB_OK)
+        goto fail;
+    if (out != NULL)
+        *out = kept;
+    else
+        PQclear(kept);
+    return DB_OK;
+
+timeout_or_fail:
+    if (w == 0) {
+        dbi_set_error(db, "%s: no answer from PostgreSQL within %d ms; connection dropped", what,
+                      db->pg->timeout_ms + DBPG_GRACE_MS);
+        res = DB_BUSY;
+    } else {
+        res = DB_ERROR;
+    }
+fail:
+    PQclear(kept);
+    /* A connection in an unknown state (half a reply read, or none) cannot
+     * carry the next statement; a server-side error leaves it usable. */
+    if (w <= 0 || PQstatus(c) != CONNECTION_OK || PQisBusy(c))
+        dbpg_drop(db);
+    return res;
+}
+
+static db_status send_check(db_store *db, int sent, const char *what)
+{
+    if (sent)
+        return DB_OK;
+    set_conn_error(db, what, PQerrorMessage(db->pg->conn));
+    if (PQstatus(db->pg->conn) != CONNECTION_OK)
+        dbpg_drop(db);
+    return DB_ERROR;
+}
+
+db_status dbpg_prepare_all(db_store *db)
+{
+    for (int i = 0; i < DBI_STMT_COUNT; i++) {
+        const dbpg_sql *s = &dbpg_statements[i];
+        size_t n = strlen(s->params);
+        Oid types[4];
+        char name[16];
+        db_status res;
+
+        if (n == 0)
+            continue; /* run as text: BEGIN, COMMIT ... cannot all be prepared */
+        for (size_t k = 0; k < n && k < 4; k++)
+            types[k] = s->params[k] == 't' ? 25 /* TEXTOID */ : 20 /* INT8OID */;
+        (void)snprintf(name, sizeof name, "coupon_%d", i);
+        res = send_check(db, PQsendPrepare(db->pg->conn, name, s->sql, (int)n, types), s->name);
+        if (res == DB_OK)
+            res = collect(db, s->name, NULL);
+        if (res != DB_OK)
+            return res;
+    }
+    return DB_OK;
+}
+
+db_status dbpg_connect_raw(db_store *db)
+{
+    struct dbpg *pg = db->pg;
+    const char *keys[6];
+    const char *vals[6];
+    int k = 0;
+
+    /* The URL is expanded in place of dbname; a keyword given after it
+     * overrides the URL's (libpq: the last value wins), so connect_timeout
+     * comes after it only when the URL set none (pg_open.c), and options
+     * already holds the URL's own options after ours. */
+    keys[k] = "application_name";
+    vals[k++] = "coupon-db";
+    keys[k] = "dbname";
+    vals[k++] = pg->conninfo;
+    if (pg->connect_timeout[0] != '\0') {
+        keys[k] = "connect_timeout";
+        vals[k++] = pg->connect_timeout;
+    }
+    keys[k] = "options";
+    vals[k++] = pg->options;
+    keys[k] = NULL;
+    vals[k] = NULL;
+    /* Blocking, but bounded: connect_timeout (per address tried). */
+    pg->conn = PQconnectdbParams(keys, vals, 1);
+    if (pg->conn == NULL) {
+        dbi_set_error(db, "connect: out of memory");
+        return DB_ERROR;
+    }
+    if (PQstatus(pg->conn) != CONNECTION_OK) {
+        set_conn_error(db, "connect", PQerrorMessage(pg->conn));
+        dbpg_drop(db);
+        return DB_ERROR;
+    }
+    /* Every later call sends and then waits in poll() with a deadline. */
+    if (PQsetnonblocking(pg->conn, 1) != 0) {
+        set_conn_error(db, "connect: non-blocking mode", PQerrorMessage(pg->conn));
+        dbpg_drop(db);
+        return DB_ERROR;
+    }
+    return DB_OK;
+}
+
+db_status dbpg_connect(db_store *db)
+{
+    db_status res;
+
+    if (db->pg->conn != NULL)
+        return DB_OK;
+    res = dbpg_connect_raw(db);
+    /* Prepared statements belong to a session: a new one prepares them again. */
+    if (res == DB_OK)
+        res = dbpg_prepare_all(db);
+    if (res != DB_OK && db->pg->conn != NULL)
+        dbpg_drop(db);
+    return res;
+}
+
+db_status dbpg_run(db_store *db, dbi_stmt_id id, const char *const *values, PGresult **out)
+{
+    const dbpg_sql *s = &dbpg_statements[id];
+    int n = (int)strlen(s->params);
+    char name[16];
+    db_status res;
+    int sent;
+
+    if (out != NULL)
+        *out = NULL;
+    res = dbpg_connect(db);
+    if (res != DB_OK)
+        return res;
+    if (n == 0) {
+        sent = PQsendQueryParams(db->pg->conn, s->sql, 0, NULL, NULL, NULL, NULL, 0);
+    } else {
+        (void)snprintf(name, sizeof name, "coupon_%d", (int)id);
+        sent = PQsendQueryPrepared(db->pg->conn, name, n, values, NULL, NULL, 0);
+    }
+    res = send_check(db, sent, s->name);
+    if (res != DB_OK)
+        return res;
+    return collect(db, s->name, out);
+}
+
+db_status dbpg_run_text(db_store *db, const char *sql, const char *what, PGresult **out)
+{
+    db_status res;
+
+    if (out != NULL)
+        *out = NULL;
+    /* After open, a dropped connection is opened again (as dbpg_run does). */
+    res = dbpg_connect(db);
+    if (res != DB_OK)
+        return res;
+    res = send_check(db, PQsendQuery(db->pg->conn, sql), what);
+    if (res != DB_OK)
+        return res;
+    return collect(db, what, out);
+}
