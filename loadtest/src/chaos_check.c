@@ -293,7 +293,8 @@ int main(int argc, char **argv)
         return 2;
     }
     char resource[64];
-    snprintf(resource, sizeof resource, "lock:coupon:%" PRId64, coupon);
+    /* The lock's resource name (its key is <prefix>lock:coupon:<id>). */
+    snprintf(resource, sizeof resource, "coupon:%" PRId64, coupon);
     for (; i < argc; i++)
         if (read_log(&r, argv[i], resource) != 0)
             return 2;

@@ -148,8 +148,11 @@ Test(app_fence, hold_log_records_each_hold, .timeout = 30)
         json_decref(root);
         http_reply_free(&r);
     }
+    /* The store has seen a newer fence than Redis hands out (as after Redis
+     * lost its counters): h4's first hold is refused, the server heals the
+     * counters and retries under a new lock, a hold of its own. */
     app_db_exec(g_app.db, "UPDATE coupon SET last_fence=%lld WHERE id=%lld", fences[2] + 100, id);
-    app_claim_expect(&g_app.srv[1], "POST", id, "h4", 503, 1010, APP_RETRY_AFTER);
+    app_claim_expect(&g_app.srv[1], "POST", id, "h4", 200, 0, 0);
 
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f, "no hold log at %s", path);
@@ -172,8 +175,8 @@ Test(app_fence, hold_log_records_each_hold, .timeout = 30)
         }
     }
     fclose(f);
-    cr_assert_eq(begins, 4, "%d begin lines, expected 4 (one per hold)", begins);
-    cr_assert_eq(applied, 3, "%d applied holds, expected 3", applied);
+    cr_assert_eq(begins, 5, "%d begin lines, expected 5 (one per hold, the healed retry included)", begins);
+    cr_assert_eq(applied, 4, "%d applied holds, expected 4", applied);
     cr_assert_eq(refused, 1, "%d refused holds, expected 1", refused);
     cr_assert_eq(matched, 3, "%d applied lines name the client's fence and its record, expected 3", matched);
 }
