@@ -50,7 +50,7 @@ static int parse_ports(const char *s, void *field, char *err, size_t errlen)
 static const char *const mode_names[] = {
     [BENCH_UNCONTENDED] = "uncontended", [BENCH_CONTENDED] = "contended", [BENCH_RAW] = "raw"};
 static const char *const retry_names[] = {[BENCH_RETRY_DEFAULT] = "default",
-                                          [BENCH_RETRY_TUNED] = "tuned"};
+                                          [BENCH_RETRY_TUNED] = "tuned", [BENCH_RETRY_POLL] = "poll"};
 #define N_MODES (sizeof mode_names / sizeof mode_names[0])
 #define N_RETRIES (sizeof retry_names / sizeof retry_names[0])
 
@@ -101,7 +101,8 @@ static const cm_option options[] = {
              "with a non-atomic GET/SET inside it (counter must equal successes);\n"
              "raw: plain hiredis SET NX PX + EVALSHA release (the 2-round-trip limit)"},
     {.name = "retry", .kind = CM_ARG_STRING, .offset = AT(cfg.retry), .convert = parse_retry,
-     .help = "default: library retry defaults; tuned: fixed 3 ms +- 2 ms"},
+     .help = "default: library defaults (wake on release);\n"
+             "tuned: fixed 3 ms +- 2 ms polling; poll: library backoff, wake_on_release off"},
     {.name = "ttl", .kind = CM_ARG_INT, .offset = AT(ttl_ms), .lo = 1, .hi = (int)BENCH_MAX_MS,
      .help = "lock TTL in ms, also the longest wait per acquisition (default 2000)"},
     /* Not listed in the usage text, which is what --help prints. */
@@ -113,7 +114,7 @@ static const cm_args_spec spec = {
     .opts = options,
     .n_opts = sizeof options / sizeof options[0],
     .usage = "usage: dlock-bench --ports P[,P...] [--workers N] [--duration S] [--hold MS]\n"
-             "                   [--mode uncontended|contended|raw] [--retry default|tuned] [--ttl MS]\n"
+             "                   [--mode uncontended|contended|raw] [--retry default|tuned|poll] [--ttl MS]\n"
              "       dlock-bench -h|--help | --version\n"
              "\n",
     .epilogue = "\n"

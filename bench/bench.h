@@ -26,7 +26,7 @@
 #define BENCH_ERR_LEN 256
 
 typedef enum bench_mode { BENCH_UNCONTENDED, BENCH_CONTENDED, BENCH_RAW } bench_mode;
-typedef enum bench_retry { BENCH_RETRY_DEFAULT, BENCH_RETRY_TUNED } bench_retry;
+typedef enum bench_retry { BENCH_RETRY_DEFAULT, BENCH_RETRY_TUNED, BENCH_RETRY_POLL } bench_retry;
 
 typedef struct bench_config {
     int ports[DLOCK_MAX_NODES]; /* distinct, on BENCH_HOST; ports[0] also holds the counter */

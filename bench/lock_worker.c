@@ -141,7 +141,11 @@ void *bench_lock_worker(void *arg)
          * lock is noticed sooner, at the price of more failed attempts. */
         o.retry_fixed_ms = 3;
         o.retry_jitter_ms = 2;
+        o.wake_on_release = 0;
     }
+    /* The polling baseline: backoff with jitter, no wake on release. */
+    if (cfg->retry == BENCH_RETRY_POLL)
+        o.wake_on_release = 0;
     errbuf[0] = '\0';
     dlock_err e = dlock_client_new(&o, &c, errbuf, sizeof errbuf);
     if (e != DLOCK_OK) {

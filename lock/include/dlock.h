@@ -66,11 +66,20 @@ extern "C" {
  *                  after a node missed acquisitions). Deleting it lets
  *                  fences restart at 1: never do that while any store still
  *                  holds a fence of R.
+ * With wake_on_release (see dlock_options) two short-lived keys join them:
+ *   P "wake:" R    a list: the hand-off nonce of the last release, for the
+ *                  first blocked waiter (BLPOP); expires with the hand-off
+ *                  window (2 x command_timeout_ms, 10..250 ms).
+ *   P "waiters:" R a sorted set: the waiters blocked now, each scored with
+ *                  the server time its listing lapses; the key expires when
+ *                  the last listing does.
  * So SCAN MATCH P"lock:*" lists the locks held now, P"fence:*" the
  * resources ever locked; the text after the namespace word is the resource
  * as given to dlock_acquire (what dlock_lock_resource returns). */
 #define DLOCK_LOCK_NS "lock:"
 #define DLOCK_FENCE_NS "fence:"
+#define DLOCK_WAKE_NS "wake:"
+#define DLOCK_WAITERS_NS "waiters:"
 /* Most Redis masters one client may use (Redlock with N nodes). */
 #define DLOCK_MAX_NODES 16
 /* Length of a token as text: 32 lowercase hex digits + NUL. */
@@ -139,6 +148,11 @@ typedef struct dlock_options {
     int retry_jitter_ms;       /* jitter for the fixed mode; default 0 */
     int retry_unavailable;     /* nonzero: also retry (until the deadline) when nodes are unreachable,
                                   time out or lack quorum; default 0 = return such errors at once */
+    int wake_on_release;       /* nonzero (default 1): a waiter blocks (BLPOP, on its own extra
+                                  connection) until the holder's release wakes it, and the release
+                                  hands the lock to the longest waiter (FIFO); the backoff above
+                                  remains the fallback when no wake comes (holder died). 0 = poll
+                                  with backoff only. See docs/single-instance.md. */
 } dlock_options;
 
 DLOCK_API void dlock_options_init(dlock_options *opts);

@@ -101,14 +101,19 @@ static uint32_t fence_sync(dlock_client *c, uint32_t ok_mask, uint64_t fence, co
 
 /* One attempt; client mutex held. errbuf gets the detail on failure. */
 static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t ttl_ms,
-                              dlock_lock **out, char *errbuf)
+                              const char *nonce, const char *waiter_id, dlock_lock **out,
+                              char *errbuf)
 {
     dlock_err rc = DLOCK_ERR_NOMEM;
     dlock__result res[DLOCK_MAX_NODES];
     char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF], ttl_s[16];
+    char waiters[DLOCK__KEY_BUF + 16];
     char token[DLOCK_TOKEN_LEN] = "";
-    const char *keys[2] = {key, fkey};
-    const char *args[2] = {token, ttl_s};
+    const char *keys[3] = {key, fkey, waiters};
+    int nkeys = 2;
+    /* nonce: the hand-off nonce a release woke us with ("" if none), which
+     * lets us take the key the release reserved for us (wake.c). */
+    const char *args[4] = {token, ttl_s, nonce, waiter_id};
     const char *rel_args[1] = {token};
     uint32_t ok_mask = 0, maybe_mask = 0, answered = 0, all = dlock__all_nodes(c);
     uint64_t fence = 0;
@@ -123,6 +128,11 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
         goto out;
     }
     snprintf(ttl_s, sizeof(ttl_s), "%u", ttl_ms);
+    /* A waiter (wake.c) takes its listing off the waiters set in the same
+     * script, won or not: releases must not reserve the key for a waiter
+     * that is not blocked (wait.lua lists it again before it blocks). */
+    if (waiter_id[0] != '\0' && dlock__wake_key(c, DLOCK_WAITERS_NS, resource, waiters, sizeof(waiters)) == 0)
+        nkeys = 3;
     /* A fresh token per acquisition, not per client: a token reused across
      * acquisitions would let an old, expired acquisition of ours release or
      * extend a newer one. */
@@ -135,7 +145,7 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
     /* Redlock step 1: the time before the first SET is sent; every key is
      * set at or after t0, so t0 + TTL bounds the earliest expiry. */
     t0 = dlock_now_ms();
-    dlock__script_round(c, all, 0, DLOCK__SCRIPT_ACQUIRE, keys, 2, args, 2, res, acquire_decided,
+    dlock__script_round(c, all, 0, DLOCK__SCRIPT_ACQUIRE, keys, nkeys, args, 4, res, acquire_decided,
                         &c->quorum);
     for (size_t i = 0; i < c->n; i++) {
         if (acquired(&res[i])) {
@@ -193,6 +203,7 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
             goto out;
         }
         memcpy(lock->token, token, sizeof(token));
+        snprintf(lock->handoff, sizeof(lock->handoff), "%s", nonce);
         lock->fence = fence;
         lock->may_hold = ok_mask | maybe_mask;
         lock->client_id = c->id;
@@ -249,6 +260,8 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
 {
     dlock_err rc = DLOCK_ERR_ARG;
     unsigned attempt = 0;
+    char nonce[DLOCK__NONCE_LEN] = "";
+    char waiter_id[DLOCK_TOKEN_LEN] = ""; /* made at the first wait */
 
     if (out != NULL)
         *out = NULL;
@@ -276,7 +289,8 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
         c->stats.attempts++;
         if (attempt > 0)
             c->stats.retries++;
-        rc = acquire_once(c, resource, ttl_ms, out, c->errstr);
+        rc = acquire_once(c, resource, ttl_ms, nonce, waiter_id, out, c->errstr);
+        nonce[0] = '\0';
         if (rc == DLOCK_OK)
             c->stats.acquires++;
         else if (rc == DLOCK_ERR_TAKEN)
@@ -288,6 +302,37 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
                 c->stats.errors++;
             pthread_mutex_unlock(&c->mu);
             return rc;
+        }
+        if (rc == DLOCK_ERR_TAKEN && c->wake_on_release) {
+            /* Block until the holder's release wakes us, on a connection of
+             * our own and without the mutex (wake.c); -1 means no wait was
+             * possible and the backoff below is the fallback. */
+            dlock__waker *w = dlock__waker_take(c);
+            int woke = -1;
+
+            if (waiter_id[0] == '\0' && dlock__token_new(waiter_id) != 0)
+                waiter_id[0] = '\0';
+            if (w != NULL && waiter_id[0] != '\0') {
+                dlock__sigpipe_guard g;
+                uint32_t skip = 0;
+
+                /* Breaker state is guarded by the mutex: read it now. */
+                for (size_t i = 0; i < c->n; i++)
+                    if (c->nodes[i].breaker.open)
+                        skip |= 1u << i;
+
+                pthread_mutex_unlock(&c->mu);
+                /* A blocking write to a closed socket must give EPIPE, not kill the process. */
+                dlock__sigpipe_block(&g);
+                woke = dlock__wake_wait(c, w, skip, resource, waiter_id, deadline_ms, nonce);
+                dlock__sigpipe_restore(&g);
+                pthread_mutex_lock(&c->mu);
+            }
+            dlock__waker_put(c, w);
+            if (woke >= 0) {
+                attempt++;
+                continue;
+            }
         }
         sleep_ms = dlock__backoff_ms(c, attempt);
         if (sleep_ms > deadline_ms - now)

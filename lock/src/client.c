@@ -25,6 +25,7 @@ void dlock_options_init(dlock_options *opts)
     opts->retry_fixed_ms = 0;
     opts->retry_jitter_ms = 0;
     opts->retry_unavailable = 0;
+    opts->wake_on_release = 1;
 }
 
 /* An empty string counts as "not set": an unset environment variable often
@@ -192,6 +193,15 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
     c->retry_fixed_ms = opts->retry_fixed_ms;
     c->retry_jitter_ms = opts->retry_jitter_ms;
     c->retry_unavailable = opts->retry_unavailable;
+    c->wake_on_release = opts->wake_on_release != 0;
+    /* The woken waiter needs one wake-up plus one acquire round to claim
+     * the key: 2 command timeouts. The ceiling bounds what a reservation
+     * nobody claims costs (a waiter that died after its wake-up, a
+     * leftover on a slow Redlock node); past it the key is simply free. */
+    {
+        int64_t h = 2 * (int64_t)opts->command_timeout_ms;
+        c->handoff_ms = h < 10 ? 10 : h > 250 ? 250 : (int)h;
+    }
     dlock__scripts_init(c);
     dlock__rng_seed(c);
     /* Unreachable nodes are not an error here: Redlock works with a
@@ -215,6 +225,7 @@ void dlock_client_free(dlock_client *c)
     if (c == NULL)
         return;
     dlock__watchdog_stop(c);
+    dlock__wakers_free(c);
     for (size_t i = 0; i < c->n; i++)
         dlock__node_close(&c->nodes[i]);
     free(c->username);

@@ -109,6 +109,7 @@ typedef enum dlock__script_id {
     DLOCK__SCRIPT_RELEASE,
     DLOCK__SCRIPT_EXTEND,
     DLOCK__SCRIPT_FENCE_SYNC,
+    DLOCK__SCRIPT_WAIT,
     DLOCK__SCRIPT_COUNT
 } dlock__script_id;
 
@@ -116,6 +117,16 @@ typedef struct dlock__script {
     const char *body; /* static Lua text */
     char sha[41];     /* lowercase hex SHA1 of body, for EVALSHA */
 } dlock__script;
+
+/* ---- wake on release (wake.c) ---- */
+
+/* One waiting thread's blocking connections, one per node, opened lazily.
+ * A waiter takes one from the client's pool (under mu), blocks on it
+ * without mu, and gives it back: blocked waiters never hold the client. */
+typedef struct dlock__waker {
+    redisContext *ctx[DLOCK_MAX_NODES];
+    struct dlock__waker *next;        /* pool link */
+} dlock__waker;
 
 /* ---- the client ---- */
 
@@ -140,6 +151,9 @@ struct dlock_client {
     int retry_fixed_ms;               /* immutable */
     int retry_jitter_ms;              /* immutable */
     int retry_unavailable;            /* immutable */
+    int wake_on_release;              /* immutable */
+    int handoff_ms;                   /* immutable: how long a release reserves the key for the woken waiter */
+    dlock__waker *wakers;             /* idle blocking connections (pool) */
     dlock__script scripts[DLOCK__SCRIPT_COUNT]; /* immutable after dlock_client_new */
     int count_reconnects;             /* 0 while dlock_client_new makes the first connections */
     uint32_t longest_ttl_ms;          /* longest TTL any acquire/extend sent: bounds a lagging node's silence */
@@ -161,6 +175,7 @@ struct dlock_lock {
     char *resource;                   /* owned copy, without the key prefix */
     char token[DLOCK_TOKEN_LEN];      /* 32 hex digits + NUL */
     uint64_t fence;
+    char handoff[DLOCK_TOKEN_LEN];    /* the hand-off nonce this lock was taken with ("" if none; wake.c) */
     uint32_t may_hold;                /* nodes where the acquire may have set the key: the release reaches them all */
     uint64_t client_id;               /* immutable: id of the client that acquired it */
     int release_sent;                 /* a release reached the network (client mu) */
@@ -268,6 +283,16 @@ int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);
 void dlock__rng_seed(dlock_client *c);
 int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt);
 int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi);
+
+/* ---- wake.c ---- */
+#define DLOCK__NONCE_LEN DLOCK_TOKEN_LEN
+int dlock__wake_key(const dlock_client *c, const char *kind, const char *resource, char *out,
+                    size_t outlen);
+dlock__waker *dlock__waker_take(dlock_client *c);
+void dlock__waker_put(dlock_client *c, dlock__waker *w);
+void dlock__wakers_free(dlock_client *c);
+int dlock__wake_wait(const dlock_client *c, dlock__waker *w, uint32_t skip, const char *resource,
+                     const char *id, int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN]);
 
 /* ---- extend.c ---- */
 dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms,

@@ -1,15 +1,18 @@
 /* release.c - dlock_release: token-checked delete on every node in parallel. */
 #include "dlock_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
 {
     dlock_err rc = DLOCK_ERR_ARG;
     dlock__result res[DLOCK_MAX_NODES];
-    char key[DLOCK__KEY_BUF];
-    const char *keys[1] = {key};
-    const char *args[1];
+    char key[DLOCK__KEY_BUF], list[DLOCK__KEY_BUF + 16], waiters[DLOCK__KEY_BUF + 16];
+    char nonce[DLOCK__NONCE_LEN], handoff_s[16];
+    const char *keys[3] = {key, list, waiters};
+    const char *args[4] = {NULL, nonce, handoff_s, NULL};
+    int nkeys = 1, nargs = 1;
     uint32_t ones_mask = 0, zeros_mask = 0;
     size_t ones;
 
@@ -45,12 +48,22 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
     lock->release_sent = 1;
     if (atomic_load(&lock->state) == DLOCK__HELD)
         atomic_store(&lock->state, DLOCK__RELEASED);
+    args[3] = lock->handoff;
+    /* Wake on release (wake.c): the script hands the key to the first
+     * waiter instead of deleting it when waiters are listed. */
+    if (c->wake_on_release && dlock__wake_key(c, DLOCK_WAKE_NS, lock->resource, list, sizeof(list)) == 0 &&
+        dlock__wake_key(c, DLOCK_WAITERS_NS, lock->resource, waiters, sizeof(waiters)) == 0 &&
+        dlock__token_new(nonce) == 0) {
+        snprintf(handoff_s, sizeof(handoff_s), "%d", c->handoff_ms);
+        nkeys = 3;
+        nargs = 4;
+    }
     /* On every node, not only those that granted the lock: a node that timed
      * out during acquire may still have set the key (distlock page,
      * "releasing the lock"). The script deletes only our token's key. A
      * node whose breaker is open is asked only if the acquire may have
      * landed there (may_hold); then the release queues behind it. */
-    dlock__script_round(c, dlock__all_nodes(c), lock->may_hold, DLOCK__SCRIPT_RELEASE, keys, 1, args, 1, res,
+    dlock__script_round(c, dlock__all_nodes(c), lock->may_hold, DLOCK__SCRIPT_RELEASE, keys, nkeys, args, nargs, res,
                         dlock__quorum_of_ones, &c->quorum);
     ones = dlock__count_int(res, c->n, 1, &ones_mask);
     dlock__count_int(res, c->n, 0, &zeros_mask);

@@ -28,17 +28,42 @@
  * prolong another client's lock, and renewal can never re-acquire.
  *
  * fence_sync.lua: raise the counter to ARGV[1] if it is lower; counters
- * only ever go up. See acquire.c for why the nodes of a quorum must agree. */
+ * only ever go up. See acquire.c for why the nodes of a quorum must agree.
+ *
+ * Wake on release (wake.c): wait.lua is run by a waiter before it blocks:
+ * it returns the lock key's PTTL (how long the waiter may have to wait)
+ * and lists the waiter (ARGV[1]) in the waiters sorted set - on every
+ * node, held there or not, so that every node's release reserves the key
+ * and no node's copy is left deleted for a newcomer to take - scored with the server time at which the listing lapses
+ * (ARGV[2] = most it will block, ARGV[3] = hand-off window): a waiter
+ * that dies or gives up drops out by itself. Check and listing are one
+ * atomic step, so a release can never fall between "held" and "listed"
+ * and be missed. release.lua, given the wake list and the waiters set
+ * (KEYS[2], KEYS[3]), first drops lapsed listings; if a waiter is left,
+ * instead of deleting the key it rewrites it to "handoff:<nonce>" for ARGV[3] ms and
+ * pushes the nonce, which wakes the longest-blocked waiter; acquire.lua
+ * lets only the bearer of that nonce (ARGV[3]) take a reserved key, so a
+ * newcomer cannot barge in ahead of the queue. A waiter's attempt takes
+ * its own listing (KEYS[3], ARGV[4]) off the set on every node, won or
+ * not: while it attempts it is not blocked, and it lists itself again
+ * before it next blocks. With no listed waiter, or
+ * with one key (the acquire clean-up, or wake_on_release off),
+ * release.lua is the plain token-checked delete. With Redlock a release
+ * ends at a quorum, so its script may reach a slow node after the woken
+ * waiter's attempt there failed: that node then holds a reservation whose
+ * nonce was already used. ARGV[4], the nonce the releasing lock was taken
+ * with, lets its own release clear (or pass on) such a leftover, so it
+ * lasts one hold instead of a whole hand-off window. */
 #include "dlock_scripts.h"
 
 void dlock__scripts_init(dlock_client *c)
 {
     static const char *const bodies[DLOCK__SCRIPT_COUNT] = {DLOCK__LUA_ACQUIRE, DLOCK__LUA_RELEASE,
                                                             DLOCK__LUA_EXTEND,
-                                                            DLOCK__LUA_FENCE_SYNC};
+                                                            DLOCK__LUA_FENCE_SYNC, DLOCK__LUA_WAIT};
     static const char *const shas[DLOCK__SCRIPT_COUNT] = {DLOCK__SHA1_ACQUIRE, DLOCK__SHA1_RELEASE,
                                                           DLOCK__SHA1_EXTEND,
-                                                          DLOCK__SHA1_FENCE_SYNC};
+                                                          DLOCK__SHA1_FENCE_SYNC, DLOCK__SHA1_WAIT};
 
     for (int i = 0; i < DLOCK__SCRIPT_COUNT; i++) {
         c->scripts[i].body = bodies[i];

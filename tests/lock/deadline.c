@@ -20,22 +20,33 @@ Test(lock_deadline, gives_up_at_deadline, .timeout = 10)
 {
     dlock_lock *h = NULL, *w = (dlock_lock *)0x1;
     dlock_stats s;
+    dlock_options o;
+    tc_addrs a;
+    dlock_client *poller = NULL;
+    tc_options(&o, &a, &node, 1);
+    o.wake_on_release = 0;
+    cr_assert_eq(dlock_client_new(&o, &poller, NULL, 0), DLOCK_OK);
     cr_assert_eq(dlock_try_acquire(holder, "dl", 10000, &h), DLOCK_OK);
-    for (int wait_ms = 100; wait_ms <= 300; wait_ms += 200) {
+    /* Both ways of waiting give up at the deadline: blocked on the wake
+     * list (the fixture's waiter, the default) and polling. */
+    for (int k = 0; k < 4; k++) {
+        int wait_ms = k % 2 == 0 ? 100 : 300;
+        dlock_client *who = k < 2 ? waiter : poller;
         int64_t t0 = dlock_now_ms();
-        cr_assert_eq(dlock_acquire(waiter, "dl", 1000, t0 + wait_ms, &w), DLOCK_ERR_TAKEN);
+        cr_assert_eq(dlock_acquire(who, "dl", 1000, t0 + wait_ms, &w), DLOCK_ERR_TAKEN);
         int64_t el = dlock_now_ms() - t0;
         cr_assert_null(w);
         cr_assert_geq(el, wait_ms - 5, "gave up early after %lld ms", (long long)el);
         cr_assert_leq(el, wait_ms + MARGIN_MS, "gave up late after %lld ms", (long long)el);
     }
-    dlock_client_stats(waiter, &s);
+    dlock_client_stats(poller, &s);
     cr_assert_gt(s.retries, 2, "backoff capped at 50 ms must retry several times");
     cr_assert_eq(s.attempts, s.taken);
     cr_assert_eq(s.acquires, 0);
     cr_assert_eq(s.errors, 0);
     cr_assert_eq(dlock_release(holder, h), DLOCK_OK);
     dlock_lock_free(h);
+    dlock_client_free(poller);
 }
 
 Test(lock_deadline, fixed_retry_delay, .timeout = 10)
@@ -48,6 +59,7 @@ Test(lock_deadline, fixed_retry_delay, .timeout = 10)
     tc_options(&o, &a, &node, 1);
     o.retry_fixed_ms = 40;
     o.retry_jitter_ms = 0;
+    o.wake_on_release = 0; /* the polling mode is under test */
     cr_assert_eq(dlock_client_new(&o, &c, NULL, 0), DLOCK_OK);
     cr_assert_eq(dlock_try_acquire(holder, "fx", 10000, &h), DLOCK_OK);
     int64_t t0 = dlock_now_ms();
