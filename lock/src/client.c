@@ -265,32 +265,11 @@ size_t dlock_client_quorum(const dlock_client *c)
 
 dlock_err dlock_ping(dlock_client *c, size_t *up_out)
 {
-    static const char *const argv[1] = {"PING"};
-    static const size_t argvlen[1] = {4};
-    dlock__result res[DLOCK_MAX_NODES];
-    dlock_err rc;
     uint32_t up = 0;
+    /* The same round as dlock_ping_nodes (ping_nodes.c), counted. */
+    dlock_err rc = dlock_ping_nodes(c, &up);
 
     if (up_out != NULL)
-        *up_out = 0;
-    if (c == NULL)
-        return DLOCK_ERR_ARG;
-    memset(res, 0, sizeof(res));
-    pthread_mutex_lock(&c->mu);
-    dlock__round(c, dlock__all_nodes(c), 0, 1, (const char **)argv, argvlen, res, NULL, NULL);
-    for (size_t i = 0; i < c->n; i++) {
-        if (res[i].status == DLOCK__R_REPLY && res[i].reply->type == REDIS_REPLY_STATUS)
-            up |= 1u << i;
-    }
-    if (up_out != NULL)
         *up_out = dlock__popcount(up);
-    if (dlock__popcount(up) >= c->quorum) {
-        rc = DLOCK_OK;
-    } else {
-        rc = dlock__unavailable(c, res, dlock__all_nodes(c), up, c->errstr);
-        c->stats.errors++;
-    }
-    dlock__results_clear(res, DLOCK_MAX_NODES);
-    pthread_mutex_unlock(&c->mu);
     return rc;
 }

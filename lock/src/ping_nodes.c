@@ -1,5 +1,5 @@
 /* ping_nodes.c - dlock_ping_nodes: PING every node and say which answered,
- * for health reports that name the nodes down (dlock_ping only counts). */
+ * for health reports that name the nodes down; dlock_ping counts them. */
 #include "dlock_internal.h"
 
 #include <string.h>

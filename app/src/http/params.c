@@ -41,7 +41,7 @@ int valid_user_id(const char *s)
     return n >= 1;
 }
 
-static int hexval(char c)
+int http_hex_digit(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -63,8 +63,8 @@ static int decode(const char *s, size_t n, char *out, size_t outlen)
         } else if (c == '%') {
             if (i + 2 >= n)
                 return -1;
-            int hi = hexval(s[i + 1]);
-            int lo = hexval(s[i + 2]);
+            int hi = http_hex_digit(s[i + 1]);
+            int lo = http_hex_digit(s[i + 2]);
             if (hi < 0 || lo < 0)
                 return -1;
             c = (char)(hi * 16 + lo);

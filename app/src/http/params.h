@@ -11,6 +11,8 @@
 int parse_coupon_id(const char *s, int64_t *out);
 /* 1..64 characters of [A-Za-z0-9_.:-]. Nonzero when valid. */
 int valid_user_id(const char *s);
+/* The value of one hex digit, or -1 (percent-decoding here and in unescape.c). */
+int http_hex_digit(char c);
 /* Finds key in a form body and percent-decodes its first value into out.
  * 1 found, 0 absent, -1 malformed (bad %XX, NUL) or longer than outlen-1. */
 int form_lookup(const char *body, size_t len, const char *key, char *out, size_t outlen);

@@ -1,16 +1,7 @@
 /* unescape.c - percent-decoding that never produces a NUL (unescape.h). */
 #include "http/unescape.h"
 
-static int hex(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include "http/params.h"
 
 size_t http_unescape(void *cls, struct MHD_Connection *conn, char *s)
 {
@@ -19,8 +10,8 @@ size_t http_unescape(void *cls, struct MHD_Connection *conn, char *s)
     (void)cls;
     (void)conn;
     for (const char *in = s; *in != '\0';) {
-        int hi = in[0] == '%' ? hex(in[1]) : -1;
-        int lo = hi >= 0 ? hex(in[2]) : -1;
+        int hi = in[0] == '%' ? http_hex_digit(in[1]) : -1;
+        int lo = hi >= 0 ? http_hex_digit(in[2]) : -1;
         /* A malformed escape is kept as it is, as libmicrohttpd does; so is
          * %00 (see the header). */
         if (lo < 0 || (hi == 0 && lo == 0)) {
