@@ -50,17 +50,8 @@ ports=()  # the nodes of the current scenario
 npids=()  # their PIDs ("" for a tarpit's place)
 spids=()  # every process of the current scenario (nodes and tarpit), stopped by PID
 
-stop_pid() {
-    local pid="$1"
-    kill -CONT "$pid" 2>/dev/null || true
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
+# shellcheck source=bench/lib/redis_nodes.sh
+source "$(dirname "$0")/lib/redis_nodes.sh"
 
 # shellcheck disable=SC2317  # called through the EXIT trap
 cleanup() {
@@ -71,42 +62,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# One inline command over bash's /dev/tcp; prints the first reply line.
-resp() {
-    local port="$1" cmd="$2" line=""
-    exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
-    printf '%s\r\n' "$cmd" >&3
-    IFS= read -r -t 2 line <&3 || true
-    exec 3>&- 3<&-
-    printf '%s' "${line%$'\r'}"
-}
-
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
 start_node() {
-    local dir port pid ok
-    dir="$(mktemp -d "${TMPDIR:-/tmp}/dlock-sick-redis.XXXXXX")"
-    dirs+=("$dir")
-    for _ in $(seq 30); do
-        port=$(( 20000 + RANDOM % 40000 ))
-        if port_in_use "$port"; then continue; fi
-        "$redis_server" --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-            --dir "$dir" --logfile "$dir/redis.log" --daemonize no >/dev/null 2>&1 &
-        pid=$!
-        ok=0
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            if [ "$(resp "$port" PING 2>/dev/null)" = "+PONG" ]; then ok=1; break; fi
-            sleep 0.1
-        done
-        if [ "$ok" = 1 ]; then
-            spids+=("$pid"); ports+=("$port"); npids+=("$pid")
-            return 0
-        fi
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    die "could not start redis-server (see $dir/redis.log)"
+    start_redis_node sick
+    spids+=("$node_pid"); ports+=("$node_port"); npids+=("$node_pid")
 }
 
 # A listener that never accepts: the kernel completes handshakes into its
