@@ -169,34 +169,19 @@ Test(loadtest_audit, tampered_db_seen_through_the_server_json, .init = up1, .fin
     cr_assert(json_is_null(json_object_get(json_object_get(root, "audit"), "db")));
 }
 
-typedef struct bg_run {
-    const char *const *args;
-    int status;
-    char *output;
-} bg_run;
-
-static void *run_in_background(void *arg)
-{
-    bg_run *b = arg;
-    b->status = lt_run_loadtest(b->args, &b->output);
-    return NULL;
-}
-
 Test(loadtest_audit, server_dying_mid_run_is_exit_2, .init = up1, .fini = fini, .timeout = 120)
 {
     char id[32];
-    pthread_t t;
-    bg_run b = {0};
+    lt_bg_run b;
     long long coupon = lt_create_coupon(&rig, 0, 1);
     snprintf(id, sizeof id, "%lld", coupon);
     const char *a[] = {"--url", rig.urls, "--coupon", id, "--threads", "2", "--connections", "4",
                        "--duration", "3", "--timeout-ms", "1000", NULL};
-    b.args = a;
-    cr_assert_eq(pthread_create(&t, NULL, run_in_background, &b), 0);
+    lt_bg_start(&b, a);
     /* Long enough for the pre-run reads to pass and the load to start. */
     test_sleep_ms(1000);
     cr_assert_eq(server_stop(&rig.srv[0], SIGKILL, NULL), 0);
-    cr_assert_eq(pthread_join(t, NULL), 0);
+    lt_bg_join(&b);
     out = b.output;
     cr_assert_eq(b.status, 2, "exit %d:\n%s", b.status, out);
     /* The run went on, counted the refused connections, and could not vouch. */

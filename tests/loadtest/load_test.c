@@ -96,36 +96,21 @@ static void assert_outcomes_sum(const json_t *r)
     cr_assert_geq(jreal(obj(r, "latency_ms"), "p99.9"), jreal(obj(r, "latency_ms"), "p99"));
 }
 
-typedef struct bg_run {
-    const char *const *args;
-    int status;
-    char *output;
-} bg_run;
-
-static void *run_in_background(void *arg)
-{
-    bg_run *b = arg;
-    b->status = lt_run_loadtest(b->args, &b->output);
-    return NULL;
-}
-
 Test(loadtest_load, dead_server_reconnects_are_bounded_and_apart, .init = up1, .fini = fini, .timeout = 120)
 {
     char id[32];
-    pthread_t t;
-    bg_run b = {0};
+    lt_bg_run b;
     long long coupon = lt_create_coupon(&rig, 0, 1);
     snprintf(id, sizeof id, "%lld", coupon);
     /* Stock 0: every answer is a fast 1003, so the run is busy when the
      * server dies; nothing listens on its port afterwards. */
     const char *a[] = {"--url", rig.urls, "--coupon", id, "--threads", "2", "--connections", "4",
                        "--duration", "20", "--give-up-ms", "1000", "--json", "--quiet", NULL};
-    b.args = a;
-    cr_assert_eq(pthread_create(&t, NULL, run_in_background, &b), 0);
+    lt_bg_start(&b, a);
     test_sleep_ms(1000);
     cr_assert_eq(server_stop(&rig.srv[0], SIGKILL, NULL), 0);
     int64_t killed = test_now_ms();
-    cr_assert_eq(pthread_join(t, NULL), 0);
+    lt_bg_join(&b);
     int64_t ended = test_now_ms();
     out = b.output;
     cr_assert_eq(b.status, 2, "exit %d:\n%s", b.status, out);
@@ -160,17 +145,15 @@ Test(loadtest_load, dead_server_reconnects_are_bounded_and_apart, .init = up1, .
 Test(loadtest_load, dead_server_text_report_names_the_connects, .init = up1, .fini = fini, .timeout = 120)
 {
     char id[32];
-    pthread_t t;
-    bg_run b = {0};
+    lt_bg_run b;
     long long coupon = lt_create_coupon(&rig, 0, 1);
     snprintf(id, sizeof id, "%lld", coupon);
     const char *a[] = {"--url", rig.urls, "--coupon", id, "--threads", "1", "--connections", "2",
                        "--duration", "20", "--give-up-ms", "500", "--quiet", NULL};
-    b.args = a;
-    cr_assert_eq(pthread_create(&t, NULL, run_in_background, &b), 0);
+    lt_bg_start(&b, a);
     test_sleep_ms(800);
     cr_assert_eq(server_stop(&rig.srv[0], SIGKILL, NULL), 0);
-    cr_assert_eq(pthread_join(t, NULL), 0);
+    lt_bg_join(&b);
     out = b.output;
     cr_assert_eq(b.status, 2, "exit %d:\n%s", b.status, out);
     char line[512];

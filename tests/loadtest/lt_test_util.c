@@ -150,3 +150,23 @@ void lt_db_exec(const lt_rig *rig, const char *sql)
     sqlite3_free(msg);
     sqlite3_close(db);
 }
+
+static void *bg_main(void *arg)
+{
+    lt_bg_run *b = arg;
+    b->status = lt_run_loadtest(b->args, &b->output);
+    return NULL;
+}
+
+void lt_bg_start(lt_bg_run *b, const char *const *args)
+{
+    b->args = args;
+    b->status = -1;
+    b->output = NULL;
+    cr_assert_eq(pthread_create(&b->thread, NULL, bg_main, b), 0, "cannot start the load thread");
+}
+
+void lt_bg_join(lt_bg_run *b)
+{
+    cr_assert_eq(pthread_join(b->thread, NULL), 0);
+}

@@ -3,6 +3,7 @@
 #ifndef LT_TEST_UTIL_H
 #define LT_TEST_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -14,6 +15,18 @@
 /* Runs $COUPON_LOADTEST_BIN with the NULL-terminated args (60 s limit);
  * returns its exit status, *output (malloc'd) gets stdout+stderr. */
 int lt_run_loadtest(const char *const *args, char **output);
+
+/* lt_run_loadtest on a thread of its own, for tests that act on the servers
+ * while the load runs: lt_bg_start, act, lt_bg_join (status and output
+ * then set; output is the caller's to free). */
+typedef struct lt_bg_run {
+    const char *const *args;
+    int status;
+    char *output;
+    pthread_t thread;
+} lt_bg_run;
+void lt_bg_start(lt_bg_run *b, const char *const *args);
+void lt_bg_join(lt_bg_run *b);
 
 /* mkdtemp under $TMPDIR or /tmp / remove a flat temp dir with its files. */
 void lt_tmpdir(char *dir, size_t len);
