@@ -7,6 +7,19 @@
 
 #include "lock_common.h"
 
+/* The suites' fixture: n plain nodes rs[0..n) for the whole suite and their
+ * addresses in csv ("host:port,..."), the form --redis takes. */
+#define CTL_NODES_FIXTURE(rs, n, csv)                                              \
+    static void ctl_suite_init(void)                                               \
+    {                                                                              \
+        cr_assert_eq(tc_nodes_up(rs, n, 0), 0, "redis nodes did not start");       \
+        redis_addrs_csv(rs, n, csv, sizeof csv);                                   \
+    }                                                                              \
+    static void ctl_suite_fini(void)                                               \
+    {                                                                              \
+        tc_nodes_down(rs, n);                                                      \
+    }
+
 /* Runs $DLOCKCTL_BIN with the NULL-terminated arguments (at most 30),
  * bounded by 10 s; *out (may be NULL) gets stdout+stderr, to free().
  * Returns the exit status, or -1 when it could not run. */

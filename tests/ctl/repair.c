@@ -11,18 +11,8 @@
 static redis_proc rs[NODES];
 static char csv[256];
 
-static void setup(void)
-{
-    cr_assert_eq(tc_nodes_up(rs, NODES, 0), 0, "redis nodes did not start");
-    redis_addrs_csv(rs, NODES, csv, sizeof csv);
-}
-
-static void teardown(void)
-{
-    tc_nodes_down(rs, NODES);
-}
-
-TestSuite(ctl_repair, .init = setup, .fini = teardown);
+CTL_NODES_FIXTURE(rs, NODES, csv)
+TestSuite(ctl_repair, .init = ctl_suite_init, .fini = ctl_suite_fini);
 
 static unsigned long long fence_on(const redis_proc *r, const char *key)
 {
