@@ -170,9 +170,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                            "too many query arguments (limit %d)", MAX_QUERY_ARGS));
         /* Request smuggling: a body framed two ways (or by two lengths) may be
          * read one way here and another way by a proxy in front. Refused. */
-        if (values_named(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH) > 1 ||
-            (values_named(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH) > 0 &&
-             values_named(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) > 0))
+        size_t lengths = values_named(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (lengths > 1 ||
+            (lengths == 1 && values_named(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) > 0))
             return counted(rq, reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM,
                                            "conflicting Content-Length / Transfer-Encoding headers"));
         /* Refuse a declared oversized body before reading it (and before
