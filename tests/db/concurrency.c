@@ -5,6 +5,7 @@
  * must show. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@ typedef struct shared {
     unsigned pause_us;             /* every 4th token holder pauses this long before its claim */
     const char *fixed_user;        /* non-NULL: every claim for this user */
     int64_t counts[PROCS][DB_ERROR + 1]; /* [process][db_status] */
+    atomic_int ready;              /* children connected; all start claiming together */
 } shared;
 
 TestSuite(db_concurrency, .init = dbt_setup, .fini = dbt_teardown, .timeout = 120);
@@ -45,6 +47,14 @@ static int claimer(int index, void *arg)
         fprintf(stderr, "claimer %d: %s\n", index, err);
         return 10;
     }
+    /* A start line: opening a connection (PostgreSQL's especially) takes
+     * long enough on a loaded machine that the first child could sell the
+     * whole stock before the last one starts, and nothing would overlap.
+     * Bounded: 10 s. (Lock-free atomics work across processes in MAP_SHARED
+     * memory.) */
+    atomic_fetch_add(&sh->ready, 1);
+    for (int w = 0; w < 10000 && atomic_load(&sh->ready) < PROCS; w++)
+        usleep(1000);
     for (int i = 0; i < sh->attempts; i++) {
         db_claim c;
         db_status st = DB_ERROR;
