@@ -44,11 +44,12 @@ Test(loadtest_demo, compare_table, .timeout = 360)
     char line[512];
     /* 20 ms between every strategy's read and write: without the lock, 8
      * claims in flight all read the same stock, so none oversells on every
-     * run; the lease-outlived rows stall on every 4th claim so that a stock
-     * of 50 still sees a dozen stale holders. */
+     * run; the lease-outlived rows stall 250 ms (2.5 TTLs, so that even on a
+     * loaded machine another holder gets the lock inside the stall) on every
+     * 4th claim, so that a stock of 50 still sees a dozen stale holders. */
     const char *argv[] = {demo, "--no-setup", "--bin-dir", bin_dir, "--compare", "--stock", "50",
                           "--connections", "8", "--requests", "400", "--instances", "2",
-                          "--redis-nodes", "3", "--work-us", "20000", "--lease-pause", "90:4", NULL};
+                          "--redis-nodes", "3", "--work-us", "20000", "--lease-pause", "250:4", NULL};
     int st = run_command(argv, 300000, &out);
     cr_assert_eq(st, 0, "demo exit %d:\n%s", st, out);
     line_starting("strategy ", line, sizeof line);
