@@ -66,13 +66,19 @@ extern "C" {
  *                  after a node missed acquisitions). Deleting it lets
  *                  fences restart at 1: never do that while any store still
  *                  holds a fence of R.
- * With wake_on_release (see dlock_options) two short-lived keys join them:
+ * With wake_on_release (see dlock_options) short-lived keys join them:
  *   P "wake:" R    a list: the hand-off nonce of the last release, for the
  *                  first blocked waiter (BLPOP); expires with the hand-off
  *                  window (2 x command_timeout_ms, 10..250 ms).
  *   P "waiters:" R a sorted set: the waiters blocked now, each scored with
  *                  the server time its listing lapses; the key expires when
- *                  the last listing does.
+ *                  the last listing does. With one node (direct hand-off),
+ *                  each member is "<token>:<ttl>:<stay ms>" scored with the
+ *                  server time (microseconds) it was first listed: the
+ *                  oldest live one is handed the key.
+ *   P "waiter:" T ":" R  one node: waiter T's own list (T = its 32-hex-digit
+ *                  token), where the release that handed it the key pushes
+ *                  "<fence>:<ms it was listed>"; lives at most a TTL.
  * So SCAN MATCH P"lock:*" lists the locks held now, P"fence:*" the
  * resources ever locked; the text after the namespace word is the resource
  * as given to dlock_acquire (what dlock_lock_resource returns). */
@@ -80,6 +86,7 @@ extern "C" {
 #define DLOCK_FENCE_NS "fence:"
 #define DLOCK_WAKE_NS "wake:"
 #define DLOCK_WAITERS_NS "waiters:"
+#define DLOCK_WAITER_NS "waiter:"
 /* Most Redis masters one client may use (Redlock with N nodes). */
 #define DLOCK_MAX_NODES 16
 /* Length of a token as text: 32 lowercase hex digits + NUL. */

@@ -196,25 +196,14 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
             rc = DLOCK_ERR_EXPIRED;
             goto out;
         }
-        lock = calloc(1, sizeof(*lock));
-        if (lock == NULL || (lock->resource = strdup(resource)) == NULL) {
+        lock = dlock__lock_new(c, resource, token, fence, ttl_ms, t0, t0 + (int64_t)ttl_ms - drift,
+                               ok_mask | maybe_mask);
+        if (lock == NULL) {
             dlock__errf(errbuf, "out of memory for the lock handle");
             rc = DLOCK_ERR_NOMEM;
             goto out;
         }
-        memcpy(lock->token, token, sizeof(token));
         snprintf(lock->handoff, sizeof(lock->handoff), "%s", nonce);
-        lock->fence = fence;
-        lock->may_hold = ok_mask | maybe_mask;
-        lock->client_id = c->id;
-        lock->ttl_ms = ttl_ms;
-        lock->cur_ttl_ms = ttl_ms;
-        lock->acquired_ms = t0;
-        lock->renew_base_ms = t0;
-        atomic_init(&lock->valid_until_ms, t0 + (int64_t)ttl_ms - drift);
-        atomic_init(&lock->state, DLOCK__HELD);
-        atomic_init(&lock->renewals, 0);
-        atomic_init(&lock->reg_client, NULL);
         *out = lock;
         lock = NULL;
         rc = DLOCK_OK;
@@ -246,6 +235,31 @@ out:
     }
     dlock__results_clear(res, DLOCK_MAX_NODES);
     return rc;
+}
+
+dlock_lock *dlock__lock_new(const dlock_client *c, const char *resource, const char *token,
+                            uint64_t fence, uint32_t ttl_ms, int64_t base_ms,
+                            int64_t valid_until_ms, uint32_t may_hold)
+{
+    dlock_lock *lock = calloc(1, sizeof(*lock));
+
+    if (lock == NULL || (lock->resource = strdup(resource)) == NULL) {
+        free(lock);
+        return NULL;
+    }
+    snprintf(lock->token, sizeof(lock->token), "%s", token);
+    lock->fence = fence;
+    lock->may_hold = may_hold;
+    lock->client_id = c->id;
+    lock->ttl_ms = ttl_ms;
+    lock->cur_ttl_ms = ttl_ms;
+    lock->acquired_ms = base_ms;
+    lock->renew_base_ms = base_ms;
+    atomic_init(&lock->valid_until_ms, valid_until_ms);
+    atomic_init(&lock->state, DLOCK__HELD);
+    atomic_init(&lock->renewals, 0);
+    atomic_init(&lock->reg_client, NULL);
+    return lock;
 }
 
 static int should_retry(const dlock_client *c, dlock_err rc)
@@ -281,6 +295,16 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
                         c->prefix_len + strlen(resource), DLOCK_MAX_KEY_LEN);
         pthread_mutex_unlock(&c->mu);
         return DLOCK_ERR_ARG;
+    }
+    /* One node, waking, with time to wait: the FIFO queue with direct
+     * hand-off (queue.c). A try (no time to wait) is one plain attempt
+     * below and never lists itself as a waiter. */
+    if (c->n == 1 && c->wake_on_release && deadline_ms > dlock_now_ms()) {
+        rc = dlock__acquire_queued(c, resource, ttl_ms, deadline_ms, out);
+        if (dlock_err_is_unavailable(rc))
+            c->stats.errors++;
+        pthread_mutex_unlock(&c->mu);
+        return rc;
     }
     for (;;) {
         int64_t now, sleep_ms = 0;

@@ -110,6 +110,9 @@ typedef enum dlock__script_id {
     DLOCK__SCRIPT_EXTEND,
     DLOCK__SCRIPT_FENCE_SYNC,
     DLOCK__SCRIPT_WAIT,
+    DLOCK__SCRIPT_ENTER,
+    DLOCK__SCRIPT_PASS,
+    DLOCK__SCRIPT_LEAVE,
     DLOCK__SCRIPT_COUNT
 } dlock__script_id;
 
@@ -293,6 +296,30 @@ void dlock__waker_put(dlock_client *c, dlock__waker *w);
 void dlock__wakers_free(dlock_client *c);
 int dlock__wake_wait(const dlock_client *c, dlock__waker *w, uint32_t skip, const char *resource,
                      const char *id, int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN]);
+int dlock__wake_pop(const dlock_client *c, dlock__waker *w, const char *list, int64_t block_ms,
+                    char *msg, size_t msglen);
+
+/* ---- queue.c (one node, wake_on_release: FIFO with direct hand-off) ---- */
+/* dlock_acquire's loop for one node with wake_on_release and time to wait;
+ * client mutex held on entry and on return. */
+dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                                int64_t deadline_ms, dlock_lock **out);
+/* Keys and arguments of pass.lua for lock (one node): keys[3], args[3];
+ * the buffers belong to the caller. 0, or -1 when a key is too long. */
+typedef struct dlock__pass_buf {
+    char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF], waiters[DLOCK__KEY_BUF + 16];
+    char list_prefix[DLOCK__KEY_BUF], list_suffix[DLOCK__KEY_BUF];
+    const char *keys[3];
+    const char *args[3];
+} dlock__pass_buf;
+int dlock__pass_prepare(const dlock_client *c, const char *resource, const char *token,
+                        dlock__pass_buf *b);
+/* A new held lock handle: valid until valid_until_ms; base_ms is the
+ * instant the key's TTL is counted from (renewal is due a third of a TTL
+ * after it). NULL when out of memory. */
+dlock_lock *dlock__lock_new(const dlock_client *c, const char *resource, const char *token,
+                            uint64_t fence, uint32_t ttl_ms, int64_t base_ms,
+                            int64_t valid_until_ms, uint32_t may_hold);
 
 /* ---- extend.c ---- */
 dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms,

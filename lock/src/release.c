@@ -12,6 +12,9 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
     char nonce[DLOCK__NONCE_LEN], handoff_s[16];
     const char *keys[3] = {key, list, waiters};
     const char *args[4] = {NULL, nonce, handoff_s, NULL};
+    const char *const *kv = keys, *const *av = args;
+    dlock__script_id script = DLOCK__SCRIPT_RELEASE;
+    dlock__pass_buf pb;
     int nkeys = 1, nargs = 1;
     uint32_t ones_mask = 0, zeros_mask = 0;
     size_t ones;
@@ -49,9 +52,20 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
     if (atomic_load(&lock->state) == DLOCK__HELD)
         atomic_store(&lock->state, DLOCK__RELEASED);
     args[3] = lock->handoff;
-    /* Wake on release (wake.c): the script hands the key to the first
-     * waiter instead of deleting it when waiters are listed. */
-    if (c->wake_on_release && dlock__wake_key(c, DLOCK_WAKE_NS, lock->resource, list, sizeof(list)) == 0 &&
+    if (c->n == 1) {
+        /* One node: pass.lua hands the key straight to the oldest listed
+         * waiter (queue.c), or deletes it when none is listed. Also from a
+         * polling client (wake_on_release = 0): how a client waits is its
+         * own choice, but its release must not strand the waiters queued
+         * behind it until its key would have expired. */
+        if (dlock__pass_prepare(c, lock->resource, lock->token, &pb) == 0) {
+            script = DLOCK__SCRIPT_PASS;
+            kv = pb.keys;
+            av = pb.args;
+            nkeys = 3;
+            nargs = 3;
+        }
+    } else if (c->wake_on_release && dlock__wake_key(c, DLOCK_WAKE_NS, lock->resource, list, sizeof(list)) == 0 &&
         dlock__wake_key(c, DLOCK_WAITERS_NS, lock->resource, waiters, sizeof(waiters)) == 0 &&
         dlock__token_new(nonce) == 0) {
         snprintf(handoff_s, sizeof(handoff_s), "%d", c->handoff_ms);
@@ -63,7 +77,7 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
      * "releasing the lock"). The script deletes only our token's key. A
      * node whose breaker is open is asked only if the acquire may have
      * landed there (may_hold); then the release queues behind it. */
-    dlock__script_round(c, dlock__all_nodes(c), lock->may_hold, DLOCK__SCRIPT_RELEASE, keys, nkeys, args, nargs, res,
+    dlock__script_round(c, dlock__all_nodes(c), lock->may_hold, script, kv, nkeys, av, nargs, res,
                         dlock__quorum_of_ones, &c->quorum);
     ones = dlock__count_int(res, c->n, 1, &ones_mask);
     dlock__count_int(res, c->n, 0, &zeros_mask);

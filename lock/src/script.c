@@ -53,17 +53,38 @@
  * waiter's attempt there failed: that node then holds a reservation whose
  * nonce was already used. ARGV[4], the nonce the releasing lock was taken
  * with, lets its own release clear (or pass on) such a leftover, so it
- * lasts one hold instead of a whole hand-off window. */
+ * lasts one hold instead of a whole hand-off window.
+ *
+ * One node (queue.c): the direct hand-off. enter.lua is a waiter's attempt
+ * and listing in one step: a free key is taken (SET PX + INCR, as
+ * acquire.lua); a key holding the caller's own token (ARGV[1]) was handed
+ * to it by a release while it was not blocked, and is its now; else the
+ * caller is listed in the waiters set (ZADD NX: a waiter that lists itself
+ * again keeps its place) scored with the server time in microseconds, its
+ * member "<token>:<ttl>:<stay ms>" (ARGV[3]) saying what the release needs
+ * to hand over. pass.lua is the release: after the token check, instead of
+ * deleting the key it pops the oldest listing whose stay has not run out,
+ * SETs the key to that waiter's token with the waiter's TTL, INCRs the
+ * fence and pushes "<fence>:<ms listed>" onto the waiter's own list, whose
+ * name it builds from the token (ARGV[2] .. token .. ARGV[3]; a key not in
+ * KEYS, which a standalone Redis allows). The woken waiter holds the lock
+ * when its BLPOP returns: no round to claim it. leave.lua is a waiter
+ * giving up: it takes its listing off and reports a key a release handed
+ * to it in the meantime, which the waiter then takes (never leaked). */
 #include "dlock_scripts.h"
 
 void dlock__scripts_init(dlock_client *c)
 {
     static const char *const bodies[DLOCK__SCRIPT_COUNT] = {DLOCK__LUA_ACQUIRE, DLOCK__LUA_RELEASE,
                                                             DLOCK__LUA_EXTEND,
-                                                            DLOCK__LUA_FENCE_SYNC, DLOCK__LUA_WAIT};
+                                                            DLOCK__LUA_FENCE_SYNC, DLOCK__LUA_WAIT,
+                                                            DLOCK__LUA_ENTER, DLOCK__LUA_PASS,
+                                                            DLOCK__LUA_LEAVE};
     static const char *const shas[DLOCK__SCRIPT_COUNT] = {DLOCK__SHA1_ACQUIRE, DLOCK__SHA1_RELEASE,
                                                           DLOCK__SHA1_EXTEND,
-                                                          DLOCK__SHA1_FENCE_SYNC, DLOCK__SHA1_WAIT};
+                                                          DLOCK__SHA1_FENCE_SYNC, DLOCK__SHA1_WAIT,
+                                                          DLOCK__SHA1_ENTER, DLOCK__SHA1_PASS,
+                                                          DLOCK__SHA1_LEAVE};
 
     for (int i = 0; i < DLOCK__SCRIPT_COUNT; i++) {
         c->scripts[i].body = bodies[i];
@@ -107,7 +128,8 @@ static void note_ttl(dlock_client *c, dlock__script_id id, const char *const *ar
 {
     unsigned long ttl;
 
-    if ((id != DLOCK__SCRIPT_ACQUIRE && id != DLOCK__SCRIPT_EXTEND) || nargs < 2)
+    if ((id != DLOCK__SCRIPT_ACQUIRE && id != DLOCK__SCRIPT_EXTEND && id != DLOCK__SCRIPT_ENTER) ||
+        nargs < 2)
         return;
     ttl = strtoul(args[1], NULL, 10);
     if (ttl > c->longest_ttl_ms && ttl <= UINT32_MAX)

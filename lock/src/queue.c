@@ -1,0 +1,289 @@
+/* queue.c - one node with wake_on_release: waiters queue in arrival order
+ * and a release hands the key straight to the oldest live waiter, so the
+ * woken waiter holds the lock when its BLPOP returns (scripts enter.lua,
+ * pass.lua, leave.lua, described in script.c; the algorithm and its costs
+ * in docs/single-instance.md). Redlock keeps the nonce scheme of wake.c:
+ * there a key handed over on some nodes only would not be a lock.
+ *
+ * Per cycle this costs the releaser one round (pass.lua) and a waiter one
+ * round to try and list itself (enter.lua) plus its BLPOP; the waiter that
+ * is handed the lock needs no round at all. */
+#include "dlock_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "<fence>:<ms listed>" as pass.lua pushes it. */
+#define QUEUE_MSG_LEN 48
+
+typedef struct queue_run {
+    dlock_client *c;
+    const char *resource;
+    uint32_t ttl_ms;
+    int64_t deadline_ms;
+    char token[DLOCK_TOKEN_LEN]; /* one per dlock_acquire call: a release may hand it the key at any time */
+    char ttl_s[16], stay_s[24];
+    char member[DLOCK_TOKEN_LEN + 48]; /* "<token>:<ttl>:<stay ms>" in the waiters set */
+    char list[DLOCK__KEY_BUF + 48];    /* our own list: P "waiter:" token ":" R */
+    dlock__pass_buf pb;                /* lock, fence and waiters keys; pass.lua's arguments */
+    const char *keys[4];
+    int sent;          /* an enter.lua has been sent: first_sent_ms is set */
+    int64_t first_sent_ms;
+} queue_run;
+
+int dlock__pass_prepare(const dlock_client *c, const char *resource, const char *token,
+                        dlock__pass_buf *b)
+{
+    int a, s;
+
+    if (dlock__lock_key(c, resource, b->key, sizeof(b->key)) != 0 ||
+        dlock__fence_key(c, resource, b->fkey, sizeof(b->fkey)) != 0 ||
+        dlock__wake_key(c, DLOCK_WAITERS_NS, resource, b->waiters, sizeof(b->waiters)) != 0)
+        return -1;
+    a = snprintf(b->list_prefix, sizeof(b->list_prefix), "%s%s", c->prefix, DLOCK_WAITER_NS);
+    s = snprintf(b->list_suffix, sizeof(b->list_suffix), ":%s", resource);
+    if (a < 0 || (size_t)a >= sizeof(b->list_prefix) || s < 0 ||
+        (size_t)s >= sizeof(b->list_suffix))
+        return -1;
+    b->keys[0] = b->key;
+    b->keys[1] = b->fkey;
+    b->keys[2] = b->waiters;
+    b->args[0] = token;
+    b->args[1] = b->list_prefix;
+    b->args[2] = b->list_suffix;
+    return 0;
+}
+
+static int64_t drift_of(const dlock_client *c, int64_t span_ms)
+{
+    return dlock__drift_ms(c, span_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)(span_ms > 0 ? span_ms : 0));
+}
+
+/* The key is ours but we will not use it (validity already spent, no
+ * memory for the handle): pass it on at once, so the next waiter need not
+ * wait for it to expire. Nobody waits for the answer. */
+static void pass_on(queue_run *q)
+{
+    dlock__script_send_only(q->c, 1, DLOCK__SCRIPT_PASS, q->pb.keys, 3, q->pb.args, 3);
+}
+
+/* The key holds our token: make the handle. base_ms: when the key's TTL
+ * started, at the earliest. */
+static dlock_err take(queue_run *q, uint64_t fence, int64_t base_ms, int64_t valid_until_ms,
+                      dlock_lock **out)
+{
+    dlock_lock *lock;
+
+    if (valid_until_ms <= dlock_now_ms()) {
+        dlock__errf(q->c->errstr, "\"%s\" was handed over, but its validity was used up",
+                    q->resource);
+        pass_on(q);
+        return DLOCK_ERR_EXPIRED;
+    }
+    lock = dlock__lock_new(q->c, q->resource, q->token, fence, q->ttl_ms, base_ms, valid_until_ms, 1);
+    if (lock == NULL) {
+        dlock__errf(q->c->errstr, "out of memory for the lock handle");
+        pass_on(q);
+        return DLOCK_ERR_NOMEM;
+    }
+    *out = lock;
+    q->c->stats.acquires++;
+    return DLOCK_OK;
+}
+
+/* enter.lua and leave.lua answer {1, fence, pttl} when the key holds our
+ * token: pttl -1 when enter.lua has just set it (its TTL started after t0),
+ * else the key's remaining TTL, read by the script after t0: the key lives
+ * at least until t0 + pttl. {0, pttl}: held by another, we are listed. */
+static dlock_err took_or_listed(queue_run *q, const dlock__result *r, int64_t t0, int64_t *pttl,
+                                dlock_lock **out)
+{
+    const redisReply *x = r->reply;
+    long long left;
+
+    if (r->status != DLOCK__R_REPLY || x->type != REDIS_REPLY_ARRAY || x->elements < 2 ||
+        x->element[0]->type != REDIS_REPLY_INTEGER || x->element[1]->type != REDIS_REPLY_INTEGER)
+        return dlock__unavailable(q->c, r, 1, 0, q->c->errstr);
+    if (x->element[0]->integer == 0) {
+        *pttl = x->element[1]->integer;
+        dlock__errf(q->c->errstr, "\"%s\" is held by another owner", q->resource);
+        return DLOCK_ERR_TAKEN;
+    }
+    if (x->elements < 3 || x->element[2]->type != REDIS_REPLY_INTEGER || x->element[1]->integer <= 0)
+        return dlock__unavailable(q->c, r, 1, 0, q->c->errstr);
+    left = x->element[2]->integer;
+    if (left < 0) /* set by this script: the usual TTL - drift from the send time */
+        return take(q, (uint64_t)x->element[1]->integer, t0,
+                    t0 + (int64_t)q->ttl_ms - drift_of(q->c, q->ttl_ms), out);
+    return take(q, (uint64_t)x->element[1]->integer, t0 + left - (int64_t)q->ttl_ms,
+                t0 + left - drift_of(q->c, left), out);
+}
+
+/* One script round on the node (keys: lock, fence, waiters, our list). */
+static dlock_err script(queue_run *q, dlock__script_id id, const char *const *args, int nargs,
+                        int64_t *pttl, dlock_lock **out)
+{
+    dlock__result res[DLOCK_MAX_NODES];
+    int64_t t0 = dlock_now_ms();
+    dlock_err rc;
+
+    memset(res, 0, sizeof(res));
+    if (id == DLOCK__SCRIPT_ENTER && !q->sent) {
+        /* The first enter.lua that may list us: ZADD NX keeps the score
+         * of that first listing, so this is the client's instant at or
+         * before the listing's server time, whatever later rounds do. */
+        q->sent = 1;
+        q->first_sent_ms = t0;
+    }
+    dlock__script_round(q->c, 1, 0, id, q->keys, 4, args, nargs, res, NULL, NULL);
+    rc = took_or_listed(q, &res[0], t0, pttl, out);
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    return rc;
+}
+
+/* Giving up (deadline, or an error returned to the caller): off the list,
+ * and if a release handed us the key in the meantime, it is ours (a
+ * waiter that walked away from a handed key would leave it locked for a
+ * whole TTL). If leave.lua gets no answer, the listing lapses on its own. */
+static dlock_err give_up(queue_run *q, dlock_err rc, dlock_lock **out)
+{
+    const char *args[2] = {q->token, q->member};
+    char why[DLOCK_ERRSTR_LEN];
+    int64_t pttl = 0;
+    dlock_err left;
+
+    memcpy(why, q->c->errstr, sizeof(why)); /* the caller's error, not leave.lua's */
+    left = script(q, DLOCK__SCRIPT_LEAVE, args, 2, &pttl, out);
+    if (left == DLOCK_OK || left == DLOCK_ERR_NOMEM)
+        return left;
+    memcpy(q->c->errstr, why, sizeof(why));
+    return rc;
+}
+
+/* Blocks (without the mutex) until a release hands us the key, the
+ * holder's key runs out (pttl) or the deadline. 1 = we hold the lock now
+ * (*rc says whether the handle was made), 0 = no hand-off came, -1 = no
+ * wait was possible (no memory, connection failed): back off. */
+static int wait_handoff(queue_run *q, int64_t pttl, dlock_err *rc, dlock_lock **out)
+{
+    dlock_client *c = q->c;
+    dlock__waker *w = dlock__waker_take(c);
+    int64_t block_ms = q->deadline_ms - dlock_now_ms();
+    char msg[QUEUE_MSG_LEN];
+    unsigned long long fence;
+    long long listed_ms;
+    int woke = -1;
+
+    /* Never past the holder's key: if it dies without releasing, no
+     * hand-off comes, and its expiry is our cue to try again. */
+    if (pttl > 0 && pttl < block_ms)
+        block_ms = pttl;
+    if (w != NULL) {
+        dlock__sigpipe_guard g;
+
+        pthread_mutex_unlock(&c->mu);
+        dlock__sigpipe_block(&g);
+        woke = dlock__wake_pop(c, w, q->list, block_ms, msg, sizeof(msg));
+        dlock__sigpipe_restore(&g);
+        pthread_mutex_lock(&c->mu);
+    }
+    dlock__waker_put(c, w);
+    if (woke != 1)
+        return woke;
+    if (sscanf(msg, "%llu:%lld", &fence, &listed_ms) != 2 || fence == 0 || listed_ms < 0) {
+        /* Not pass.lua's message: the key may still be ours; the next
+         * enter.lua (or leave.lua) finds out. */
+        return -1;
+    }
+    /* Validity of a handed key, conservatively: pass.lua SET it with our
+     * TTL listed_ms after our listing's server time (its own clock), and
+     * that listing ran after first_sent_ms on ours. So the key lives at
+     * least until first_sent_ms + listed_ms + TTL; drift covers the two
+     * clocks' rates over that whole span. Counting from when the BLPOP
+     * returned would be later than the SET, not earlier: unsafe. */
+    *rc = take(q, fence, q->first_sent_ms + listed_ms,
+               q->first_sent_ms + listed_ms + (int64_t)q->ttl_ms -
+                   drift_of(c, listed_ms + (int64_t)q->ttl_ms),
+               out);
+    return 1;
+}
+
+dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                                int64_t deadline_ms, dlock_lock **out)
+{
+    queue_run q;
+    const char *args[4];
+    unsigned attempt = 0;
+    int n;
+
+    memset(&q, 0, sizeof(q));
+    q.c = c;
+    q.resource = resource;
+    q.ttl_ms = ttl_ms;
+    q.deadline_ms = deadline_ms;
+    if (dlock__token_new(q.token) != 0) {
+        dlock__errf(c->errstr, "no randomness for the token");
+        return DLOCK_ERR_NOMEM;
+    }
+    if (dlock__pass_prepare(c, resource, q.token, &q.pb) != 0) {
+        dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
+        return DLOCK_ERR_ARG;
+    }
+    n = snprintf(q.list, sizeof(q.list), "%s%s%s", q.pb.list_prefix, q.token, q.pb.list_suffix);
+    if (n < 0 || (size_t)n >= sizeof(q.list)) {
+        dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
+        return DLOCK_ERR_ARG;
+    }
+    /* A listing lasts until our deadline plus the hand-off window (time
+     * for leave.lua to run): a waiter that died drops out by itself, and
+     * a live one never outlives its listing. */
+    snprintf(q.ttl_s, sizeof(q.ttl_s), "%" PRIu32, ttl_ms);
+    snprintf(q.stay_s, sizeof(q.stay_s), "%lld",
+             (long long)(deadline_ms - dlock_now_ms() + c->handoff_ms));
+    snprintf(q.member, sizeof(q.member), "%s:%s:%s", q.token, q.ttl_s, q.stay_s);
+    q.keys[0] = q.pb.key;
+    q.keys[1] = q.pb.fkey;
+    q.keys[2] = q.pb.waiters;
+    q.keys[3] = q.list;
+    args[0] = q.token;
+    args[1] = q.ttl_s;
+    args[2] = q.member;
+    args[3] = q.stay_s;
+
+    for (;;) {
+        int64_t pttl = 0, now, sleep_ms;
+        dlock_err rc;
+
+        c->stats.attempts++;
+        if (attempt > 0)
+            c->stats.retries++;
+        rc = script(&q, DLOCK__SCRIPT_ENTER, args, 4, &pttl, out);
+        if (rc == DLOCK_OK || rc == DLOCK_ERR_NOMEM)
+            return rc;
+        if (rc == DLOCK_ERR_TAKEN)
+            c->stats.taken++;
+        now = dlock_now_ms();
+        if (now >= deadline_ms ||
+            !(rc == DLOCK_ERR_TAKEN || rc == DLOCK_ERR_EXPIRED ||
+              (c->retry_unavailable && dlock_err_is_unavailable(rc))))
+            return give_up(&q, rc, out);
+        attempt++;
+        if (rc == DLOCK_ERR_TAKEN) {
+            dlock_err got = DLOCK_ERR_TAKEN;
+            int woke = wait_handoff(&q, pttl, &got, out);
+
+            if (woke == 1 && (got == DLOCK_OK || got == DLOCK_ERR_NOMEM))
+                return got;
+            if (woke >= 0)
+                continue; /* woken with its validity spent, or the wait ran out: try again */
+        }
+        sleep_ms = dlock__backoff_ms(c, attempt);
+        if (sleep_ms > deadline_ms - now)
+            sleep_ms = deadline_ms - now;
+        pthread_mutex_unlock(&c->mu);
+        dlock__sleep_ms(sleep_ms);
+        pthread_mutex_lock(&c->mu);
+    }
+}
