@@ -492,3 +492,48 @@ Test(lock_wake, mixed_polling_and_waking_clients, .timeout = 30)
         cr_assert_gt(fences[i], fences[i - 1], "fence %d: %llu after %llu", i,
                      (unsigned long long)fences[i], (unsigned long long)fences[i - 1]);
 }
+
+/* The exact moment the sweep above can only hope to hit: the release
+ * hands the key over after the waiter's last attempt (enter.lua, which
+ * found the key held) and before it takes itself off the list. CLIENT
+ * PAUSE WRITE holds both scripts back and then runs them in arrival order:
+ * the waiter's last attempt, then the release; then comes the waiter's
+ * leave.lua, which must find the key handed to it - and the waiter must
+ * take it, not walk away from a key locked for its whole TTL. */
+static void sleep_until(int64_t at_ms)
+{
+    while (dlock_now_ms() < at_ms)
+        usleep(500);
+}
+
+Test(lock_wake, handoff_between_last_try_and_giving_up_is_taken, .timeout = 20)
+{
+    const char *res = "wk-giveup";
+    dlock_client *holder = client(1, 1), *wc = client(1, 1);
+    dlock_lock *h = NULL;
+    char out[64];
+    const char *pause[4] = {"CLIENT", "PAUSE", "400", "WRITE"};
+
+    cr_assert_eq(dlock_try_acquire(holder, res, 5000, &h), DLOCK_OK);
+    int64_t deadline = dlock_now_ms() + 300;
+    waiter_run w = {.c = wc, .resource = res, .deadline_ms = deadline};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, waiter_main, &w), 0);
+    wait_listed(res, 1);
+    sleep_until(deadline - 50);
+    tc_cmd(&nodes[0], out, sizeof(out), 4, pause);
+    cr_assert_str_eq(out, "OK");
+    /* the waiter's BLPOP times out at its deadline during the pause, and
+     * its last attempt waits for the pause; the release queues behind it */
+    sleep_until(deadline + 100);
+    cr_assert_eq(dlock_release(holder, h), DLOCK_OK);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(w.rc, DLOCK_OK, "the waiter walked away from the key it was handed: %s",
+                 dlock_strerror(w.rc));
+    cr_assert_gt(w.fence, dlock_lock_fence(h));
+    cr_assert_eq(tc_wait_exists(&nodes[0], res, 0, 200), 0, "the key is left locked");
+    cr_assert_eq(zcard_waiters(res), 0);
+    dlock_lock_free(h);
+    dlock_client_free(holder);
+    dlock_client_free(wc);
+}
