@@ -16,7 +16,7 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
     dlock__script_id script = DLOCK__SCRIPT_RELEASE;
     dlock__pass_buf pb;
     int nkeys = 1, nargs = 1;
-    uint32_t ones_mask = 0, zeros_mask = 0;
+    uint32_t ones_mask = 0, zeros_mask = 0, unknown = 0;
     size_t ones;
 
     if (c == NULL)
@@ -79,6 +79,17 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
      * landed there (may_hold); then the release queues behind it. */
     dlock__script_round(c, dlock__all_nodes(c), lock->may_hold, script, kv, nkeys, av, nargs, res,
                         dlock__quorum_of_ones, &c->quorum);
+    /* A node that has not answered may yet answer NOSCRIPT (its script
+     * cache emptied, or this script never run there before), and then the
+     * release never runs there and nobody resends it: send the body behind
+     * it. Running twice is harmless: the token check makes the second run
+     * a no-op (tokens are never reused). One node only: with Redlock a
+     * lagging minority would get a second command queued per release. */
+    for (size_t i = 0; c->n == 1 && i < c->n; i++)
+        if (res[i].status == DLOCK__R_TIMEOUT || res[i].status == DLOCK__R_PENDING)
+            unknown |= 1u << i;
+    if (unknown != 0)
+        dlock__script_send_only(c, unknown, script, kv, nkeys, av, nargs);
     ones = dlock__count_int(res, c->n, 1, &ones_mask);
     dlock__count_int(res, c->n, 0, &zeros_mask);
     if (ones >= c->quorum) {
