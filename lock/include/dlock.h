@@ -67,7 +67,7 @@ extern "C" {
  *                  fences restart at 1: never do that while any store still
  *                  holds a fence of R.
  * With wake_on_release (see dlock_options) short-lived keys join them:
- *   P "wake:" R    a list: the hand-off nonce of the last release, for the
+ *   P "wake:" R    Redlock: a list: the hand-off nonce of the last release, for the
  *                  first blocked waiter (BLPOP); expires with the hand-off
  *                  window (2 x command_timeout_ms, 10..250 ms).
  *   P "waiters:" R a sorted set: the waiters blocked now, each scored with
@@ -158,8 +158,11 @@ typedef struct dlock_options {
     int wake_on_release;       /* nonzero (default 1): a waiter blocks (BLPOP, on its own extra
                                   connection) until the holder's release wakes it, and the release
                                   hands the lock to the longest waiter (FIFO); the backoff above
-                                  remains the fallback when no wake comes (holder died). 0 = poll
-                                  with backoff only. See docs/single-instance.md. */
+                                  remains the fallback when no wake comes (holder died). On one
+                                  node the release gives the key straight to that waiter, which
+                                  holds it when its BLPOP returns; a one-node release hands over
+                                  to queued waiters whatever this flag says. 0 = poll with
+                                  backoff only. See docs/single-instance.md. */
 } dlock_options;
 
 DLOCK_API void dlock_options_init(dlock_options *opts);
