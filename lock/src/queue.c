@@ -17,6 +17,11 @@
 
 /* "<fence>:<ms listed>" as pass.lua pushes it. */
 #define QUEUE_MSG_LEN 48
+/* A deadline far away (INT64_MAX: wait for ever) must not become a PEXPIRE
+ * or BLPOP timeout Redis refuses: a listing lasts at most a day (a waiter
+ * still waiting then loses its place, not its wait), a BLPOP an hour. */
+#define QUEUE_MAX_STAY_MS (24 * 3600 * 1000LL)
+#define QUEUE_MAX_BLOCK_MS (3600 * 1000LL)
 
 typedef struct queue_run {
     dlock_client *c;
@@ -180,6 +185,8 @@ static int wait_handoff(queue_run *q, int64_t pttl, dlock_err *rc, dlock_lock **
      * hand-off comes, and its expiry is our cue to try again. */
     if (pttl > 0 && pttl < block_ms)
         block_ms = pttl;
+    if (block_ms > QUEUE_MAX_BLOCK_MS)
+        block_ms = QUEUE_MAX_BLOCK_MS;
     if (w != NULL) {
         dlock__sigpipe_guard g;
 
@@ -216,6 +223,7 @@ dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t 
     queue_run q;
     const char *args[4];
     unsigned attempt = 0;
+    int64_t span;
     int n;
 
     memset(&q, 0, sizeof(q));
@@ -240,8 +248,10 @@ dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t 
      * for leave.lua to run): a waiter that died drops out by itself, and
      * a live one never outlives its listing. */
     snprintf(q.ttl_s, sizeof(q.ttl_s), "%" PRIu32, ttl_ms);
-    snprintf(q.stay_s, sizeof(q.stay_s), "%lld",
-             (long long)(deadline_ms - dlock_now_ms() + c->handoff_ms));
+    span = deadline_ms - dlock_now_ms();
+    if (span > QUEUE_MAX_STAY_MS)
+        span = QUEUE_MAX_STAY_MS;
+    snprintf(q.stay_s, sizeof(q.stay_s), "%lld", (long long)(span + c->handoff_ms));
     snprintf(q.member, sizeof(q.member), "%s:%s:%s", q.token, q.ttl_s, q.stay_s);
     q.keys[0] = q.pb.key;
     q.keys[1] = q.pb.fkey;

@@ -537,3 +537,27 @@ Test(lock_wake, handoff_between_last_try_and_giving_up_is_taken, .timeout = 20)
     dlock_client_free(holder);
     dlock_client_free(wc);
 }
+
+/* "Wait for ever" (deadline INT64_MAX) must still list the waiter with
+ * timeouts Redis accepts, and the release must wake it. */
+Test(lock_wake, waiter_without_deadline_is_woken, .timeout = 20)
+{
+    const char *res = "wk-forever";
+    dlock_client *holder = client(1, 1), *wc = client(1, 1);
+    dlock_lock *h = NULL;
+    waiter_run w = {.c = wc, .resource = res, .deadline_ms = INT64_MAX};
+    pthread_t t;
+
+    cr_assert_eq(dlock_try_acquire(holder, res, 5000, &h), DLOCK_OK);
+    cr_assert_eq(pthread_create(&t, NULL, waiter_main, &w), 0);
+    wait_listed(res, 1);
+    usleep(50 * 1000);
+    int64_t released = dlock_now_ms();
+    cr_assert_eq(dlock_release(holder, h), DLOCK_OK);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(w.rc, DLOCK_OK, "waiter: %s", dlock_strerror(w.rc));
+    cr_assert_lt(w.got_ms - released, WOKEN_WITHIN_MS);
+    dlock_lock_free(h);
+    dlock_client_free(holder);
+    dlock_client_free(wc);
+}
