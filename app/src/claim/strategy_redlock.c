@@ -219,8 +219,9 @@ const strategy strategy_redlock = {
     .name = "redlock",
     .summary = "the critical section under libdlock's lock, fenced (the right way)",
     .uses_lock = 1,
-    /* Claims waiting for the lock wait in worker threads, so the threads
-     * bound the batch (--lock-batch): 32 lets a batch of 32 fill. */
+    /* Claims waiting for the lock wait in claim workers (--claim-workers,
+     * default --threads), so the workers bound the batch (--lock-batch):
+     * 32 lets a batch of 32 fill. */
     .default_threads = 32,
     .claim = redlock_claim,
     .health = redlock_health,
