@@ -2,8 +2,11 @@
  * gets: HTTP status, the contract's code, the metric label, Retry-After.
  *
  * Three 503s, three different lessons, told apart on purpose:
- *   1005  contention: the lock was held by others until --lock-wait ran out;
- *         the service is fine, retrying later may succeed;
+ *   1005  contention: the lock was held by others until --lock-wait ran out,
+ *         or the claim waited its --lock-wait out in the claim queue, or
+ *         that queue was full (the overload row: so many claims wait ahead
+ *         that this one could not get the lock in time either); the
+ *         service is fine, retrying later may succeed;
  *   1006  a backing service is down: no quorum / Redis unreachable, or SQLite
  *         locked past its busy timeout; the server refuses, it never guesses;
  *   1010  our lease ran out inside the critical section and a newer holder
@@ -25,6 +28,8 @@
     X(SOLD_OUT,         "sold_out",         409, API_SOLD_OUT,     0, "sold out")                            \
     X(USER_LIMIT,       "user_limit",       409, API_USER_LIMIT,   0, "per-user limit of this coupon reached") \
     X(LOCK_TIMEOUT,     "lock_timeout",     503, API_LOCK_TIMEOUT, 1, "lock not acquired in time, retry later") \
+    X(OVERLOAD,         "overload",         503, API_LOCK_TIMEOUT, 1,                                        \
+      "too many claims waiting for the lock, retry later")                                                  \
     X(LOCK_UNAVAILABLE, "lock_unavailable", 503, API_UNAVAILABLE,  1, "lock service unavailable")            \
     X(DB_BUSY,          "db_busy",          503, API_UNAVAILABLE,  1, "database busy, retry later")          \
     X(STALE_FENCE,      "stale_fence",      503, API_LEASE_LOST,   1,                                        \

@@ -50,7 +50,11 @@
     X(CUSTOM, -,        strategy,         "strategy",          "COUPON_STRATEGY",          "NAME",           0, 0,                 "redlock",                        \
       "claim strategy, from the list below")                                                                                                                                 \
     X(NUM,    int,      threads,          "threads",           "COUPON_THREADS",           "N",              1, 256,               0,                                \
-      "request worker threads (default: the strategy's, listed under --strategy)")                                                                              \
+      "HTTP threads: parse, validate, answer, serve reads (default: the strategy's, listed under --strategy)")                                                                              \
+    X(NUM,    int,      claim_workers,    "claim-workers",     "COUPON_CLAIM_WORKERS",     "N",              1, 256,               0,                                \
+      "threads that run the claims (lock wait + store write) off the HTTP threads (default: --threads)")                                                        \
+    X(NUM,    int,      claim_queue,      "claim-queue",       "COUPON_CLAIM_QUEUE",       "N",              1, 100000,            1024,                             \
+      "claims accepted and waiting for a claim worker; one more is answered 503 / 1005 at once")                                                                \
     X(CUSTOM, -,        admin_token,      "admin-token",       "COUPON_ADMIN_TOKEN",       "TOKEN",          0, 0,                 NULL,                             \
       "bearer token for the admin endpoints (unset: they answer 403)")                                                                                          \
     X(NUM,    unsigned, work_us,          "work-us",           "COUPON_WORK_US",           "US",             0, 10000000,          0,                                \

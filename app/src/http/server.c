@@ -28,6 +28,9 @@
  * MHD a header record from the pool above (about 1000 of them used to fill
  * it, and the request then got no answer at all). */
 #define MAX_QUERY_ARGS 64
+/* After the claim queue stopped: how long its last answers (refusals and
+ * the claims that were running) get to go out before the daemon stops. */
+#define STOP_ANSWER_MS 1000
 
 struct server {
     struct MHD_Daemon *daemon;
@@ -198,6 +201,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (rq->replied)
         return MHD_YES;
+    /* Called again after the resume of an offloaded request: its work is
+     * done (request.h), only the answer is left to queue. */
+    if (rq->offloaded)
+        return counted(rq, router_resumed(rq));
     if (rq->body_too_large)
         return counted(rq, reply_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, API_TOO_LARGE,
                                        "request body too large (limit %zu bytes)", cfg->max_body));
@@ -272,8 +279,10 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
     }
     s->app = a;
     /* AUTO picks epoll on Linux. ITC lets MHD_quiesce_daemon wake the
-     * pool threads so they stop accepting at once. */
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+     * pool threads so they stop accepting at once, and a claim worker wake
+     * the pool thread of the connection it resumes. SUSPEND_RESUME: claims
+     * wait on claim workers with their connection suspended (claimq.h). */
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(
@@ -316,6 +325,16 @@ out:
     return result;
 }
 
+/* Waits up to ms until no request is in flight. */
+static void wait_drained(app *a, int ms)
+{
+    for (int waited = 0; waited < ms; waited += 10) {
+        if (atomic_load(&a->in_flight) == 0)
+            break;
+        (void)cm_sleep_ms(10);
+    }
+}
+
 void server_stop(server *s)
 {
     if (s == NULL)
@@ -328,11 +347,15 @@ void server_stop(server *s)
         close(lfd);
     /* Drain: MHD_stop_daemon would close connections whose answer is still
      * being computed or sent; wait (bounded) until none is in flight. */
-    for (int waited = 0; waited < s->app->cfg->shutdown_grace_ms; waited += 10) {
-        if (atomic_load(&s->app->in_flight) == 0)
-            break;
-        (void)cm_sleep_ms(10);
-    }
+    wait_drained(s->app, s->app->cfg->shutdown_grace_ms);
+    /* Claims still queued past the grace are answered 503 without running;
+     * the running ones finish (nothing half-written), and their workers
+     * are joined: MHD must not be stopped with a connection suspended, nor
+     * a worker resume a connection of a stopped daemon. */
+    claimq_stop(s->app->claims);
+    /* The answers just resumed go out (bounded: a client that does not
+     * read is not waited for). */
+    wait_drained(s->app, STOP_ANSWER_MS);
     MHD_stop_daemon(s->daemon);
     free(s);
 }
