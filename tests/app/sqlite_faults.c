@@ -266,8 +266,11 @@ static void fill(const char *dir)
     cr_assert(w < 0 && err == ENOSPC, "the mount did not fill up (%s)", w < 0 ? strerror(err) : "no ENOSPC");
 }
 
-/* The disk fills up under the server, then frees up again. */
-static void disk_full(const char *strategy)
+/* The disk fills up under the server, then frees up again. fence picks
+ * where the first failing commit is: under `full` the section's read
+ * writes (it registers the fence), so it fails there; under `write` the
+ * read is a plain read and the failure lands on the write's commit. */
+static void disk_full(const char *strategy, const char *fence)
 {
     APP_SETUP_OK();
     char db[480];
@@ -279,7 +282,7 @@ static void disk_full(const char *strategy)
         cr_skip_test("cannot mount a 2 MiB tmpfs to fill (%s): the disk-full fault is not run", strerror(err));
     }
     snprintf(db, sizeof db, "%s/full.db", g.mnt);
-    const char *extra[] = {"--strategy", strategy, NULL};
+    const char *extra[] = {"--strategy", strategy, "--fence", fence, NULL};
     spawn(db, extra);
     long long id = app_create_coupon(&g.srv, "full", STOCK, 0);
     claims(id, "before", BEFORE, 200, 0, NULL);
@@ -309,12 +312,17 @@ static void disk_full(const char *strategy)
 
 Test(app_sqlite_faults, disk_full_under_redlock_answers_1500_and_recovers)
 {
-    disk_full("redlock");
+    disk_full("redlock", "full");
+}
+
+Test(app_sqlite_faults, disk_full_on_the_sections_write_answers_1500_and_recovers)
+{
+    disk_full("redlock", "write");
 }
 
 Test(app_sqlite_faults, disk_full_under_atomic_sql_answers_1500_and_recovers)
 {
-    disk_full("atomic-sql");
+    disk_full("atomic-sql", "full");
 }
 
 /* The file and its WAL stop taking writes (immutable), then take them again. */
