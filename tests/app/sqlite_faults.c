@@ -30,6 +30,8 @@
 
 #include "app_util.h"
 
+/* Each test puts its own SQLite file where its fault can reach it (a small
+ * tmpfs, a directory on the temp dir's file system): the plan's file is unused. */
 const app_suite_plan app_plan = {.db_name = "unused.db", .nredis = 1};
 
 /* The coupon's stock, and the claims made before, during and after the fault. */
