@@ -83,6 +83,8 @@
       "simultaneous connections from one client address (0 = no cap); the rest stay free for others")                                                             \
     X(NUM,    unsigned, conn_timeout_s,   "conn-timeout-s",    "COUPON_CONN_TIMEOUT_S",    "S",              1, 3600,              30,                               \
       "idle connection timeout")                                                                                                                                 \
+    X(NUM,    unsigned, header_timeout_s, "header-timeout-s",  "COUPON_HEADER_TIMEOUT_S",  "S",              0, 3600,              30,                               \
+      "longest a connection may take to send a request's headers, from its accept or its previous answer; later: closed (slowloris); 0 = off") \
     X(NUM,    int,      shutdown_grace_ms, "shutdown-grace-ms", "COUPON_SHUTDOWN_GRACE_MS", "MS",            0, 600000,            5000,                             \
       "on SIGINT/SIGTERM, longest wait for requests in flight")                                                                                                 \
     X(CUSTOM, -,        log_level,        "log-level",         "COUPON_LOG_LEVEL",         "error|warn|info|debug", 0, 0,          "info",                           \

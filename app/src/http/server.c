@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "http/header_deadline.h"
 #include "http/reply.h"
 #include "http/router.h"
 #include "http/unescape.h"
@@ -35,6 +36,7 @@
 struct server {
     struct MHD_Daemon *daemon;
     app *app;
+    header_deadline *hd; /* NULL when --header-timeout-s is 0 */
 };
 
 typedef struct header_count {
@@ -163,6 +165,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rq->code = -1;
         rq->t0_us = cm_now_us();
         *con_cls = rq;
+        header_deadline_request_begins(conn);
         atomic_fetch_add(&a->in_flight, 1);
         router_match(url, method, &rq->route);
         if (request_head_bytes(conn, url, method) > cfg->max_header)
@@ -216,8 +219,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     app *a = cls;
     request *rq = *con_cls;
-    (void)conn;
     (void)toe;
+    header_deadline_request_ends(conn);
     if (rq == NULL)
         return;
     free(rq->body);
@@ -278,6 +281,10 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
         goto out;
     }
     s->app = a;
+    if (header_deadline_start(cfg->header_timeout_s, &s->hd) != 0) {
+        snprintf(errbuf, errlen, "cannot start the header deadline's watchdog");
+        goto out;
+    }
     /* AUTO picks epoll on Linux. ITC lets MHD_quiesce_daemon wake the
      * pool threads so they stop accepting at once, and a claim worker wake
      * the pool thread of the connection it resumes. SUSPEND_RESUME: claims
@@ -299,6 +306,8 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_POOL_BYTES,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+        /* MHD's timeout is an idle one: the header deadline (header_deadline.h). */
+        MHD_OPTION_NOTIFY_CONNECTION, header_deadline_notify, s->hd,
         /* Our decoding: %00 must not cut a parameter short (unescape.h). */
         MHD_OPTION_UNESCAPE_CALLBACK, http_unescape, NULL,
         MHD_OPTION_END);
@@ -321,6 +330,8 @@ out:
         freeaddrinfo(ai);
     if (s != NULL && s->daemon != NULL)
         MHD_stop_daemon(s->daemon);
+    if (s != NULL)
+        header_deadline_stop(s->hd);
     free(s);
     return result;
 }
@@ -357,5 +368,7 @@ void server_stop(server *s)
      * read is not waited for). */
     wait_drained(s->app, STOP_ANSWER_MS);
     MHD_stop_daemon(s->daemon);
+    /* After the daemon: its connections are gone, none can be notified. */
+    header_deadline_stop(s->hd);
     free(s);
 }
