@@ -26,15 +26,15 @@ struct claimq {
     size_t n_threads;     /* started (and so to join) */
 };
 
-/* The job's answer once its deadline passed while it waited: the 1005 row,
- * and the lock error "timeout" (outcome.h: "or queued past it"), without a
+/* The job's answer once its deadline passed while it waited: its own 1005
+ * row (queue_timeout), and the lock error "timeout" (outcome.h: "or queued past it"), without a
  * round trip to Redis or the store. */
 static void expire(claim_job *job, const app_config *cfg, int64_t now_us)
 {
     metrics_lock_wait_us(now_us - (job->deadline_us - (int64_t)cfg->lock_wait_ms * 1000));
     metrics_lock_error(LOCK_ERROR_TIMEOUT);
     snprintf(job->out.detail, sizeof job->out.detail, "its whole wait passed in the claim queue");
-    job->result = CLAIM_LOCK_TIMEOUT;
+    job->result = CLAIM_QUEUE_TIMEOUT;
 }
 
 static void run(claimq *q, worker *w, claim_job *job)
@@ -163,7 +163,7 @@ void claimq_stop(claimq *q)
         claim_job *job = q->ring[(head + i) % q->capacity];
         memset(&job->out, 0, sizeof job->out);
         snprintf(job->out.detail, sizeof job->out.detail, "server stopping");
-        job->result = CLAIM_OVERLOAD;
+        job->result = CLAIM_STOPPING;
         job->done(job);
     }
     /* The running claims finish first: a claim is never cut off between

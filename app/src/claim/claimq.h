@@ -56,7 +56,7 @@ int claimq_start(const app_config *cfg, const strategy *strat, worker_pool *pool
  * Never blocks on a claim: a full queue is refused at once. */
 claimq_submit_result claimq_submit(claimq *q, claim_job *job);
 /* Stops the queue: new jobs are refused, jobs still waiting are answered
- * CLAIM_OVERLOAD ("server stopping") without running, the jobs running
+ * CLAIM_STOPPING ("server stopping") without running, the jobs running
  * finish (each bounded by its deadline and the store's timeout: nothing
  * is left half-written), the workers are joined and their slots returned.
  * Idempotent; NULL ok. */

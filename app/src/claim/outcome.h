@@ -34,8 +34,11 @@
     X(SOLD_OUT,         "sold_out",         409, API_SOLD_OUT,     0, 0, "sold out")                         \
     X(USER_LIMIT,       "user_limit",       409, API_USER_LIMIT,   0, 1, "per-user limit of this coupon reached") \
     X(LOCK_TIMEOUT,     "lock_timeout",     503, API_LOCK_TIMEOUT, 1, 0, "lock not acquired in time, retry later") \
+    X(QUEUE_TIMEOUT,    "queue_timeout",    503, API_LOCK_TIMEOUT, 1, 0,                                     \
+      "lock not acquired in time: the whole wait passed in the claim queue, retry later")                 \
     X(OVERLOAD,         "overload",         503, API_LOCK_TIMEOUT, 1, 0,                                     \
-      "too many claims waiting for the lock, retry later")                                                  \
+      "too many claims waiting for the lock (--claim-queue is full), retry later")                        \
+    X(STOPPING,         "stopping",         503, API_LOCK_TIMEOUT, 1, 0, "server stopping, retry later")     \
     X(LOCK_UNAVAILABLE, "lock_unavailable", 503, API_UNAVAILABLE,  1, 0, "lock service unavailable")         \
     X(DB_BUSY,          "db_busy",          503, API_UNAVAILABLE,  1, 0, "database busy, retry later")       \
     X(STALE_FENCE,      "stale_fence",      503, API_LEASE_LOST,   1, 0,                                     \
