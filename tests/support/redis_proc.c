@@ -254,7 +254,7 @@ static int resp_read_reply(resp_conn *c, text_out *o, int depth)
 }
 
 /* Connect, AUTH if the node has a password, run argv; reply text in out. */
-static int redis_cmd_port(int port, const char *password, int64_t timeout_ms, char *out,
+int procs_redis_cmd_port(int port, const char *password, int64_t timeout_ms, char *out,
                           size_t outlen, int argc, const char *const *argv)
 {
     int result = -1;
@@ -287,7 +287,7 @@ int redis_cmd(const redis_proc *r, char *out, size_t outlen, int argc, const cha
         fprintf(stderr, "redis_cmd: bad arguments\n");
         return -1;
     }
-    if (redis_cmd_port(r->port, r->password, REDIS_CMD_MS, out, outlen, argc, argv) != 0) {
+    if (procs_redis_cmd_port(r->port, r->password, REDIS_CMD_MS, out, outlen, argc, argv) != 0) {
         fprintf(stderr, "redis_cmd: %s on %s: no reply\n", argv[0], r->addr);
         return -1;
     }
@@ -304,7 +304,7 @@ static const char *redis_bin(void)
 
 static pid_t redis_spawn(const redis_proc *r)
 {
-    char port[16], logfile[300];
+    char port[16], logfile[300], master_port[16];
     const char *argv[24];
     int n = 0;
     pid_t parent = getpid();
@@ -337,6 +337,12 @@ static pid_t redis_spawn(const redis_proc *r)
     if (r->password[0]) {
         argv[n++] = "--requirepass";
         argv[n++] = r->password;
+    }
+    if (r->replicaof_port > 0) {
+        snprintf(master_port, sizeof master_port, "%d", r->replicaof_port);
+        argv[n++] = "--replicaof";
+        argv[n++] = "127.0.0.1";
+        argv[n++] = master_port;
     }
     argv[n] = NULL;
 
@@ -379,7 +385,7 @@ static int redis_wait_ready(redis_proc *r)
             return 0;
         }
         /* PONG only: LOADING (AOF replay after restart) is not ready yet. */
-        if (redis_cmd_port(r->port, r->password, 200, reply, sizeof reply, 1, ping) == 0 &&
+        if (procs_redis_cmd_port(r->port, r->password, 200, reply, sizeof reply, 1, ping) == 0 &&
             strcmp(reply, "PONG") == 0)
             return 1;
         test_sleep_ms(10);
