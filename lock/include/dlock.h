@@ -137,7 +137,8 @@ DLOCK_API dlock_err dlock_addr_parse(const char *addr, char *host, size_t hostle
 /* The length of the first address of a comma-separated list such as
  * "h1:6379,sentinel://s1:26379,s2:26379/m,unix:/s": up to the first comma,
  * except that a sentinel:// address keeps the commas of its sentinel list
- * (it ends at the first comma after its '/'). 0 for NULL or "". Split a
+ * (it ends at the first comma after its '/', or at the end of the list
+ * when it has no '/'). 0 for NULL or "". Split a
  * --redis list with it, then check each address with dlock_addr_check. */
 DLOCK_API size_t dlock_addr_span(const char *list);
 

@@ -208,8 +208,11 @@ size_t dlock_addr_span(const char *list)
      * the first comma after the '/' that starts its master name. */
     if (strncmp(list, SENTINEL_SCHEME, strlen(SENTINEL_SCHEME)) == 0) {
         const char *slash = strchr(list + strlen(SENTINEL_SCHEME), '/');
-        if (slash != NULL)
-            from = slash;
+        /* Without its name the rest is its list: one address, which the
+         * parse then refuses for the missing name, naming all of it. */
+        if (slash == NULL)
+            return strlen(list);
+        from = slash;
     }
     comma = strchr(from, ',');
     return comma != NULL ? (size_t)(comma - list) : strlen(list);

@@ -255,7 +255,7 @@ static int resp_read_reply(resp_conn *c, text_out *o, int depth)
 
 /* Connect, AUTH if the node has a password, run argv; reply text in out. */
 int procs_redis_cmd_port(int port, const char *password, int64_t timeout_ms, char *out,
-                          size_t outlen, int argc, const char *const *argv)
+                         size_t outlen, int argc, const char *const *argv)
 {
     int result = -1;
     resp_conn c = {.fd = -1};
