@@ -305,7 +305,7 @@ static const char *redis_bin(void)
 static pid_t redis_spawn(const redis_proc *r)
 {
     char port[16], logfile[300], master_port[16];
-    const char *argv[24];
+    const char *argv[32];
     int n = 0;
     pid_t parent = getpid();
     pid_t pid;
@@ -325,6 +325,10 @@ static pid_t redis_spawn(const redis_proc *r)
     argv[n++] = "no";
     argv[n++] = "--logfile";
     argv[n++] = logfile;
+    /* A replica syncs at once: the default waits 5 s for more replicas
+     * to share the diskless transfer. */
+    argv[n++] = "--repl-diskless-sync-delay";
+    argv[n++] = "0";
     argv[n++] = "--appendonly";
     if (r->persistent) {
         argv[n++] = "yes";
