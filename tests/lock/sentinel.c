@@ -380,3 +380,45 @@ Test(lock_sentinel, stale_answer_refused_by_role, .timeout = 60)
     dlock_client_free(fresh);
     dlock_client_free(c);
 }
+
+/* The client's password is the master's: the ROLE check and the node's
+ * connection authenticate with it; the sentinels are asked without it. */
+Test(lock_sentinel, password_is_for_the_master, .timeout = 60)
+{
+    redis_proc locked = {0};
+    sentinel_proc s2 = {0};
+    char addr[256], val[64];
+    dlock_options o;
+    dlock_client *c = NULL, *nopass;
+    dlock_lock *l = NULL;
+    char err[DLOCK_ERRSTR_LEN] = "";
+
+    snprintf(locked.password, sizeof locked.password, "s3cret");
+    cr_assert_eq(redis_start(&locked), 0);
+    /* Sentinel names a master it has not authenticated to (no auth-pass):
+     * it answers from its configuration. */
+    cr_assert_eq(sentinel_start(&s2, "pm", locked.port, 5000, 10000), 0);
+    snprintf(addr, sizeof addr, "sentinel://%s/pm", s2.addr);
+    dlock_options_init(&o);
+    o.addrs = (const char *const[]){addr};
+    o.n_addrs = 1;
+    o.password = "s3cret";
+    cr_assert_eq(dlock_client_new(&o, &c, err, sizeof err), DLOCK_OK, "%s", err);
+    cr_assert_eq(dlock_try_acquire(c, "s6", 10000, &l), DLOCK_OK, "%s", TC_ERR(c));
+    lock_value(&locked, "s6", val, sizeof val);
+    cr_assert_str_eq(val, dlock_lock_token(l));
+    cr_assert_eq(dlock_release(c, l), DLOCK_OK);
+    dlock_lock_free(l);
+    l = NULL;
+    dlock_client_free(c);
+
+    /* Without the password the master refuses the check: unavailable, and
+     * the reason says so. */
+    nopass = client_on(addr);
+    cr_assert_eq(dlock_try_acquire(nopass, "s6", 10000, &l), DLOCK_ERR_UNREACHABLE);
+    cr_assert(strstr(TC_ERR(nopass), "NOAUTH") != NULL, "%s", TC_ERR(nopass));
+    cr_assert_null(l);
+    dlock_client_free(nopass);
+    sentinel_stop(&s2);
+    redis_stop(&locked);
+}
