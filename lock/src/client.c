@@ -71,11 +71,6 @@ static int validate(const dlock_options *o, char *why, size_t whylen)
     return 0;
 }
 
-/* Two entries naming one node would count it twice toward the quorum: with
- * "a,a,b" node a alone would be a majority. Compared after parsing, so
- * "127.0.0.1:6379" and "127.0.0.1:06379" are one node; host names without
- * case (DNS is case-insensitive). Names that differ but resolve to one
- * server ("localhost" and "127.0.0.1") are not caught: that needs DNS. */
 /* Two sentinel addresses are the same node when they name the same master
  * to a common sentinel. A sentinel address and a plain one cannot be
  * compared before the sentinels are asked: that mix is the caller's care. */
@@ -93,6 +88,11 @@ static int same_sentinel_node(const dlock__addr *a, const dlock__addr *b)
     return 0;
 }
 
+/* Two entries naming one node would count it twice toward the quorum: with
+ * "a,a,b" node a alone would be a majority. Compared after parsing, so
+ * "127.0.0.1:6379" and "127.0.0.1:06379" are one node; host names without
+ * case (DNS is case-insensitive). Names that differ but resolve to one
+ * server ("localhost" and "127.0.0.1") are not caught: that needs DNS. */
 static int same_node(const dlock__addr *a, const dlock__addr *b)
 {
     if (a->is_sentinel || b->is_sentinel)
