@@ -2,6 +2,7 @@
 #ifndef TESTS_PROCS_INTERNAL_H
 #define TESTS_PROCS_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -39,5 +40,11 @@ int procs_wait_state(pid_t pid, int flag, const char *what, const char *name);
  * flag asks for (procs_wait_state); when the child exited instead, *pid
  * becomes 0. 0 done, -1 otherwise (also when *pid is not running). */
 int procs_signal_wait(pid_t *pid, int sig, int flag, const char *what, const char *name);
+
+/* One command on 127.0.0.1:port (AUTH first when password is not NULL or
+ * ""), bounded by timeout_ms; the reply as text in out (see redis_cmd).
+ * 0, or -1 without a word on stderr: for readiness polls. */
+int procs_redis_cmd_port(int port, const char *password, int64_t timeout_ms, char *out,
+                         size_t outlen, int argc, const char *const *argv);
 
 #endif /* TESTS_PROCS_INTERNAL_H */

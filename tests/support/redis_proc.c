@@ -254,8 +254,8 @@ static int resp_read_reply(resp_conn *c, text_out *o, int depth)
 }
 
 /* Connect, AUTH if the node has a password, run argv; reply text in out. */
-static int redis_cmd_port(int port, const char *password, int64_t timeout_ms, char *out,
-                          size_t outlen, int argc, const char *const *argv)
+int procs_redis_cmd_port(int port, const char *password, int64_t timeout_ms, char *out,
+                         size_t outlen, int argc, const char *const *argv)
 {
     int result = -1;
     resp_conn c = {.fd = -1};
@@ -287,7 +287,7 @@ int redis_cmd(const redis_proc *r, char *out, size_t outlen, int argc, const cha
         fprintf(stderr, "redis_cmd: bad arguments\n");
         return -1;
     }
-    if (redis_cmd_port(r->port, r->password, REDIS_CMD_MS, out, outlen, argc, argv) != 0) {
+    if (procs_redis_cmd_port(r->port, r->password, REDIS_CMD_MS, out, outlen, argc, argv) != 0) {
         fprintf(stderr, "redis_cmd: %s on %s: no reply\n", argv[0], r->addr);
         return -1;
     }
@@ -304,8 +304,8 @@ static const char *redis_bin(void)
 
 static pid_t redis_spawn(const redis_proc *r)
 {
-    char port[16], logfile[300];
-    const char *argv[24];
+    char port[16], logfile[300], master_port[16];
+    const char *argv[32];
     int n = 0;
     pid_t parent = getpid();
     pid_t pid;
@@ -325,6 +325,10 @@ static pid_t redis_spawn(const redis_proc *r)
     argv[n++] = "no";
     argv[n++] = "--logfile";
     argv[n++] = logfile;
+    /* A replica syncs at once: the default waits 5 s for more replicas
+     * to share the diskless transfer. */
+    argv[n++] = "--repl-diskless-sync-delay";
+    argv[n++] = "0";
     argv[n++] = "--appendonly";
     if (r->persistent) {
         argv[n++] = "yes";
@@ -337,6 +341,12 @@ static pid_t redis_spawn(const redis_proc *r)
     if (r->password[0]) {
         argv[n++] = "--requirepass";
         argv[n++] = r->password;
+    }
+    if (r->replicaof_port > 0) {
+        snprintf(master_port, sizeof master_port, "%d", r->replicaof_port);
+        argv[n++] = "--replicaof";
+        argv[n++] = "127.0.0.1";
+        argv[n++] = master_port;
     }
     argv[n] = NULL;
 
@@ -379,7 +389,7 @@ static int redis_wait_ready(redis_proc *r)
             return 0;
         }
         /* PONG only: LOADING (AOF replay after restart) is not ready yet. */
-        if (redis_cmd_port(r->port, r->password, 200, reply, sizeof reply, 1, ping) == 0 &&
+        if (procs_redis_cmd_port(r->port, r->password, 200, reply, sizeof reply, 1, ping) == 0 &&
             strcmp(reply, "PONG") == 0)
             return 1;
         test_sleep_ms(10);

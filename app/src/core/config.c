@@ -130,8 +130,9 @@ static int parse_redis(app_config *cfg, const char *v, char *errbuf, size_t errl
     const char *p = v;
 
     for (;;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        /* libdlock's split: a sentinel:// address keeps its own commas. */
+        size_t len = dlock_addr_span(p);
+        const char *comma = p[len] == ',' ? p + len : NULL;
         if (n == CONFIG_MAX_REDIS) {
             set_err(errbuf, errlen, "%s: at most %d Redis addresses", who, CONFIG_MAX_REDIS);
             goto out;

@@ -34,7 +34,7 @@
     X(STR,    char *,   db_path,          "db",                "COUPON_DB",                "PATH|URL",       0, 0,                 "coupon.db",                      \
       "SQLite file, created with its schema if absent, or a postgresql:// URL")                                                                                  \
     X(CUSTOM, -,        redis,            "redis",             "COUPON_REDIS",             "ADDR[,ADDR...]", 0, 0,                 "127.0.0.1:6379",                 \
-      "Redis masters, host:port, [v6]:port or unix:/path; one = single instance, several = Redlock")                                                            \
+      "Redis masters, host:port, [v6]:port, unix:/path or sentinel://H:P[,H:P...]/NAME; one = single instance, several = Redlock")                                                          \
     X(NUM,    uint32_t, lock_ttl_ms,      "lock-ttl",          "COUPON_LOCK_TTL_MS",       "MS",             10, 600000,           2000,                             \
       "lock validity")                                                                                                                                           \
     X(NUM,    int,      lock_wait_ms,     "lock-wait",         "COUPON_LOCK_WAIT_MS",      "MS",             0, 60000,             1000,                             \
