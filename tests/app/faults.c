@@ -1,6 +1,7 @@
 /* faults.c - Redis failures seen through the server: a dead or paused lock
  * service answers 503 / 1006 and changes nothing; when it is back, claims
- * succeed again; with 3 nodes a minority may be down, a majority may not. */
+ * succeed again; with 3 nodes a minority may be down, a majority may not.
+ * Built twice: on SQLite (app_faults) and on PostgreSQL (app_faults_pg). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +11,10 @@
 
 #include "app_util.h"
 
-const app_suite_plan app_plan = {.db_name = "faults.db"};
-TestSuite(app_faults, .init = app_suite_init, .fini = app_suite_fini, .timeout = 60);
+const app_suite_plan app_plan = {.db_name = "faults.db", .pg = APP_PG};
+/* app_faults, or app_faults_pg on PostgreSQL (app_store.h). */
+#define FAULTS_SUITE APP_SUITE(app_faults)
+TestSuite(FAULTS_SUITE, .init = app_suite_init, .fini = app_suite_fini, .timeout = 60);
 
 /* Persistent nodes: a restarted node must keep its fencing counters, or
  * every claim after the restart would carry a stale fence. */
@@ -54,7 +57,7 @@ static void expect_db(long long id, long long stock, long long records)
     cr_assert_eq(st.stock + st.records, st.total);
 }
 
-Test(app_faults, single_node_killed_and_restarted, .timeout = 60)
+Test(FAULTS_SUITE, single_node_killed_and_restarted, .timeout = 60)
 {
     APP_SETUP_OK();
     start_all(1, "2000");
@@ -76,7 +79,7 @@ Test(app_faults, single_node_killed_and_restarted, .timeout = 60)
                  0);
 }
 
-Test(app_faults, single_node_paused_and_resumed, .timeout = 60)
+Test(FAULTS_SUITE, single_node_paused_and_resumed, .timeout = 60)
 {
     APP_SETUP_OK();
     /* A short TTL: a SET NX the paused node executes late expires soon. */
@@ -91,7 +94,7 @@ Test(app_faults, single_node_paused_and_resumed, .timeout = 60)
     expect_db(id, 8, 2);
 }
 
-Test(app_faults, three_nodes_minority_and_majority_down, .timeout = 60)
+Test(FAULTS_SUITE, three_nodes_minority_and_majority_down, .timeout = 60)
 {
     APP_SETUP_OK();
     start_all(3, "2000");
