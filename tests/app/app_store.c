@@ -1,11 +1,16 @@
-/* app_store.c - the PostgreSQL side of the app suites' store (app_store.h):
- * one database per test on the server the binary's runner started. */
+/* app_store.c - the app suites' store (app_store.h): one PostgreSQL
+ * database per test on the server the binary's runner started, and a
+ * foreign writer holding either store's write lock. */
 #include "app_store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <libpq-fe.h>
+#include <sqlite3.h>
 
 #include "procs.h"
 
@@ -66,4 +71,70 @@ void app_store_pg_drop(const char *name)
     /* FORCE in pg_drop_db: a failed test may leave a server's session open. */
     if (name[0] != '\0' && server_of_worker(&p, why, sizeof why) == 0)
         (void)pg_drop_db(&p, name);
+}
+
+struct app_store_hold {
+    sqlite3 *lite;
+    PGconn *pg;
+};
+
+static void hold_pg(app_store_hold *h, const char *url)
+{
+    char conninfo[512];
+    PGresult *r;
+
+    /* Bounded connect; no statement timeout: the lock is taken at once
+     * (nobody else holds anything stronger than a row lock for long). */
+    snprintf(conninfo, sizeof conninfo, "%s%sconnect_timeout=5", url, strchr(url, '?') != NULL ? "&" : "?");
+    h->pg = PQconnectdb(conninfo);
+    cr_assert(h->pg != NULL && PQstatus(h->pg) == CONNECTION_OK, "foreign writer: connect %s: %s", url,
+              h->pg != NULL ? PQerrorMessage(h->pg) : "out of memory");
+    /* EXCLUSIVE conflicts with the ROW EXCLUSIVE lock every UPDATE takes,
+     * and not with the ACCESS SHARE of a plain SELECT. */
+    r = PQexec(h->pg, "BEGIN; LOCK TABLE coupon IN EXCLUSIVE MODE");
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "foreign writer: LOCK TABLE: %s", PQresultErrorMessage(r));
+    PQclear(r);
+}
+
+static void hold_sqlite(app_store_hold *h, const char *path)
+{
+    int rc = sqlite3_open_v2(path, &h->lite, SQLITE_OPEN_READWRITE, NULL);
+
+    cr_assert_eq(rc, SQLITE_OK, "foreign writer: open %s: %s", path, sqlite3_errstr(rc));
+    /* Waits for a server's write in progress, then holds the write lock. */
+    sqlite3_busy_timeout(h->lite, 10000);
+    rc = sqlite3_exec(h->lite, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    cr_assert_eq(rc, SQLITE_OK, "foreign writer: BEGIN IMMEDIATE: %s", sqlite3_errmsg(h->lite));
+}
+
+app_store_hold *app_store_hold_writes(const char *db)
+{
+    app_store_hold *h = calloc(1, sizeof *h);
+
+    cr_assert_not_null(h, "out of memory");
+    if (app_store_is_pg(db))
+        hold_pg(h, db);
+    else
+        hold_sqlite(h, db);
+    return h;
+}
+
+void app_store_hold_release(app_store_hold *h)
+{
+    int ok = 1;
+
+    if (h == NULL)
+        return;
+    if (h->pg != NULL) {
+        PGresult *r = PQexec(h->pg, "ROLLBACK");
+        ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+        PQclear(r);
+        PQfinish(h->pg);
+    }
+    if (h->lite != NULL) {
+        ok = sqlite3_exec(h->lite, "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK;
+        ok = sqlite3_close(h->lite) == SQLITE_OK && ok;
+    }
+    free(h);
+    cr_assert(ok, "foreign writer: ROLLBACK or close failed");
 }

@@ -38,4 +38,14 @@ int app_store_pg_create(char *name, size_t name_len, char *url, size_t url_len, 
 /* DROP DATABASE name WITH (FORCE) on the binary's server; best effort. */
 void app_store_pg_drop(const char *name);
 
+/* A foreign writer: a connection of its own that holds the store's write
+ * lock until released, as another program (a migration, a batch job) might.
+ * SQLite: BEGIN IMMEDIATE (no other connection may write the file);
+ * PostgreSQL: BEGIN; LOCK TABLE coupon IN EXCLUSIVE MODE (plain reads pass,
+ * every UPDATE of a coupon waits). Both assert; release ends the transaction
+ * (ROLLBACK) and closes the connection. */
+typedef struct app_store_hold app_store_hold;
+app_store_hold *app_store_hold_writes(const char *db);
+void app_store_hold_release(app_store_hold *h);
+
 #endif /* TESTS_APP_STORE_H */

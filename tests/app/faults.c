@@ -1,6 +1,7 @@
-/* faults.c - Redis failures seen through the server: a dead or paused lock
+/* faults.c - failures seen through the server: a dead or paused lock
  * service answers 503 / 1006 and changes nothing; when it is back, claims
  * succeed again; with 3 nodes a minority may be down, a majority may not.
+ * A store locked by a foreign writer past --db-busy-ms answers the same.
  * Built twice: on SQLite (app_faults) and on PostgreSQL (app_faults_pg). */
 #include <signal.h>
 #include <stdio.h>
@@ -122,4 +123,33 @@ Test(FAULTS_SUITE, three_nodes_minority_and_majority_down, .timeout = 60)
                             "SELECT COUNT(*) FROM coupon_record a JOIN coupon_record b "
                             "ON a.id<b.id WHERE a.fence>=b.fence"),
                  0);
+}
+
+/* The store, not Redis, fails: a foreign writer holds its write lock
+ * (app_store_hold_writes: SQLite's BEGIN IMMEDIATE, PostgreSQL's LOCK TABLE
+ * coupon IN EXCLUSIVE MODE) past --db-busy-ms. The claim waits that long,
+ * answers 503 / 1006 with Retry-After, writes nothing, and gives its Redis
+ * lock back: once the writer is gone the next claim succeeds at once (a lock
+ * left behind would answer 1005 until its 5 s TTL ran out). */
+Test(FAULTS_SUITE, store_locked_by_a_foreign_writer, .timeout = 60)
+{
+    APP_SETUP_OK();
+    app_env_up(&g_app, 1, 0, 1, "--lock-ttl", "5000", "--lock-wait", "300", "--db-busy-ms", "500", "--threads", "2",
+               NULL);
+    long long id = app_create_coupon(&g_app.srv[0], "faults", 10, 0);
+    claim_expect(id, "u1", 200, 0);
+
+    app_store_hold *writer = app_store_hold_writes(g_app.db);
+    int64_t t0 = test_now_ms();
+    claim_expect(id, "u2", 503, 1006);
+    int64_t waited = test_now_ms() - t0;
+    app_store_hold_release(writer);
+    /* It waited for the store (not failing at once), and no longer than the
+     * busy timeout allows (the margin: a loaded machine). */
+    cr_assert(waited >= 400 && waited < 4000, "answered after %lld ms with --db-busy-ms 500", (long long)waited);
+    expect_db(id, 9, 1);
+
+    claim_expect(id, "u2", 200, 0);
+    expect_db(id, 8, 2);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record WHERE user_id='u2'"), 1);
 }
