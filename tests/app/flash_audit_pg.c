@@ -1,4 +1,5 @@
-/* flash_pg.c - the flash crowd on PostgreSQL: two coupon-servers sharing one
+/* flash_audit_pg.c - the flash crowd on PostgreSQL through coupon-loadtest,
+ * audited from the database: two coupon-servers sharing one
  * PostgreSQL database (--db postgresql://...), three Redis masters, and
  * coupon-loadtest firing 4000 claims from 32 connections at a coupon of 200,
  * auditing the servers and the database (its PostgreSQL read path). Under
@@ -21,7 +22,7 @@
 
 /* A fresh database per test on the binary's one postgres (app_pg_server.c). */
 const app_suite_plan app_plan = {.db_name = "unused.db", .pg = 1};
-TestSuite(app_flash_pg, .init = app_suite_init, .fini = app_suite_fini, .timeout = 180);
+TestSuite(app_flash_audit_pg, .init = app_suite_init, .fini = app_suite_fini, .timeout = 180);
 
 static long long pg_int(const char *sql_fmt, long long id)
 {
@@ -78,17 +79,17 @@ static void expect_exact(const char *strategy)
                      0);
 }
 
-Test(app_flash_pg, redlock_three_nodes_sells_exactly_the_stock)
+Test(app_flash_audit_pg, redlock_three_nodes_sells_exactly_the_stock)
 {
     expect_exact("redlock");
 }
 
-Test(app_flash_pg, atomic_sql_sells_exactly_the_stock)
+Test(app_flash_audit_pg, atomic_sql_sells_exactly_the_stock)
 {
     expect_exact("atomic-sql");
 }
 
-Test(app_flash_pg, none_oversells_and_the_audit_says_so)
+Test(app_flash_audit_pg, none_oversells_and_the_audit_says_so)
 {
     long long id;
     char *report = NULL;
