@@ -1,7 +1,8 @@
-/* lease.c - the lease outlived, end to end: two coupon-servers on one SQLite
- * file, 3 Redis masters, and a holder that stalls inside the critical
- * section (after its read) longer than its lock's TTL, so that the other
- * server gets the lock and reads the same stock.
+/* lease.c - the lease outlived, end to end: two coupon-servers on one store
+ * (a SQLite file: app_lease; a PostgreSQL database: app_lease_pg), 3 Redis
+ * masters, and a holder that stalls inside the critical section (after its
+ * read) longer than its lock's TTL, so that the other server gets the lock
+ * and reads the same stock.
  *
  *   --fence off    both writes land: OVERSOLD (the lock alone cannot help
  *                  once the lease is gone);
@@ -25,8 +26,10 @@
 
 #include "app_util.h"
 
-const app_suite_plan app_plan = {.db_name = "lease.db", .nredis = 3};
-TestSuite(app_lease, .init = app_suite_init, .fini = app_suite_fini, .timeout = 60);
+const app_suite_plan app_plan = {.db_name = "lease.db", .pg = APP_PG, .nredis = 3};
+/* app_lease, or app_lease_pg on PostgreSQL (app_store.h). */
+#define LEASE_SUITE APP_SUITE(app_lease)
+TestSuite(LEASE_SUITE, .init = app_suite_init, .fini = app_suite_fini, .timeout = 60);
 
 /* Both servers with the given fence mode and TTL, each with its own two
  * extra options (name, value pairs), and the coupon (stock 5) they claim. */
@@ -86,7 +89,7 @@ static void claim_join(async_claim *c)
     cr_assert_eq(pthread_join(c->th, NULL), 0);
 }
 
-/* What the interleaving must end with, read from the SQLite file. */
+/* What the interleaving must end with, read from the store. */
 static void expect_outcome(const char *fence, long long id, const async_claim *a, const async_claim *b)
 {
     app_coupon_state st;
@@ -129,9 +132,9 @@ static void paused_interleaving(const char *fence)
     expect_outcome(fence, id, &a, &b);
 }
 
-Test(app_lease, pause_past_ttl_fence_off_oversells) { paused_interleaving("off"); }
-Test(app_lease, pause_past_ttl_fence_write_oversells) { paused_interleaving("write"); }
-Test(app_lease, pause_past_ttl_fence_full_refuses_the_stale_write) { paused_interleaving("full"); }
+Test(LEASE_SUITE, pause_past_ttl_fence_off_oversells) { paused_interleaving("off"); }
+Test(LEASE_SUITE, pause_past_ttl_fence_write_oversells) { paused_interleaving("write"); }
+Test(LEASE_SUITE, pause_past_ttl_fence_full_refuses_the_stale_write) { paused_interleaving("full"); }
 
 /* A real SIGSTOP of the holder's process: A reads and starts its 300 ms
  * business step, is stopped at 100 ms for about a second (its 500 ms lease
@@ -156,5 +159,5 @@ static void sigstopped_holder(const char *fence)
     expect_outcome(fence, id, &a, &b);
 }
 
-Test(app_lease, sigstop_past_ttl_fence_off_oversells) { sigstopped_holder("off"); }
-Test(app_lease, sigstop_past_ttl_fence_full_refuses_the_stale_write) { sigstopped_holder("full"); }
+Test(LEASE_SUITE, sigstop_past_ttl_fence_off_oversells) { sigstopped_holder("off"); }
+Test(LEASE_SUITE, sigstop_past_ttl_fence_full_refuses_the_stale_write) { sigstopped_holder("full"); }

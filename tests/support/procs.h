@@ -116,6 +116,9 @@ int pg_drop_db(const pg_proc *p, const char *name);
 /* Run sql on url (bounded); out (may be NULL) gets the first cell of the
  * first row as text, "" when none. */
 int pg_sql(const char *url, const char *sql, char *out, size_t outlen);
+/* pg_sql, and *rows (may be NULL) gets the number of rows returned (0 for a
+ * statement that returns none). */
+int pg_query(const char *url, const char *sql, char *out, size_t outlen, int *rows);
 
 typedef struct server_proc {
     pid_t pid;          /* 0 when not running */
