@@ -11,6 +11,7 @@
 # netns_check first.
 # shellcheck shell=bash
 
+: "${ns_prefix:?the caller sets ns_prefix}"
 ns_made=() # every namespace created, for netns_cleanup
 
 # One line and exit 2 where namespaces cannot be made (not root, no
