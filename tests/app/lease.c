@@ -16,6 +16,7 @@
  * SIGSTOP / SIGCONT of the holder's process. The off/write cases are the
  * guard against the section ever becoming atomic again: they must oversell. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,3 +159,30 @@ static void sigstopped_holder(const char *fence)
 
 Test(app_lease, sigstop_past_ttl_fence_off_oversells) { sigstopped_holder("off"); }
 Test(app_lease, sigstop_past_ttl_fence_full_refuses_the_stale_write) { sigstopped_holder("full"); }
+
+/* --fault-pause-ms MS:signal (scripts/hosts holds a server inside a lease
+ * with it): no stall until a SIGUSR1, then exactly one claim stalls MS, and
+ * the server lives on (SIGUSR1 would otherwise end it). */
+static int64_t timed_claim(long long id, const char *user)
+{
+    int64_t t0 = test_now_ms();
+    app_claim_expect(&g_app.srv[0], "POST", id, user, 200, 0, 0);
+    return test_now_ms() - t0;
+}
+
+Test(app_lease, signal_armed_pause_stalls_one_claim_per_sigusr1)
+{
+    APP_SETUP_OK();
+    app_env_server_up(&g_app, 0, "--fault-pause-ms", "800:signal", "--lock-ttl", "5000", "--threads", "2", NULL);
+    long long id = app_create_coupon(&g_app.srv[0], "armed", 5, 0);
+
+    int64_t unarmed = timed_claim(id, "u1");
+    cr_assert_lt(unarmed, 600, "a claim stalled before any SIGUSR1: %lld ms", (long long)unarmed);
+    cr_assert_eq(kill(g_app.srv[0].pid, SIGUSR1), 0);
+    int64_t armed = timed_claim(id, "u2");
+    cr_assert_geq(armed, 800, "the claim after SIGUSR1 did not stall: %lld ms", (long long)armed);
+    int64_t after = timed_claim(id, "u3");
+    cr_assert_lt(after, 600, "the stall fired twice for one SIGUSR1: %lld ms", (long long)after);
+    app_coupon_state st;
+    app_expect_db(g_app.db, id, 2, 3, &st);
+}
