@@ -173,16 +173,19 @@ static int64_t timed_claim(long long id, const char *user)
 Test(app_lease, signal_armed_pause_stalls_one_claim_per_sigusr1)
 {
     APP_SETUP_OK();
-    app_env_server_up(&g_app, 0, "--fault-pause-ms", "800:signal", "--lock-ttl", "5000", "--threads", "2", NULL);
+    /* A 2 s stall against a 1.5 s bound on the others: a loaded machine
+     * slows a claim, it does not make it stall or skip a stall. */
+    app_env_server_up(&g_app, 0, "--fault-pause-ms", "2000:signal", "--lock-ttl", "10000", "--threads", "2", NULL);
     long long id = app_create_coupon(&g_app.srv[0], "armed", 5, 0);
 
+    (void)timed_claim(id, "warm"); /* the first claim also opens the connections */
     int64_t unarmed = timed_claim(id, "u1");
-    cr_assert_lt(unarmed, 600, "a claim stalled before any SIGUSR1: %lld ms", (long long)unarmed);
+    cr_assert_lt(unarmed, 1500, "a claim stalled before any SIGUSR1: %lld ms", (long long)unarmed);
     cr_assert_eq(kill(g_app.srv[0].pid, SIGUSR1), 0);
     int64_t armed = timed_claim(id, "u2");
-    cr_assert_geq(armed, 800, "the claim after SIGUSR1 did not stall: %lld ms", (long long)armed);
+    cr_assert_geq(armed, 2000, "the claim after SIGUSR1 did not stall: %lld ms", (long long)armed);
     int64_t after = timed_claim(id, "u3");
-    cr_assert_lt(after, 600, "the stall fired twice for one SIGUSR1: %lld ms", (long long)after);
+    cr_assert_lt(after, 1500, "the stall fired twice for one SIGUSR1: %lld ms", (long long)after);
     app_coupon_state st;
-    app_expect_db(g_app.db, id, 2, 3, &st);
+    app_expect_db(g_app.db, id, 1, 4, &st);
 }
