@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "app.h"
+#include "claim/claimq.h"
 #include "claim/hold_log.h"
 #include "claim/section.h"
 #include "core/lockwatch.h"
@@ -104,6 +105,7 @@ int main(int argc, char **argv)
     app_config cfg;
     app a;
     worker_pool *pool = NULL;
+    claimq *claims = NULL;
     server *srv = NULL;
     char err[512] = "";
     sigset_t stopsigs, oldmask;
@@ -157,8 +159,10 @@ int main(int argc, char **argv)
     if (pthread_sigmask(SIG_BLOCK, &stopsigs, &oldmask) != 0)
         goto out;
 
-    /* One slot per pool thread: a thread never waits for a slot. */
-    switch (pool_new(&cfg, (size_t)cfg.threads, a.strat->uses_lock, &pool, err, sizeof err)) {
+    /* One slot per HTTP thread (checked out per request: a thread never
+     * waits for a slot) and one per claim worker (held for its life). */
+    switch (pool_new(&cfg, (size_t)cfg.threads + (size_t)cfg.claim_workers, a.strat->uses_lock, &pool, err,
+                     sizeof err)) {
     case POOL_OK:
         break;
     case POOL_ERR_DB:
@@ -179,6 +183,13 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    /* The claim workers start before the HTTP threads that feed them. */
+    if (claimq_start(&cfg, a.strat, pool, (size_t)cfg.claim_workers, (size_t)cfg.claim_queue, &claims, err,
+                     sizeof err) != 0) {
+        fprintf(stderr, "coupon-server: %s\n", err);
+        goto out;
+    }
+    a.claims = claims;
     int started = server_start(&a, &srv, &port, err, sizeof err);
     if (started != 0) {
         fprintf(stderr, "coupon-server: %s\n", err);
@@ -211,7 +222,8 @@ int main(int argc, char **argv)
     stopping = 1;
     rc = 0;
 out:
-    server_stop(srv);
+    server_stop(srv); /* stops the claim queue in its drain */
+    claimq_free(claims); /* after the server: its threads submit to the queue */
     lockwatch_stop();
     pool_free(pool);
     if (stopping)

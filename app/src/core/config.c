@@ -462,6 +462,10 @@ config_result config_load(app_config *cfg, int argc, char **argv, char *errbuf, 
     /* Unset --threads: the strategy's own default (its row in the registry). */
     if (cfg->threads == 0)
         cfg->threads = strategy_by_name(cfg->strategy)->default_threads;
+    /* Unset --claim-workers: as many as --threads, so that as many claims
+     * of one coupon as before can wait for (and batch under) one lock. */
+    if (cfg->claim_workers == 0)
+        cfg->claim_workers = cfg->threads;
     /* MHD shares the connection limit out among its pool threads; fewer
      * connections than threads would leave a thread with none. */
     if (cfg->max_connections < (unsigned)cfg->threads) {

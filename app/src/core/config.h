@@ -50,7 +50,11 @@
     X(CUSTOM, -,        strategy,         "strategy",          "COUPON_STRATEGY",          "NAME",           0, 0,                 "redlock",                        \
       "claim strategy, from the list below")                                                                                                                                 \
     X(NUM,    int,      threads,          "threads",           "COUPON_THREADS",           "N",              1, 256,               0,                                \
-      "request worker threads (default: the strategy's, listed under --strategy)")                                                                              \
+      "HTTP threads: parse, validate, answer, serve reads (default: the strategy's, listed under --strategy)")                                                                              \
+    X(NUM,    int,      claim_workers,    "claim-workers",     "COUPON_CLAIM_WORKERS",     "N",              1, 256,               0,                                \
+      "threads that run the claims (lock wait + store write) off the HTTP threads (default: --threads)")                                                        \
+    X(NUM,    int,      claim_queue,      "claim-queue",       "COUPON_CLAIM_QUEUE",       "N",              1, 100000,            1024,                             \
+      "claims accepted and waiting for a claim worker; one more is answered 503 / 1005 at once")                                                                \
     X(CUSTOM, -,        admin_token,      "admin-token",       "COUPON_ADMIN_TOKEN",       "TOKEN",          0, 0,                 NULL,                             \
       "bearer token for the admin endpoints (unset: they answer 403)")                                                                                          \
     X(NUM,    unsigned, work_us,          "work-us",           "COUPON_WORK_US",           "US",             0, 10000000,          0,                                \
@@ -79,6 +83,8 @@
       "simultaneous connections from one client address (0 = no cap); the rest stay free for others")                                                             \
     X(NUM,    unsigned, conn_timeout_s,   "conn-timeout-s",    "COUPON_CONN_TIMEOUT_S",    "S",              1, 3600,              30,                               \
       "idle connection timeout")                                                                                                                                 \
+    X(NUM,    unsigned, header_timeout_s, "header-timeout-s",  "COUPON_HEADER_TIMEOUT_S",  "S",              0, 3600,              30,                               \
+      "longest a connection may take to send a request's headers, from its accept or its previous answer; later: closed (slowloris); 0 = off") \
     X(NUM,    int,      shutdown_grace_ms, "shutdown-grace-ms", "COUPON_SHUTDOWN_GRACE_MS", "MS",            0, 600000,            5000,                             \
       "on SIGINT/SIGTERM, longest wait for requests in flight")                                                                                                 \
     X(CUSTOM, -,        log_level,        "log-level",         "COUPON_LOG_LEVEL",         "error|warn|info|debug", 0, 0,          "info",                           \
