@@ -15,6 +15,7 @@
 #include "app.h"
 #include "claim/claimq.h"
 #include "claim/hold_log.h"
+#include "claim/section.h"
 #include "core/lockwatch.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -35,7 +36,14 @@ static void on_signal(int sig)
     errno = saved;
 }
 
-static int install_signals(void)
+/* --fault-pause-ms MS:signal: arm the next section's stall. */
+static void on_fault_signal(int sig)
+{
+    (void)sig;
+    section_fault_arm();
+}
+
+static int install_signals(const app_config *cfg)
 {
     struct sigaction sa;
 
@@ -53,6 +61,10 @@ static int install_signals(void)
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0)
+        return -1;
+    /* Only when asked for: otherwise SIGUSR1 keeps its default action. */
+    sa.sa_handler = on_fault_signal;
+    if (cfg->fault_pause_ms > 0 && cfg->fault_pause_every == 0 && sigaction(SIGUSR1, &sa, NULL) != 0)
         return -1;
     /* A peer that closes first (a Redis node, a client) must give EPIPE,
      * not kill the process. */
@@ -133,7 +145,7 @@ int main(int argc, char **argv)
      * any thread exists, keeps that one-time write out of a race. */
     json_object_seed(0);
 
-    if (install_signals() != 0) {
+    if (install_signals(&cfg) != 0) {
         fprintf(stderr, "coupon-server: cannot install signal handlers: %s\n", strerror(errno));
         goto out;
     }
@@ -143,6 +155,7 @@ int main(int argc, char **argv)
     sigemptyset(&stopsigs);
     sigaddset(&stopsigs, SIGINT);
     sigaddset(&stopsigs, SIGTERM);
+    sigaddset(&stopsigs, SIGUSR1);
     if (pthread_sigmask(SIG_BLOCK, &stopsigs, &oldmask) != 0)
         goto out;
 

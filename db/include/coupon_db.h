@@ -29,7 +29,8 @@ typedef enum db_status {
     DB_STALE_FENCE = 4, /* our fence is lower than one the row has accepted: a newer lock holder
                            read or wrote it (our lease ran out); nothing was changed */
     DB_BUSY = 5,        /* the database stayed locked past the busy timeout (PostgreSQL: a
-                           statement or lock timeout, a serialization failure) */
+                           statement or lock timeout, a serialization failure, or the server
+                           unreachable when a dropped connection is opened again) */
     DB_INVALID = 6,     /* bad argument (NULL, negative stock, name too long, ...) */
     DB_ERROR = 7        /* any other database failure (see db_errmsg) */
 } db_status;

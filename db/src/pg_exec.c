@@ -264,9 +264,15 @@ db_status dbpg_connect(db_store *db)
     if (db->pg->conn != NULL)
         return DB_OK;
     res = dbpg_connect_raw(db);
+    /* A server that cannot be reached now (down, or cut off: refused, no
+     * route, connect_timeout) is a backing service down, the "retry later"
+     * kind (503) and not an internal error: a connect that failed cannot
+     * have applied anything. The first connect (dbpg_open) still fails the
+     * start with the reason. */
+    if (res != DB_OK)
+        return DB_BUSY;
     /* Prepared statements belong to a session: a new one prepares them again. */
-    if (res == DB_OK)
-        res = dbpg_prepare_all(db);
+    res = dbpg_prepare_all(db);
     if (res != DB_OK && db->pg->conn != NULL)
         dbpg_drop(db);
     return res;

@@ -204,7 +204,8 @@ static int parse_fence(app_config *cfg, const char *v, char *errbuf, size_t errl
     return 0;
 }
 
-/* MS[:EVERY]: MS in 0..600000 (0 = off), EVERY in 1..1000000. */
+/* MS[:EVERY]: MS in 0..600000 (0 = off), EVERY in 1..1000000, or the word
+ * "signal" (stored as EVERY 0): the next claim after each SIGUSR1 stalls. */
 static int parse_fault_pause(app_config *cfg, const char *v, char *errbuf, size_t errlen, const char *who)
 {
     char ms_s[16];
@@ -218,13 +219,15 @@ static int parse_fault_pause(app_config *cfg, const char *v, char *errbuf, size_
     ms_s[len] = '\0';
     if (parse_range(ms_s, 0, 600000, &ms) != 0)
         goto bad;
-    if (colon != NULL && parse_range(colon + 1, 1, 1000000, &every) != 0)
+    if (colon != NULL && strcmp(colon + 1, "signal") == 0)
+        every = 0;
+    else if (colon != NULL && parse_range(colon + 1, 1, 1000000, &every) != 0)
         goto bad;
     cfg->fault_pause_ms = (unsigned)ms;
     cfg->fault_pause_every = (unsigned)every;
     return 0;
 bad:
-    set_err(errbuf, errlen, "%s: expected MS[:EVERY] with MS in 0..600000 and EVERY in 1..1000000, got '%s'",
+    set_err(errbuf, errlen, "%s: expected MS[:EVERY|:signal] with MS in 0..600000 and EVERY in 1..1000000, got '%s'",
             who, v);
     return -1;
 }
@@ -538,6 +541,8 @@ static void describe_custom(const app_config *cfg, enum opt_id id, char *out, si
     case OPT_CUSTOM_fault_pause:
         if (cfg->fault_pause_ms == 0)
             snprintf(out, len, "off");
+        else if (cfg->fault_pause_every == 0)
+            snprintf(out, len, "%u:signal", cfg->fault_pause_ms);
         else
             snprintf(out, len, "%u:%u", cfg->fault_pause_ms, cfg->fault_pause_every);
         return;

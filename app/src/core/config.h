@@ -64,7 +64,7 @@
     X(CUSTOM, -,        fence,            "fence",             "COUPON_FENCE",             "off|write|full", 0, 0,                 "full",                           \
       "storage fencing of the lock strategies: none, on the write only, or on the read and the write")                                                          \
     X(CUSTOM, -,        fault_pause,      "fault-pause-ms",    "COUPON_FAULT_PAUSE",       "MS[:EVERY]",     0, 0,                 NULL,                             \
-      "fault injection: stall MS inside the critical section, after the read, on every EVERY-th claim of this server (EVERY 1 if omitted; off unless given)")  \
+      "fault injection: stall MS inside the critical section, after the read, on every EVERY-th claim of this server (EVERY 1 if omitted; off unless given); MS:signal stalls only the next claim after each SIGUSR1")  \
     X(NUM,    unsigned, fault_crash_after_lock, "fault-crash-after-lock", "COUPON_FAULT_CRASH_AFTER_LOCK", "N", 0, 1000000000, 0,                     \
       "fault injection: on this server's N-th successful lock acquisition, _exit at once without releasing (setnx-expire: between SETNX and EXPIRE); 0 = off") \
     X(NUM,    unsigned, clock_offset_ms,  "clock-offset-ms",   "COUPON_CLOCK_OFFSET_MS",   "MS",             0, 86400000,          0,                                \
@@ -109,7 +109,7 @@ typedef struct app_config {
     char *admin_token;             /* --admin-token: NULL = admin endpoints disabled (403); owned */
     db_fence_mode fence;           /* --fence: how much of the section the store fences */
     unsigned fault_pause_ms;       /* --fault-pause-ms: stall inside the section (0 = off) ... */
-    unsigned fault_pause_every;    /* ... on every this-many-th claim of this server */
+    unsigned fault_pause_every;    /* ... on every this-many-th claim of this server; 0 = after each SIGUSR1 */
     log_level log_level;           /* --log-level */
 } app_config;
 
