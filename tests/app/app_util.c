@@ -1,6 +1,10 @@
 /* app_util.c - shared helpers of the coupon-server end-to-end suites. */
 #include "app_util.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -534,4 +538,62 @@ long long app_body_code(const app_body *b, json_t **root)
     *root = json_loads(b->data, 0, &jerr);
     json_t *code = *root ? json_object_get(*root, "code") : NULL;
     return json_is_integer(code) ? (long long)json_integer_value(code) : -1;
+}
+
+void app_spawn_server(const char *const *argv, const char *err_path, pid_t *pid, int *out, char *url,
+                      size_t urllen)
+{
+    int fds[2];
+    int errfd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    cr_assert_geq(errfd, 0, "%s: %s", err_path, strerror(errno));
+    cr_assert_eq(pipe(fds), 0);
+    pid_t parent = getpid();
+    pid_t child = fork();
+    cr_assert(child >= 0);
+    if (child == 0) {
+        /* A test that dies mid-way must not leave its server running. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(127);
+        dup2(fds[1], STDOUT_FILENO);
+        dup2(errfd, STDERR_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(errfd);
+    close(fds[1]);
+    *pid = child;
+    *out = fds[0];
+    char line[256];
+    size_t k = 0;
+    int64_t deadline = test_now_ms() + 10000;
+    while (k + 1 < sizeof line) {
+        struct pollfd p = {.fd = *out, .events = POLLIN};
+        int64_t left = deadline - test_now_ms();
+        cr_assert_gt(left, 0, "no start line within 10 s");
+        if (poll(&p, 1, (int)left) <= 0)
+            continue;
+        char c;
+        if (read(*out, &c, 1) != 1)
+            cr_assert_fail("server stdout closed before its start line");
+        if (c == '\n')
+            break;
+        line[k++] = c;
+    }
+    line[k] = '\0';
+    cr_assert_eq(strncmp(line, "listening on ", 13), 0, "start line '%s'", line);
+    snprintf(url, urllen, "%s", line + 13);
+}
+
+char *app_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    char *buf = calloc(1, 1 << 20);
+    cr_assert_not_null(buf);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
 }

@@ -6,6 +6,7 @@
 #define TESTS_APP_UTIL_H
 
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include <curl/curl.h>
@@ -155,5 +156,16 @@ long long app_body_code(const app_body *b, json_t **root);
 
 /* Runs one Redis command on a node; asserts it answered; out gets the text. */
 void app_redis(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv);
+
+/* Starts a coupon-server by hand: argv[0] the binary, NULL-terminated;
+ * stdout on a pipe (*out, the caller closes it), stderr into err_path (the
+ * server dies with this process: PR_SET_PDEATHSIG). Waits at most 10 s for
+ * its "listening on URL" line and copies URL into url. For suites that
+ * need the raw process (its log, its exit status) rather than app_env's. */
+void app_spawn_server(const char *const *argv, const char *err_path, pid_t *pid, int *out, char *url,
+                      size_t urllen);
+
+/* A whole file (at most 1 MiB), NUL-terminated; the caller frees it. */
+char *app_slurp(const char *path);
 
 #endif /* TESTS_APP_UTIL_H */

@@ -117,7 +117,6 @@ static void spawn(const char *db, const char *const *extra)
     const char *bin = getenv("COUPON_SERVER_BIN");
     const char *argv[32];
     size_t n = 0;
-    int fds[2];
     cr_assert(bin && *bin, "COUPON_SERVER_BIN is not set");
     const char *base[] = {bin, "--listen", "127.0.0.1:0", "--db", db, "--redis", g_app.redis[0].addr,
                           "--admin-token", APP_TOKEN, "--threads", "2", "--db-busy-ms", "2000"};
@@ -127,56 +126,7 @@ static void spawn(const char *db, const char *const *extra)
         argv[n++] = extra[i];
     argv[n] = NULL;
     snprintf(g.err_path, sizeof g.err_path, "%s/server.err", g_app.dir);
-    int errfd = open(g.err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    cr_assert_geq(errfd, 0, "%s: %s", g.err_path, strerror(errno));
-    cr_assert_eq(pipe(fds), 0);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-            _exit(127);
-        dup2(fds[1], STDOUT_FILENO);
-        dup2(errfd, STDERR_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(errfd);
-    close(fds[1]);
-    g.pid = pid;
-    g.out = fds[0];
-    char line[256];
-    size_t k = 0;
-    int64_t deadline = test_now_ms() + 10000;
-    while (k + 1 < sizeof line) {
-        struct pollfd p = {.fd = g.out, .events = POLLIN};
-        int64_t left = deadline - test_now_ms();
-        cr_assert_gt(left, 0, "no start line within 10 s");
-        if (poll(&p, 1, (int)left) <= 0)
-            continue;
-        char c;
-        cr_assert_eq(read(g.out, &c, 1), 1, "server stdout closed before its start line");
-        if (c == '\n')
-            break;
-        line[k++] = c;
-    }
-    line[k] = '\0';
-    cr_assert_eq(strncmp(line, "listening on ", 13), 0, "start line '%s'", line);
-    snprintf(g.srv.url, sizeof g.srv.url, "%.90s", line + 13);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    char *buf = calloc(1, 1 << 20);
-    cr_assert_not_null(buf);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    app_spawn_server(argv, g.err_path, &g.pid, &g.out, g.srv.url, sizeof g.srv.url);
 }
 
 /* A body that leaves the process names nothing internal. */
@@ -297,7 +247,7 @@ static void disk_full(const char *strategy, const char *fence)
     expect_health("full", secrets);
     expect_audit(db, id, BEFORE);
     /* The detail is the operator's: in the log, with SQLite's words. */
-    char *log = slurp(g.err_path);
+    char *log = app_slurp(g.err_path);
     cr_assert_not_null(strstr(log, " error db-error "), "%s", log);
     cr_assert_not_null(strstr(log, "database or disk is full"), "%s", log);
     free(log);
@@ -370,7 +320,7 @@ Test(app_sqlite_faults, immutable_db_file_answers_1500_and_recovers)
     claims(id, "during", DURING, 500, 1500, secrets);
     expect_reads(id, STOCK - BEFORE, BEFORE);
     expect_health("read-only", secrets);
-    char *log = slurp(g.err_path);
+    char *log = app_slurp(g.err_path);
     cr_assert_not_null(strstr(log, " error db-error "), "%s", log);
     cr_assert_not_null(strstr(log, "refuses writes"), "%s", log);
     free(log);
@@ -400,7 +350,7 @@ Test(app_sqlite_faults, lock_service_down_1006_names_no_address)
     snprintf(port, sizeof port, "%d", g_app.redis[0].port);
     const char *secrets[] = {"127.0.0.1", port, NULL};
     claims(id, "down", 3, 503, 1006, secrets);
-    char *log = slurp(g.err_path);
+    char *log = app_slurp(g.err_path);
     char line[1024];
     cr_assert_eq(text_line(log, "", "lock service unavailable: ", line, sizeof line), 0,
                  "no claim refusal in the log:\n%s", log);
