@@ -15,6 +15,13 @@ void procs_close_extra_fds(void);
  * thread dies, so a test killed by Criterion's timeout leaves no servers. */
 void procs_die_with_parent(pid_t parent);
 
+/* Forks and execs argv (argv[0] looked up in PATH) with stdin, stdout and
+ * stderr on /dev/null, no inherited fds, in its own process group (a
+ * Ctrl-C aimed at the suite reaches the suite, which stops its servers in
+ * order), killed with the forking thread; tracked. what names the caller
+ * in the fork error. The child's pid, or -1. */
+pid_t procs_spawn_quiet(const char *const *argv, const char *what);
+
 /* waitpid(pid) for at most timeout_ms; returns 1 and *status when reaped,
  * 0 on timeout, -1 on error. Restarts on EINTR. */
 int procs_wait_bounded(pid_t pid, int64_t timeout_ms, int *status);

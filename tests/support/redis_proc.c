@@ -307,8 +307,6 @@ static pid_t redis_spawn(const redis_proc *r)
     char port[16], logfile[300], master_port[16];
     const char *argv[32];
     int n = 0;
-    pid_t parent = getpid();
-    pid_t pid;
 
     snprintf(port, sizeof port, "%d", r->port);
     snprintf(logfile, sizeof logfile, "%s/redis.log", r->dir);
@@ -349,28 +347,7 @@ static pid_t redis_spawn(const redis_proc *r)
         argv[n++] = master_port;
     }
     argv[n] = NULL;
-
-    pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "redis_start: fork: %s\n", strerror(errno));
-        return -1;
-    }
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull < 0)
-            _exit(127);
-        if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
-            _exit(127);
-        procs_close_extra_fds();
-        procs_die_with_parent(parent);
-        /* Own process group: a Ctrl-C aimed at the suite reaches the suite,
-         * which stops its servers in order. */
-        setpgid(0, 0);
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    procs_track(pid);
-    return pid;
+    return procs_spawn_quiet(argv, "redis_start");
 }
 
 /* 1 ready, 0 child died (port taken?), -1 timeout. */

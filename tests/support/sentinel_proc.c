@@ -61,25 +61,8 @@ static int write_conf(const sentinel_proc *s, const char *name, int master_port,
 static pid_t spawn(const char *conf)
 {
     const char *argv[] = {redis_bin(), conf, "--sentinel", NULL};
-    pid_t parent = getpid();
-    pid_t pid = fork();
 
-    if (pid < 0) {
-        fprintf(stderr, "sentinel_start: fork: %s\n", strerror(errno));
-        return -1;
-    }
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
-            _exit(127);
-        procs_close_extra_fds();
-        procs_die_with_parent(parent);
-        setpgid(0, 0);
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    procs_track(pid);
-    return pid;
+    return procs_spawn_quiet(argv, "sentinel_start");
 }
 
 /* 1 answers PING, 0 the child exited (port taken?), -1 timeout. */
