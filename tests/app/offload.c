@@ -74,17 +74,36 @@ static void *claim_main(void *arg)
     return NULL;
 }
 
-static void start_claims(claim_call *calls, pthread_t *th, size_t n, const server_proc *s, long long coupon_id)
+/* Starts claims [from, n) on their own threads. */
+static void start_claims_from(claim_call *calls, pthread_t *th, size_t from, size_t n, const server_proc *s,
+                              long long coupon_id)
 {
-    atomic_store(&g_claims_answered, 0);
-    atomic_store(&g_seq, 0);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = from; i < n; i++) {
         memset(&calls[i], 0, sizeof calls[i]);
         calls[i].srv = s;
         calls[i].coupon_id = coupon_id;
         calls[i].idx = (int)i;
         cr_assert_eq(pthread_create(&th[i], NULL, claim_main, &calls[i]), 0, "cannot start claim thread %zu", i);
     }
+}
+
+static void start_claims(claim_call *calls, pthread_t *th, size_t n, const server_proc *s, long long coupon_id)
+{
+    atomic_store(&g_claims_answered, 0);
+    atomic_store(&g_seq, 0);
+    start_claims_from(calls, th, 0, n, s, coupon_id);
+}
+
+static void let_claims_arrive(void);
+
+/* The first claim alone, so that it is the one the single worker runs;
+ * the others once it is in, so that they queue behind it. */
+static void start_first_then_queue(claim_call *calls, pthread_t *th, size_t n, const server_proc *s,
+                                   long long coupon_id)
+{
+    start_claims(calls, th, 1, s, coupon_id);
+    let_claims_arrive();
+    start_claims_from(calls, th, 1, n, s, coupon_id);
 }
 
 static void join_claims(pthread_t *th, size_t n)
@@ -281,16 +300,7 @@ Test(app_offload, a_claim_queued_past_its_wait_is_answered_1005_without_a_round)
     enum { N = 4 };
     claim_call calls[N];
     pthread_t th[N];
-    /* The first alone, so that it is the one the worker runs. */
-    start_claims(calls, th, 1, s, id);
-    let_claims_arrive();
-    for (size_t i = 1; i < N; i++) {
-        memset(&calls[i], 0, sizeof calls[i]);
-        calls[i].srv = s;
-        calls[i].coupon_id = id;
-        calls[i].idx = (int)i;
-        cr_assert_eq(pthread_create(&th[i], NULL, claim_main, &calls[i]), 0);
-    }
+    start_first_then_queue(calls, th, N, s, id);
     join_claims(th, N);
 
     cr_expect(calls[0].status == 503 && calls[0].code == 1006, "the running claim: HTTP %ld code %lld (%s)",
@@ -327,15 +337,7 @@ Test(app_offload, sigterm_refuses_queued_claims_and_finishes_the_running_one)
     enum { N = 4 };
     claim_call calls[N];
     pthread_t th[N];
-    start_claims(calls, th, 1, s, id);
-    let_claims_arrive();
-    for (size_t i = 1; i < N; i++) {
-        memset(&calls[i], 0, sizeof calls[i]);
-        calls[i].srv = s;
-        calls[i].coupon_id = id;
-        calls[i].idx = (int)i;
-        cr_assert_eq(pthread_create(&th[i], NULL, claim_main, &calls[i]), 0);
-    }
+    start_first_then_queue(calls, th, N, s, id);
     let_claims_arrive();
     int exit_status = -1;
     cr_assert_eq(server_stop(s, SIGTERM, &exit_status), 0);
