@@ -15,7 +15,7 @@ BUILD_DIR="${BUILD_DIR:-$DLOCK_ROOT/build}"
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$DLOCK_ROOT/$BUILD_DIR" ;; esac
 
 # libpq-dev: the PostgreSQL store (--db postgresql://...); postgresql: the
-# server the db_pg_* and app_flash_pg suites start on their own (initdb as
+# server the db_pg_* and app_*_pg suites start on their own (initdb as
 # an unprivileged user; they skip, saying so, where it is absent).
 SETUP_PACKAGES=(redis-server libhiredis-dev libsqlite3-dev libmicrohttpd-dev libjansson-dev
                 uuid-dev libcriterion-dev libcurl4-openssl-dev cmake pkg-config make gcc

@@ -13,7 +13,9 @@
 #include <jansson.h>
 
 #include "app.h"
+#include "claim/claimq.h"
 #include "claim/hold_log.h"
+#include "claim/section.h"
 #include "core/lockwatch.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -34,7 +36,14 @@ static void on_signal(int sig)
     errno = saved;
 }
 
-static int install_signals(void)
+/* --fault-pause-ms MS:signal: arm the next section's stall. */
+static void on_fault_signal(int sig)
+{
+    (void)sig;
+    section_fault_arm();
+}
+
+static int install_signals(const app_config *cfg)
 {
     struct sigaction sa;
 
@@ -52,6 +61,10 @@ static int install_signals(void)
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0)
+        return -1;
+    /* Only when asked for: otherwise SIGUSR1 keeps its default action. */
+    sa.sa_handler = on_fault_signal;
+    if (cfg->fault_pause_ms > 0 && cfg->fault_pause_every == 0 && sigaction(SIGUSR1, &sa, NULL) != 0)
         return -1;
     /* A peer that closes first (a Redis node, a client) must give EPIPE,
      * not kill the process. */
@@ -92,6 +105,7 @@ int main(int argc, char **argv)
     app_config cfg;
     app a;
     worker_pool *pool = NULL;
+    claimq *claims = NULL;
     server *srv = NULL;
     char err[512] = "";
     sigset_t stopsigs, oldmask;
@@ -131,7 +145,7 @@ int main(int argc, char **argv)
      * any thread exists, keeps that one-time write out of a race. */
     json_object_seed(0);
 
-    if (install_signals() != 0) {
+    if (install_signals(&cfg) != 0) {
         fprintf(stderr, "coupon-server: cannot install signal handlers: %s\n", strerror(errno));
         goto out;
     }
@@ -141,11 +155,14 @@ int main(int argc, char **argv)
     sigemptyset(&stopsigs);
     sigaddset(&stopsigs, SIGINT);
     sigaddset(&stopsigs, SIGTERM);
+    sigaddset(&stopsigs, SIGUSR1);
     if (pthread_sigmask(SIG_BLOCK, &stopsigs, &oldmask) != 0)
         goto out;
 
-    /* One slot per pool thread: a thread never waits for a slot. */
-    switch (pool_new(&cfg, (size_t)cfg.threads, a.strat->uses_lock, &pool, err, sizeof err)) {
+    /* One slot per HTTP thread (checked out per request: a thread never
+     * waits for a slot) and one per claim worker (held for its life). */
+    switch (pool_new(&cfg, (size_t)cfg.threads + (size_t)cfg.claim_workers, a.strat->uses_lock, &pool, err,
+                     sizeof err)) {
     case POOL_OK:
         break;
     case POOL_ERR_DB:
@@ -166,6 +183,13 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    /* The claim workers start before the HTTP threads that feed them. */
+    if (claimq_start(&cfg, a.strat, pool, (size_t)cfg.claim_workers, (size_t)cfg.claim_queue, &claims, err,
+                     sizeof err) != 0) {
+        fprintf(stderr, "coupon-server: %s\n", err);
+        goto out;
+    }
+    a.claims = claims;
     int started = server_start(&a, &srv, &port, err, sizeof err);
     if (started != 0) {
         fprintf(stderr, "coupon-server: %s\n", err);
@@ -198,7 +222,8 @@ int main(int argc, char **argv)
     stopping = 1;
     rc = 0;
 out:
-    server_stop(srv);
+    server_stop(srv); /* stops the claim queue in its drain */
+    claimq_free(claims); /* after the server: its threads submit to the queue */
     lockwatch_stop();
     pool_free(pool);
     if (stopping)

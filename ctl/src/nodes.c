@@ -14,8 +14,9 @@ int ctl_nodes_parse(const ctl_opts *o, ctl_nodes *ns, char *err, size_t errlen)
 
     memset(ns, 0, sizeof(*ns));
     for (;;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        /* libdlock's split: a sentinel:// address keeps its own commas. */
+        size_t len = dlock_addr_span(p);
+        const char *comma = p[len] == ',' ? p + len : NULL;
         ctl_node *n;
         char why[DLOCK_ERRSTR_LEN];
 
@@ -35,6 +36,12 @@ int ctl_nodes_parse(const ctl_opts *o, ctl_nodes *ns, char *err, size_t errlen)
         if (dlock_addr_parse(n->addr, n->host, sizeof(n->host), &n->port, why, sizeof(why)) !=
             DLOCK_OK) {
             snprintf(err, errlen, "--redis: %s", why);
+            return -1;
+        }
+        if (n->port < 0) {
+            /* dlockctl talks to fixed nodes: it does not follow Sentinel. */
+            snprintf(err, errlen, "--redis: \"%s\": give the master's host:port, dlockctl does not "
+                     "resolve sentinel:// addresses", n->addr);
             return -1;
         }
         ns->n++;

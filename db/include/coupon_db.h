@@ -29,7 +29,8 @@ typedef enum db_status {
     DB_STALE_FENCE = 4, /* our fence is lower than one the row has accepted: a newer lock holder
                            read or wrote it (our lease ran out); nothing was changed */
     DB_BUSY = 5,        /* the database stayed locked past the busy timeout (PostgreSQL: a
-                           statement or lock timeout, a serialization failure) */
+                           statement or lock timeout, a serialization failure, or the server
+                           unreachable when a dropped connection is opened again) */
     DB_INVALID = 6,     /* bad argument (NULL, negative stock, name too long, ...) */
     DB_ERROR = 7        /* any other database failure (see db_errmsg) */
 } db_status;
@@ -64,6 +65,24 @@ typedef struct db_audit_row {
 /* Static text for a status; never NULL. */
 const char *db_status_str(db_status st);
 
+/* What kind of failure the last DB_BUSY / DB_ERROR of a store was, in
+ * words that may leave the process: db_errmsg() carries the library's text
+ * and the file's name, which belong in the server's log, not in a reply. */
+typedef enum db_fault {
+    DB_FAULT_NONE = 0,     /* no failure recorded yet */
+    DB_FAULT_BUSY = 1,     /* locked by another writer, or a timeout, past the busy timeout */
+    DB_FAULT_READONLY = 2, /* the file, its WAL or the session refuses writes */
+    DB_FAULT_FULL = 3,     /* no space left for the write */
+    DB_FAULT_IO = 4,       /* any other I/O error */
+    DB_FAULT_OTHER = 5     /* anything else (a constraint, a corrupt file, a bad argument) */
+} db_fault;
+
+/* The class of the last failure of db (DB_FAULT_NONE for NULL). */
+db_fault db_last_fault(const db_store *db);
+/* Fixed text for a class ("read-only", "full", ...); never NULL, never a
+ * path or a library message. */
+const char *db_fault_str(db_fault f);
+
 /* Open (creating the file and its schema if absent, migrating older
  * user_versions) with WAL and a busy timeout of busy_timeout_ms.
  * A path starting with "postgresql://" or "postgres://" is a libpq URL
@@ -83,11 +102,13 @@ const char *db_errmsg(const db_store *db); /* borrowed; last failure's detail */
 /* A trivial query, for health checks. */
 db_status db_ping(db_store *db);
 /* Can this store write now? DB_OK, or DB_ERROR for a read-only file or
- * session (or a PostgreSQL standby), DB_BUSY when another writer holds the
- * lock past the timeout, or the failure (detail in db_errmsg). Nothing is
- * written: SQLite runs BEGIN IMMEDIATE; ROLLBACK, PostgreSQL an UPDATE
- * that matches no row. For health checks and the start-up check
- * (db/src/probe.c). */
+ * session (or a PostgreSQL standby), a full disk or an I/O error, DB_BUSY
+ * when another writer holds the lock past the timeout (detail in db_errmsg,
+ * class in db_last_fault). No data changes: SQLite commits a one-page
+ * no-op (user_version rewritten with its own value), because only a real
+ * write meets a full disk or a file that stopped taking writes;
+ * PostgreSQL runs an UPDATE that matches no row. For health checks and the
+ * start-up check (db/src/probe.c). */
 db_status db_write_probe(db_store *db);
 
 db_status db_create_coupon(db_store *db, const char *name, int64_t stock, int64_t per_user_limit,

@@ -85,6 +85,7 @@ struct db_store {
     sqlite3_stmt *stmt[DBI_STMT_COUNT];    /* SQLite: prepared at open, reused until db_close */
     struct dbpg *pg;                       /* PostgreSQL: the connection; NULL for SQLite */
     char errmsg[256];                      /* last failure's detail, "" when none yet */
+    db_fault fault;                        /* last failure's class (db_last_fault) */
 };
 
 /* open.c: a "postgresql://" or "postgres://" URL (libpq's URI forms) names
@@ -96,10 +97,15 @@ void dbi_copy_one_line(char *dst, size_t dst_len, const char *path, const char *
 /* pg_open.c: the PostgreSQL side of db_open / db_open_readonly; same contract. */
 db_status dbpg_open(const char *url, int timeout_ms, int readonly, db_store **out, char *errbuf, size_t errbuf_len);
 
-/* status.c: record detail in db->errmsg (printf-style, truncated, no allocation). */
+/* status.c: record detail in db->errmsg (printf-style, truncated, no
+ * allocation); the failure's class becomes DB_FAULT_OTHER until the caller
+ * names a finer one (dbi_set_fault). */
 void dbi_set_error(db_store *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* status.c: the class of the failure just recorded. */
+void dbi_set_fault(db_store *db, db_fault f);
 /* status.c: record "what: <sqlite message> (<code name>)" for SQLite result rc
- * and map rc to a status: BUSY/LOCKED -> DB_BUSY, anything else -> DB_ERROR. */
+ * with its class, and map rc to a status: BUSY/LOCKED -> DB_BUSY, anything
+ * else -> DB_ERROR. */
 db_status dbi_fail(db_store *db, int rc, const char *what);
 
 /* stmt.c: prepare / finalize the whole table (finalize accepts a partly filled one). */

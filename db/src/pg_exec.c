@@ -83,8 +83,18 @@ static db_status result_status(db_store *db, PGresult *r, const char *what)
     if (state != NULL && (strcmp(state, "57014") == 0 ||  /* query_canceled: statement_timeout */
                           strcmp(state, "55P03") == 0 ||  /* lock_not_available: lock_timeout */
                           strcmp(state, "40001") == 0 ||  /* serialization_failure */
-                          strcmp(state, "40P01") == 0))   /* deadlock_detected */
+                          strcmp(state, "40P01") == 0)) { /* deadlock_detected */
+        dbi_set_fault(db, DB_FAULT_BUSY);
         return DB_BUSY;
+    }
+    /* The classes a reply may name (db_fault): a read-only transaction (a
+     * standby), 53100 (disk full), class 58 (I/O). */
+    if (state != NULL && strcmp(state, "25006") == 0)
+        dbi_set_fault(db, DB_FAULT_READONLY);
+    else if (state != NULL && strcmp(state, "53100") == 0)
+        dbi_set_fault(db, DB_FAULT_FULL);
+    else if (state != NULL && strncmp(state, "58", 2) == 0)
+        dbi_set_fault(db, DB_FAULT_IO);
     return DB_ERROR;
 }
 
@@ -157,6 +167,7 @@ timeout_or_fail:
     if (w == 0) {
         dbi_set_error(db, "%s: no answer from PostgreSQL within %d ms; connection dropped", what,
                       db->pg->timeout_ms + DBPG_GRACE_MS);
+        dbi_set_fault(db, DB_FAULT_BUSY);
         res = DB_BUSY;
     } else {
         res = DB_ERROR;
@@ -253,9 +264,15 @@ db_status dbpg_connect(db_store *db)
     if (db->pg->conn != NULL)
         return DB_OK;
     res = dbpg_connect_raw(db);
+    /* A server that cannot be reached now (down, or cut off: refused, no
+     * route, connect_timeout) is a backing service down, the "retry later"
+     * kind (503) and not an internal error: a connect that failed cannot
+     * have applied anything. The first connect (dbpg_open) still fails the
+     * start with the reason. */
+    if (res != DB_OK)
+        return DB_BUSY;
     /* Prepared statements belong to a session: a new one prepares them again. */
-    if (res == DB_OK)
-        res = dbpg_prepare_all(db);
+    res = dbpg_prepare_all(db);
     if (res != DB_OK && db->pg->conn != NULL)
         dbpg_drop(db);
     return res;

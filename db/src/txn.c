@@ -26,6 +26,7 @@ db_status dbi_commit(db_store *db)
 void dbi_rollback(db_store *db)
 {
     char saved[sizeof db->errmsg];
+    db_fault saved_fault = db->fault;
     db_status res;
 
     /* No transaction open: the database already ended it (some errors roll
@@ -37,5 +38,6 @@ void dbi_rollback(db_store *db)
     /* The caller reports the failure that made it roll back, not this one;
      * a failed ROLLBACK still ends the transaction when the handle is closed. */
     memcpy(db->errmsg, saved, sizeof saved);
+    db->fault = saved_fault;
     (void)res;
 }

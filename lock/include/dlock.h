@@ -116,15 +116,38 @@ typedef enum dlock_err {
 /* Static text for a code; never NULL (unknown codes get a generic text). */
 DLOCK_API const char *dlock_strerror(dlock_err err);
 
-/* Checks one node address exactly as dlock_client_new will parse it
- * ("host:port", "[v6]:port" or "unix:/path"), so an application can refuse a
- * bad --redis at start-up with the library's own rules. DLOCK_OK, or
- * DLOCK_ERR_ARG with a one-line reason in err (NULL ok). */
+/* Node addresses. One address is one node (one vote of the quorum):
+ *   "host:port", "[v6]:port"   a Redis master over TCP
+ *   "unix:/path"               a Redis master over a unix socket
+ *   "sentinel://host:port[,host:port...]/name"
+ *                              the master that Redis Sentinel calls `name`:
+ *                              1..8 sentinels, asked in order (without AUTH)
+ *                              on every (re)connect; the address they give is
+ *                              used only if its ROLE says master. A failover
+ *                              is followed on the next reconnect (a broken
+ *                              connection or a -READONLY reply). Such a node
+ *                              is weaker than an independent master: Redis
+ *                              replicates asynchronously, so a failover can
+ *                              lose a lock (two holders) and move its fence
+ *                              counter back. See docs/sentinel.md.
+ * Checks one node address exactly as dlock_client_new will parse it, so an
+ * application can refuse a bad --redis at start-up with the library's own
+ * rules. DLOCK_OK, or DLOCK_ERR_ARG with a one-line reason in err (NULL ok). */
 DLOCK_API dlock_err dlock_addr_check(const char *addr, char *err, size_t errlen);
 /* The same parse, with its parts: host (IPv6 without brackets, or the unix
- * socket path) into host[hostlen], *port the TCP port or 0 for a unix socket. */
+ * socket path) into host[hostlen], *port the TCP port or 0 for a unix socket.
+ * A sentinel:// address has no fixed host: host gets the master name and
+ * *port is -1 (a caller that connects by itself must refuse it or ask the
+ * sentinels). */
 DLOCK_API dlock_err dlock_addr_parse(const char *addr, char *host, size_t hostlen, int *port, char *err,
                                      size_t errlen);
+/* The length of the first address of a comma-separated list such as
+ * "h1:6379,sentinel://s1:26379,s2:26379/m,unix:/s": up to the first comma,
+ * except that a sentinel:// address keeps the commas of its sentinel list
+ * (it ends at the first comma after its '/', or at the end of the list
+ * when it has no '/'). 0 for NULL or "". Split a
+ * --redis list with it, then check each address with dlock_addr_check. */
+DLOCK_API size_t dlock_addr_span(const char *list);
 
 /* Nonzero when the error means "the lock service is unavailable" (TIMEOUT,
  * UNREACHABLE, NO_QUORUM, AUTH, PROTOCOL, FENCE_SYNC) as opposed to contention (TAKEN)
@@ -140,7 +163,8 @@ DLOCK_API int64_t dlock_now_ms(void);
  * field with its default, then set what you need. The client copies
  * everything it keeps; the strings need only live during dlock_client_new. */
 typedef struct dlock_options {
-    const char *const *addrs;  /* "host:port" or "unix:/path"; 1 = single instance, N = Redlock. No default. */
+    const char *const *addrs;  /* "host:port", "unix:/path" or "sentinel://h:p[,h:p...]/name" (see
+                                  dlock_addr_check); 1 = single instance, N = Redlock. No default. */
     size_t n_addrs;            /* 1..DLOCK_MAX_NODES */
     const char *username;      /* ACL user for AUTH, or NULL (password-only AUTH) */
     const char *password;      /* AUTH password, or NULL (no AUTH) */

@@ -71,6 +71,23 @@ static int validate(const dlock_options *o, char *why, size_t whylen)
     return 0;
 }
 
+/* Two sentinel addresses are the same node when they name the same master
+ * to a common sentinel. A sentinel address and a plain one cannot be
+ * compared before the sentinels are asked: that mix is the caller's care. */
+static int same_sentinel_node(const dlock__addr *a, const dlock__addr *b)
+{
+    if (strcmp(a->master_name, b->master_name) != 0)
+        return 0;
+    for (size_t i = 0; i < a->n_sentinels; i++) {
+        for (size_t j = 0; j < b->n_sentinels; j++) {
+            if (a->sentinels[i].port == b->sentinels[j].port &&
+                strcasecmp(a->sentinels[i].host, b->sentinels[j].host) == 0)
+                return 1;
+        }
+    }
+    return 0;
+}
+
 /* Two entries naming one node would count it twice toward the quorum: with
  * "a,a,b" node a alone would be a majority. Compared after parsing, so
  * "127.0.0.1:6379" and "127.0.0.1:06379" are one node; host names without
@@ -78,6 +95,8 @@ static int validate(const dlock_options *o, char *why, size_t whylen)
  * server ("localhost" and "127.0.0.1") are not caught: that needs DNS. */
 static int same_node(const dlock__addr *a, const dlock__addr *b)
 {
+    if (a->is_sentinel || b->is_sentinel)
+        return a->is_sentinel && b->is_sentinel && same_sentinel_node(a, b);
     if (a->is_unix != b->is_unix)
         return 0;
     if (a->is_unix)

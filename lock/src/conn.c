@@ -105,10 +105,23 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
     size_t argvlen[3];
     int argc = 0;
 
-    if (node->addr.is_unix)
+    if (node->addr.is_sentinel) {
+        char why[DLOCK__DETAIL_LEN];
+
+        /* Every connect asks the sentinels afresh: a connect follows a
+         * broken connection or a -READONLY reply (rounds.c), which is what
+         * a failover looks like from here. Blocking and bounded, under the
+         * mutex: sentinel.c says why. */
+        if (dlock__sentinel_master(c, &node->addr, &node->master, why) != 0) {
+            fail_node(c, node, r, why, "");
+            return;
+        }
+        node->ctx = redisConnectNonBlock(node->master.host, node->master.port);
+    } else if (node->addr.is_unix) {
         node->ctx = redisConnectUnixNonBlock(node->addr.host);
-    else
+    } else {
         node->ctx = redisConnectNonBlock(node->addr.host, node->addr.port);
+    }
     if (node->ctx == NULL) {
         fail_node(c, node, r, "out of memory creating the connection", "");
         return;

@@ -30,18 +30,45 @@
 /* ---- node addresses (addr.c) ---- */
 
 #define DLOCK__HOST_LEN 256
-#define DLOCK__ADDR_TEXT_LEN 300
+#define DLOCK__ADDR_TEXT_LEN 512
+#define DLOCK__MAX_SENTINELS 8
+#define DLOCK__MASTER_NAME_LEN 128
+
+typedef struct dlock__hostport {
+    char host[DLOCK__HOST_LEN];      /* IPv6 without brackets */
+    int port;
+} dlock__hostport;
 
 typedef struct dlock__addr {
     int is_unix;                     /* 1: unix socket path, 0: TCP host:port */
-    char host[DLOCK__HOST_LEN];      /* TCP host (IPv6 without brackets) or socket path */
-    int port;                        /* TCP port, 0 for unix */
+    char host[DLOCK__HOST_LEN];      /* TCP host (IPv6 without brackets) or socket path; "" for sentinel */
+    int port;                        /* TCP port, 0 for unix and sentinel */
+    /* sentinel://h:p[,h:p...]/name: one node, the master that the sentinels
+     * name (sentinel.c); host and port above stay empty. */
+    int is_sentinel;
+    size_t n_sentinels;              /* 1..DLOCK__MAX_SENTINELS */
+    dlock__hostport sentinels[DLOCK__MAX_SENTINELS]; /* asked in this order */
+    char master_name[DLOCK__MASTER_NAME_LEN];
     char text[DLOCK__ADDR_TEXT_LEN]; /* as given, for error messages */
 } dlock__addr;
 
-/* Parses "host:port", "[v6]:port" or "unix:/path". 0 on success, -1 with a
+/* Parses "host:port", "[v6]:port", "unix:/path" or
+ * "sentinel://host:port[,host:port...]/name". 0 on success, -1 with a
  * reason in err otherwise. */
 int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen);
+
+/* ---- nodes found through Redis Sentinel (sentinel.c) ---- */
+
+/* Asks a's sentinels in order for the master's address and checks with
+ * ROLE that it is a master: 0 with the address in *out, or -1 with why in
+ * detail (DLOCK__DETAIL_LEN bytes). Blocking, every step bounded by the
+ * client's timeouts; reads only immutable fields of c. */
+int dlock__sentinel_master(const dlock_client *c, const dlock__addr *a, dlock__hostport *out,
+                           char *detail);
+/* Whether reply says the node is no longer a master (-READONLY): the
+ * caller drops a sentinel node's connection, so that its next connect asks
+ * the sentinels again. */
+int dlock__sentinel_demoted(const dlock__addr *a, const redisReply *reply);
 
 /* ---- per-node connection (conn.c) ---- */
 
@@ -76,6 +103,7 @@ typedef struct dlock__node {
     int auth_failed;           /* our AUTH on this connection was refused */
     char auth_detail[DLOCK__DETAIL_LEN]; /* the refusal text */
     dlock__breaker breaker;
+    dlock__hostport master;    /* sentinel nodes: the master the last connect went to ("" before) */
 } dlock__node;
 
 /* ---- per-node result of one round (rounds.c) ---- */

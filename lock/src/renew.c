@@ -3,6 +3,7 @@
 #include "dlock_internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 

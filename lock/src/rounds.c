@@ -233,6 +233,12 @@ static void read_node(round_slot *s, dlock_client *c)
         }
         r->status = DLOCK__R_REPLY;
         r->reply = reply;
+        if (dlock__sentinel_demoted(&node->addr, reply)) {
+            /* The master we were sent to is a replica now: drop the
+             * connection, so that the next round asks the sentinels. */
+            dlock__node_close(node);
+            return;
+        }
     }
 }
 

@@ -107,8 +107,19 @@ static int ensure(const dlock_client *c, dlock__waker *w, size_t i)
 
     if (w->ctx[i] != NULL)
         return 0;
-    w->ctx[i] = a->is_unix ? redisConnectUnixWithTimeout(a->host, tv)
-                           : redisConnectWithTimeout(a->host, a->port, tv);
+    if (a->is_sentinel) {
+        dlock__hostport m;
+        char why[DLOCK__DETAIL_LEN];
+
+        /* The waiter's own connection follows the sentinels like the
+         * rounds' one (sentinel.c; immutable fields only, no mutex). */
+        if (dlock__sentinel_master(c, a, &m, why) != 0)
+            return -1;
+        w->ctx[i] = redisConnectWithTimeout(m.host, m.port, tv);
+    } else {
+        w->ctx[i] = a->is_unix ? redisConnectUnixWithTimeout(a->host, tv)
+                               : redisConnectWithTimeout(a->host, a->port, tv);
+    }
     if (w->ctx[i] == NULL)
         return -1;
     if (w->ctx[i]->err) {
@@ -162,6 +173,9 @@ static long long wait_script(const dlock_client *c, dlock__waker *w, size_t i, c
     }
     if (r != NULL && r->type == REDIS_REPLY_INTEGER)
         left = r->integer;
+    /* Sent to a master that was demoted since: ask the sentinels next time. */
+    if (r != NULL && dlock__sentinel_demoted(&c->nodes[i].addr, r))
+        waker_close(w, i);
     if (r != NULL)
         freeReplyObject(r);
     return left;
@@ -271,6 +285,9 @@ int dlock__wake_pop(const dlock_client *c, dlock__waker *w, const char *list, in
     } else if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0)) {
         rc = 0;
     }
+    /* Blocked on a master that was demoted since: ask the sentinels next time. */
+    if (dlock__sentinel_demoted(&c->nodes[0].addr, r))
+        waker_close(w, 0);
     freeReplyObject(r);
     return rc;
 }

@@ -62,6 +62,11 @@ static int connect_first(recipe_conn *c, char *detail, size_t len)
             snprintf(detail, len, "%s", why);
             continue;
         }
+        if (port < 0) {
+            /* The seed recipes talk to one fixed Redis: no Sentinel. */
+            snprintf(detail, len, "%s: the recipes do not resolve sentinel:// addresses", c->addrs[i]);
+            continue;
+        }
         struct timeval ct = ms_to_tv(c->connect_ms);
         redisContext *ctx = port == 0 ? redisConnectUnixWithTimeout(host, ct) : redisConnectWithTimeout(host, port, ct);
         if (ctx == NULL) {

@@ -1,6 +1,10 @@
 /* app_util.c - shared helpers of the coupon-server end-to-end suites. */
 #include "app_util.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +32,7 @@ static void remove_left_dirs(void)
 }
 
 char app_setup_error[512];
+char app_setup_skip[256];
 
 void app_setup_fail(const char *fmt, ...)
 {
@@ -66,7 +71,31 @@ static void app_rmtree(const char *dir)
             g_dirs[i][0] = '\0';
 }
 
-static int env_init(app_env *e, const char *db_name, unsigned flags)
+/* e->db: the SQLite file db_name in e->dir, or with pg a fresh database on
+ * the binary's PostgreSQL server. 0, or -1 with app_setup_error or (no
+ * PostgreSQL binaries) app_setup_skip set. */
+static int store_init(app_env *e, const char *db_name, int pg)
+{
+    char why[256];
+    int n;
+
+    if (!pg) {
+        n = snprintf(e->db, sizeof e->db, "%s/%s", e->dir, db_name);
+        if (n <= 0 || (size_t)n >= sizeof e->db) {
+            app_setup_fail("db path too long");
+            return -1;
+        }
+        return 0;
+    }
+    n = app_store_pg_create(e->pg_name, sizeof e->pg_name, e->db, sizeof e->db, why, sizeof why);
+    if (n == 1)
+        snprintf(app_setup_skip, sizeof app_setup_skip, "%s", why);
+    else if (n != 0)
+        app_setup_fail("%s", why);
+    return n == 0 ? 0 : -1;
+}
+
+static int env_init(app_env *e, const char *db_name, unsigned flags, int pg)
 {
     memset(e, 0, sizeof *e);
     if (flags & APP_ENV_CURL) {
@@ -81,12 +110,7 @@ static int env_init(app_env *e, const char *db_name, unsigned flags)
         return -1;
     }
     remember_dir(e->dir);
-    int n = snprintf(e->db, sizeof e->db, "%s/%s", e->dir, db_name);
-    if (n <= 0 || (size_t)n >= sizeof e->db) {
-        app_setup_fail("db path too long");
-        return -1;
-    }
-    return 0;
+    return store_init(e, db_name, pg);
 }
 
 #define APP_MAX_ARGS 48
@@ -193,6 +217,9 @@ static void env_down(app_env *e)
     }
     /* A paused node must be resumed to take SIGTERM; redis_stop handles it. */
     redis_stop_n(e->redis, APP_MAX_REDIS);
+    /* After the servers: their sessions are gone, the drop does not wait. */
+    app_store_pg_drop(e->pg_name);
+    e->pg_name[0] = '\0';
     app_rmtree(e->dir);
     if (e->curl)
         curl_global_cleanup();
@@ -219,7 +246,7 @@ static int env_try(app_env *e, size_t nredis, int persistent, size_t nservers, .
 
 void app_suite_init(void)
 {
-    if (env_init(&g_app, app_plan.db_name, app_plan.flags) == 0)
+    if (env_init(&g_app, app_plan.db_name, app_plan.flags, app_plan.pg) == 0)
         env_try(&g_app, app_plan.nredis, 0, app_plan.nservers, NULL);
 }
 
@@ -368,7 +395,21 @@ static sqlite3 *db_open_rw(const char *db_path)
     return db;
 }
 
-/* Runs the formatted SQL on the file: with v, as a query that must return
+/* db_run on a PostgreSQL URL, through libpq behind the servers' backs. */
+static void pg_run(const char *url, long long *v, const char *sql)
+{
+    char out[64], *end;
+    int rows = 0;
+
+    cr_assert_eq(pg_query(url, sql, out, sizeof out, &rows), 0, "postgresql '%s' failed (see stderr)", sql);
+    if (!v)
+        return;
+    cr_assert_eq(rows, 1, "postgresql '%s': %d rows, expected 1", sql, rows);
+    *v = strtoll(out, &end, 10);
+    cr_assert(end != out && *end == '\0', "postgresql '%s': '%s' is not an integer", sql, out);
+}
+
+/* Runs the formatted SQL on the store: with v, as a query that must return
  * exactly one row, whose first column goes to *v; without, as statements. */
 static void db_run(const char *db_path, long long *v, const char *sql_fmt, va_list ap)
 {
@@ -376,6 +417,10 @@ static void db_run(const char *db_path, long long *v, const char *sql_fmt, va_li
     int n = vsnprintf(sql, sizeof sql, sql_fmt, ap);
     cr_assert(n >= 0 && (size_t)n < sizeof sql, "sql too long");
 
+    if (app_store_is_pg(db_path)) {
+        pg_run(db_path, v, sql);
+        return;
+    }
     sqlite3 *db = db_open_rw(db_path);
     char err[512] = "";
     int rc, rows = 0;
@@ -437,7 +482,7 @@ void app_db_state(const char *db_path, long long coupon_id, app_coupon_state *ou
                                  "SELECT COUNT(*) FROM (SELECT user_id FROM coupon_record r "
                                  "JOIN coupon c ON c.id=r.coupon_id WHERE r.coupon_id=%lld "
                                  "AND c.per_user_limit>0 GROUP BY r.user_id "
-                                 "HAVING COUNT(*)>MAX(c.per_user_limit))",
+                                 "HAVING COUNT(*)>MAX(c.per_user_limit)) AS over_limit",
                                  coupon_id);
 }
 
@@ -493,4 +538,62 @@ long long app_body_code(const app_body *b, json_t **root)
     *root = json_loads(b->data, 0, &jerr);
     json_t *code = *root ? json_object_get(*root, "code") : NULL;
     return json_is_integer(code) ? (long long)json_integer_value(code) : -1;
+}
+
+void app_spawn_server(const char *const *argv, const char *err_path, pid_t *pid, int *out, char *url,
+                      size_t urllen)
+{
+    int fds[2];
+    int errfd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    cr_assert_geq(errfd, 0, "%s: %s", err_path, strerror(errno));
+    cr_assert_eq(pipe(fds), 0);
+    pid_t parent = getpid();
+    pid_t child = fork();
+    cr_assert(child >= 0);
+    if (child == 0) {
+        /* A test that dies mid-way must not leave its server running. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(127);
+        dup2(fds[1], STDOUT_FILENO);
+        dup2(errfd, STDERR_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(errfd);
+    close(fds[1]);
+    *pid = child;
+    *out = fds[0];
+    char line[256];
+    size_t k = 0;
+    int64_t deadline = test_now_ms() + 10000;
+    while (k + 1 < sizeof line) {
+        struct pollfd p = {.fd = *out, .events = POLLIN};
+        int64_t left = deadline - test_now_ms();
+        cr_assert_gt(left, 0, "no start line within 10 s");
+        if (poll(&p, 1, (int)left) <= 0)
+            continue;
+        char c;
+        if (read(*out, &c, 1) != 1)
+            cr_assert_fail("server stdout closed before its start line");
+        if (c == '\n')
+            break;
+        line[k++] = c;
+    }
+    line[k] = '\0';
+    cr_assert_eq(strncmp(line, "listening on ", 13), 0, "start line '%s'", line);
+    snprintf(url, urllen, "%s", line + 13);
+}
+
+char *app_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    char *buf = calloc(1, 1 << 20);
+    cr_assert_not_null(buf);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
 }

@@ -1,16 +1,18 @@
 /* app_util.h - shared helpers of the coupon-server end-to-end suites: the
- * suite fixture (temp dir, Redis nodes, coupon-servers), the JSON envelope
- * checks, admin coupon creation, claims, and direct reads/writes of the
- * SQLite file. */
+ * suite fixture (temp dir, store, Redis nodes, coupon-servers), the JSON
+ * envelope checks, admin coupon creation, claims, and direct reads/writes
+ * of the store (the SQLite file, or the test's PostgreSQL database). */
 #ifndef TESTS_APP_UTIL_H
 #define TESTS_APP_UTIL_H
 
 #include <stddef.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "app_store.h"
 #include "procs.h"
 
 /* The admin token every suite starts its servers with. */
@@ -26,10 +28,19 @@
  * APP_SETUP_OK(). */
 extern char app_setup_error[512];
 void app_setup_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-#define APP_SETUP_OK() cr_assert(app_setup_error[0] == '\0', "setup failed: %s", app_setup_error)
+/* Why .init could not set up and the tests must skip (no PostgreSQL server
+ * binaries for a PostgreSQL build), or "". */
+extern char app_setup_skip[256];
+#define APP_SETUP_OK()                                                                   \
+    do {                                                                                 \
+        if (app_setup_skip[0] != '\0')                                                   \
+            cr_skip_test("%s", app_setup_skip);                                          \
+        cr_assert(app_setup_error[0] == '\0', "setup failed: %s", app_setup_error);      \
+    } while (0)
 
 /* The processes and files of a suite: up to APP_MAX_REDIS Redis nodes and
- * APP_MAX_SERVERS coupon-servers, the temp dir and the SQLite file in it. */
+ * APP_MAX_SERVERS coupon-servers, the temp dir, and the store: the SQLite
+ * file in the dir, or a PostgreSQL database of its own (app_store.h). */
 #define APP_MAX_REDIS 3
 #define APP_MAX_SERVERS 2
 typedef struct app_env {
@@ -37,7 +48,8 @@ typedef struct app_env {
     size_t nredis;                    /* nodes started (app_env_up, or .init) */
     server_proc srv[APP_MAX_SERVERS];
     char dir[256];
-    char db[320];                     /* "<dir>/<db_name>": the servers' --db */
+    char db[320];                     /* the servers' --db: "<dir>/<db_name>", or the URL of pg_name */
+    char pg_name[64];                 /* the test's PostgreSQL database, dropped by .fini; or "" */
     int curl;                         /* .init called curl_global_init */
 } app_env;
 
@@ -52,7 +64,8 @@ typedef struct app_env {
  * a failure for APP_SETUP_OK(). .fini stops every server and node (resuming
  * paused ones), removes the temp dir, and undoes curl's init. */
 typedef struct app_suite_plan {
-    const char *db_name; /* the SQLite file in the temp dir */
+    const char *db_name; /* the SQLite file in the temp dir (unused with pg) */
+    int pg;              /* nonzero: a fresh PostgreSQL database instead (APP_PG builds) */
     unsigned flags;      /* APP_ENV_CURL */
     size_t nredis;       /* nodes .init starts (not persistent) */
     size_t nservers;     /* servers .init starts on them */
@@ -106,10 +119,12 @@ void app_claim_expect(const server_proc *s, const char *method, long long coupon
 void app_request(const server_proc *s, const char *method, const char *path, const char *body,
                  const char *const *headers, http_reply *out);
 
-/* One integer from a query on the SQLite file (opened read-write, busy
- * timeout 10 s); asserts the query returns exactly one row. */
+/* One integer from a query on the store db_path names (a SQLite file,
+ * opened read-write with a busy timeout of 10 s, or a PostgreSQL URL, with
+ * a 30 s statement timeout); asserts the query returns exactly one row. The
+ * SQL must mean the same on both (it does for plain SELECT/UPDATE). */
 long long app_db_int(const char *db_path, const char *sql_fmt, ...);
-/* Runs statements on the SQLite file; asserts success. */
+/* Runs statements on the store db_path names; asserts success. */
 void app_db_exec(const char *db_path, const char *sql_fmt, ...);
 
 typedef struct app_coupon_state {
@@ -119,7 +134,7 @@ typedef struct app_coupon_state {
     long long users_over;     /* users holding more than per_user_limit (0 when unlimited) */
     long long per_user_limit;
 } app_coupon_state;
-/* Reads the coupon's row and its records straight from the file. */
+/* Reads the coupon's row and its records straight from the store. */
 void app_db_state(const char *db_path, long long coupon_id, app_coupon_state *out);
 /* app_db_state, then asserts the coupon's stock and its record count. */
 void app_expect_db(const char *db_path, long long coupon_id, long long stock, long long records,
@@ -141,5 +156,16 @@ long long app_body_code(const app_body *b, json_t **root);
 
 /* Runs one Redis command on a node; asserts it answered; out gets the text. */
 void app_redis(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv);
+
+/* Starts a coupon-server by hand: argv[0] the binary, NULL-terminated;
+ * stdout on a pipe (*out, the caller closes it), stderr into err_path (the
+ * server dies with this process: PR_SET_PDEATHSIG). Waits at most 10 s for
+ * its "listening on URL" line and copies URL into url. For suites that
+ * need the raw process (its log, its exit status) rather than app_env's. */
+void app_spawn_server(const char *const *argv, const char *err_path, pid_t *pid, int *out, char *url,
+                      size_t urllen);
+
+/* A whole file (at most 1 MiB), NUL-terminated; the caller frees it. */
+char *app_slurp(const char *path);
 
 #endif /* TESTS_APP_UTIL_H */

@@ -193,6 +193,9 @@ Test(app_cli, bad_options_exit_2, .timeout = 30)
         {{"--listen", "127.0.0.1:99999"}, 2},
         {{"--listen", "127.0.0.1:http"}, 2},
         {{"--strategy", "bogus"}, 2},
+        /* A sentinel list keeps its commas; without its /name it is refused. */
+        {{"--redis", "sentinel://127.0.0.1:1,127.0.0.1:2"}, 2},
+        {{"--redis", "127.0.0.1:1,sentinel://127.0.0.1:1,127.0.0.1:2/"}, 2},
         {{"--lock-ttl", "abc"}, 2},
         {{"--lock-wait", "-5"}, 2},
         {{"--db", "/nonexistent/dir/x.db"}, 2},
@@ -359,4 +362,39 @@ Test(app_cli, help_short_and_version, .timeout = 30)
         cr_assert(strstr(out, "usage: ") != NULL, "%s -h: %s", bins[i][1], out);
         free(out);
     }
+}
+
+/* --redis takes libdlock's sentinel:// form (its commas stay inside it):
+ * a claim locks on the master the sentinel names, and the fence it stores
+ * is that master's counter. */
+Test(app_cli, redis_through_sentinel, .timeout = 40)
+{
+    APP_SETUP_OK();
+    redis_proc master = {0};
+    sentinel_proc sent = {0};
+    char redis[256], line[256], key[64], fence[64];
+
+    cr_assert_eq(redis_start(&master), 0);
+    cr_assert_eq(sentinel_start(&sent, "m", master.port, 5000, 10000), 0);
+    /* A dead sentinel first, then the live one. */
+    snprintf(redis, sizeof redis, "sentinel://127.0.0.1:%d,%s/m", free_loopback_port(), sent.addr);
+    const char *argv[] = {NULL, "--listen", "127.0.0.1:0", "--db", g_app.db, "--redis", redis,
+                          "--admin-token", APP_TOKEN, NULL};
+    spawn_line(argv, line, sizeof line);
+    server_proc s = {0};
+    s.port = parse_start_line(line);
+    snprintf(s.url, sizeof s.url, "http://127.0.0.1:%d", s.port);
+    long long id = app_create_coupon(&s, "sentinel coupon", 5, 1);
+    app_claim_expect(&s, "POST", id, "sentineluser", 200, 0, 0);
+    cr_assert_eq(wait_child(g_child, SIGTERM), 0);
+    g_child = 0;
+    long long stored =
+        app_db_int(g_app.db, "SELECT fence FROM coupon_record WHERE user_id='sentineluser'");
+    snprintf(key, sizeof key, "fence:coupon:%lld", id);
+    const char *get[2] = {"GET", key};
+    cr_assert_eq(redis_cmd(&master, fence, sizeof fence, 2, get), 0);
+    cr_assert_gt(stored, 0);
+    cr_assert_eq(atoll(fence), stored, "master fence %s, stored %lld", fence, stored);
+    sentinel_stop(&sent);
+    redis_stop(&master);
 }

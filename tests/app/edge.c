@@ -1,6 +1,7 @@
 /* edge.c - the HTTP edge as a hostile client tries it, over raw sockets:
  * many query arguments, a body framed two ways, a chunked body past the
- * limit sent slowly, and one address holding connections open (slowloris). */
+ * limit sent slowly, one address holding connections open (slowloris), and
+ * headers dripped a byte at a time past --header-timeout-s. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -200,4 +201,57 @@ Test(app_edge, one_address_cannot_take_every_connection, .timeout = 60)
         if (fds[i] >= 0)
             close(fds[i]);
     cr_assert_eq(status, 200, "normal client got %d after %lld ms: %s", status, (long long)took, answer);
+}
+
+/* Drips a header a byte every 200 ms (never idle long enough for the
+ * 30 s idle timeout) for at most limit_ms; the ms after which the server
+ * closed the connection, or -1 when it kept it open. */
+static int64_t drip_header(const server_proc *s, int64_t limit_ms)
+{
+    int fd = connect_from(s, NULL);
+    cr_assert_geq(fd, 0, "connect: %s", strerror(errno));
+    cr_assert_eq(send_all(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Drip: ", 40), 0);
+    int64_t t0 = test_now_ms(), closed_at = -1;
+    while (closed_at < 0 && test_now_ms() - t0 < limit_ms) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 200) > 0) {
+            char b[256];
+            if (recv(fd, b, sizeof b, 0) <= 0)
+                closed_at = test_now_ms() - t0;
+        } else if (send_all(fd, "a", 1) != 0) {
+            closed_at = test_now_ms() - t0;
+        }
+    }
+    close(fd);
+    return closed_at;
+}
+
+/* libmicrohttpd's timeout is an idle one, reset by every byte: without a
+ * deadline of our own a header dripped a byte at a time is read forever. */
+Test(app_edge, header_dripped_past_the_deadline_is_cut, .timeout = 60)
+{
+    APP_SETUP_OK();
+    app_env_server_up(&g_app, 0, "--header-timeout-s", "1", NULL);
+    app_env_server_up(&g_app, 1, "--header-timeout-s", "0", NULL);
+    int64_t cut = drip_header(&g_app.srv[0], 6000);
+    cr_assert_geq(cut, 900, "cut after %lld ms, before the 1 s deadline", (long long)cut);
+    cr_assert_lt(cut, 3000, "header deadline 1 s, but the connection lasted %lld ms (-1: never cut)", (long long)cut);
+    /* With the deadline off, the same drip goes on (MHD's idle timeout
+     * never fires): the cut above is the deadline's, not MHD's. */
+    cr_assert_eq(drip_header(&g_app.srv[1], 2500), -1, "cut without a deadline");
+    /* The deadline counts from the previous answer: a keep-alive
+     * connection whose requests come 0.7 s apart lives past 1 s. */
+    int fd = connect_from(&g_app.srv[0], NULL);
+    cr_assert_geq(fd, 0);
+    const char *req = "GET /api/v1/coupon HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (int i = 0; i < 3; i++) {
+        char answer[4096];
+        int closed = 0;
+        if (i > 0)
+            test_sleep_ms(700);
+        cr_assert_eq(send_all(fd, req, strlen(req)), 0, "request %d: the connection is gone", i);
+        read_answer(fd, answer, sizeof answer, 3000, &closed);
+        cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "request %d: %s", i, answer);
+    }
+    close(fd);
 }

@@ -2,7 +2,9 @@
  * with each record; when the row has accepted a fence above the lock's
  * counter while the lease is fresh (Redis lost its counters), the server
  * raises the counter to the row's fence and the claim goes through once
- * healed. (A holder whose lease ran out is refused, 503 / 1010: app_lease.) */
+ * healed. (A holder whose lease ran out is refused, 503 / 1010: app_lease.)
+ * Built twice: on SQLite (app_fence) and on PostgreSQL (app_fence_pg), the
+ * same assertions on the tables read back from either store. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +14,10 @@
 
 #include "app_util.h"
 
-const app_suite_plan app_plan = {.db_name = "fence.db", .nredis = 1, .nservers = 1};
-TestSuite(app_fence, .init = app_suite_init, .fini = app_suite_fini, .timeout = 30);
+const app_suite_plan app_plan = {.db_name = "fence.db", .pg = APP_PG, .nredis = 1, .nservers = 1};
+/* app_fence, or app_fence_pg on PostgreSQL (app_store.h). */
+#define FENCE_SUITE APP_SUITE(app_fence)
+TestSuite(FENCE_SUITE, .init = app_suite_init, .fini = app_suite_fini, .timeout = 30);
 
 /* Claims and returns the fence of the 200 reply. */
 static long long claim_ok(long long id, const char *user)
@@ -71,7 +75,7 @@ static long long counter(long long id)
  * lease is fresh: only a counter that went back does that (the lease ran
  * out is app_lease's case). The server raises the counter to the row's
  * fence and retries once: the claim succeeds with a fence above it. */
-Test(app_fence, newer_fence_in_db_heals_the_counter, .timeout = 30)
+Test(FENCE_SUITE, newer_fence_in_db_heals_the_counter, .timeout = 30)
 {
     APP_SETUP_OK();
     long long id = app_create_coupon(&g_app.srv[0], "fenced", 10, 0);
@@ -98,7 +102,7 @@ Test(app_fence, newer_fence_in_db_heals_the_counter, .timeout = 30)
     cr_assert_eq(heals(), 1);
 }
 
-Test(app_fence, reset_fence_counter_heals_after_one_refusal, .timeout = 30)
+Test(FENCE_SUITE, reset_fence_counter_heals_after_one_refusal, .timeout = 30)
 {
     APP_SETUP_OK();
     long long id = app_create_coupon(&g_app.srv[0], "fenced", 10, 0);
@@ -132,10 +136,12 @@ Test(app_fence, reset_fence_counter_heals_after_one_refusal, .timeout = 30)
 /* --hold-log: two lines per hold (begin, then hold with the outcome), the
  * applied ones naming the fence the client was told and the record written;
  * a refused hold says so and names no record. Read by chaos-check. */
-Test(app_fence, hold_log_records_each_hold, .timeout = 30)
+Test(FENCE_SUITE, hold_log_records_each_hold, .timeout = 30)
 {
     char path[400], line[1024], want[128];
-    snprintf(path, sizeof path, "%s.holds", g_app.db);
+    APP_SETUP_OK();
+    /* In the temp dir: the db may be a PostgreSQL URL, not a file. */
+    snprintf(path, sizeof path, "%s/holds.log", g_app.dir);
     app_env_server_up(&g_app, 1, "--hold-log", path, NULL);
     long long id = app_create_coupon(&g_app.srv[1], "logged", 10, 0);
     long long fences[3];

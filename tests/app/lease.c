@@ -1,7 +1,8 @@
-/* lease.c - the lease outlived, end to end: two coupon-servers on one SQLite
- * file, 3 Redis masters, and a holder that stalls inside the critical
- * section (after its read) longer than its lock's TTL, so that the other
- * server gets the lock and reads the same stock.
+/* lease.c - the lease outlived, end to end: two coupon-servers on one store
+ * (a SQLite file: app_lease; a PostgreSQL database: app_lease_pg), 3 Redis
+ * masters, and a holder that stalls inside the critical section (after its
+ * read) longer than its lock's TTL, so that the other server gets the lock
+ * and reads the same stock.
  *
  *   --fence off    both writes land: OVERSOLD (the lock alone cannot help
  *                  once the lease is gone);
@@ -16,6 +17,7 @@
  * SIGSTOP / SIGCONT of the holder's process. The off/write cases are the
  * guard against the section ever becoming atomic again: they must oversell. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +27,10 @@
 
 #include "app_util.h"
 
-const app_suite_plan app_plan = {.db_name = "lease.db", .nredis = 3};
-TestSuite(app_lease, .init = app_suite_init, .fini = app_suite_fini, .timeout = 60);
+const app_suite_plan app_plan = {.db_name = "lease.db", .pg = APP_PG, .nredis = 3};
+/* app_lease, or app_lease_pg on PostgreSQL (app_store.h). */
+#define LEASE_SUITE APP_SUITE(app_lease)
+TestSuite(LEASE_SUITE, .init = app_suite_init, .fini = app_suite_fini, .timeout = 60);
 
 /* Both servers with the given fence mode and TTL, each with its own two
  * extra options (name, value pairs), and the coupon (stock 5) they claim. */
@@ -86,7 +90,7 @@ static void claim_join(async_claim *c)
     cr_assert_eq(pthread_join(c->th, NULL), 0);
 }
 
-/* What the interleaving must end with, read from the SQLite file. */
+/* What the interleaving must end with, read from the store. */
 static void expect_outcome(const char *fence, long long id, const async_claim *a, const async_claim *b)
 {
     app_coupon_state st;
@@ -129,9 +133,9 @@ static void paused_interleaving(const char *fence)
     expect_outcome(fence, id, &a, &b);
 }
 
-Test(app_lease, pause_past_ttl_fence_off_oversells) { paused_interleaving("off"); }
-Test(app_lease, pause_past_ttl_fence_write_oversells) { paused_interleaving("write"); }
-Test(app_lease, pause_past_ttl_fence_full_refuses_the_stale_write) { paused_interleaving("full"); }
+Test(LEASE_SUITE, pause_past_ttl_fence_off_oversells) { paused_interleaving("off"); }
+Test(LEASE_SUITE, pause_past_ttl_fence_write_oversells) { paused_interleaving("write"); }
+Test(LEASE_SUITE, pause_past_ttl_fence_full_refuses_the_stale_write) { paused_interleaving("full"); }
 
 /* A real SIGSTOP of the holder's process: A reads and starts its 300 ms
  * business step, is stopped at 100 ms for about a second (its 500 ms lease
@@ -156,5 +160,55 @@ static void sigstopped_holder(const char *fence)
     expect_outcome(fence, id, &a, &b);
 }
 
-Test(app_lease, sigstop_past_ttl_fence_off_oversells) { sigstopped_holder("off"); }
-Test(app_lease, sigstop_past_ttl_fence_full_refuses_the_stale_write) { sigstopped_holder("full"); }
+Test(LEASE_SUITE, sigstop_past_ttl_fence_off_oversells) { sigstopped_holder("off"); }
+Test(LEASE_SUITE, sigstop_past_ttl_fence_full_refuses_the_stale_write) { sigstopped_holder("full"); }
+
+/* --fault-pause-ms MS:signal (scripts/hosts holds a server inside a lease
+ * with it): no stall until a SIGUSR1, then exactly one claim stalls MS, and
+ * the server lives on (SIGUSR1 would otherwise end it). */
+static int64_t timed_claim(long long id, const char *user)
+{
+    int64_t t0 = test_now_ms();
+    app_claim_expect(&g_app.srv[0], "POST", id, user, 200, 0, 0);
+    return test_now_ms() - t0;
+}
+
+Test(LEASE_SUITE, signal_armed_pause_stalls_one_claim_per_sigusr1)
+{
+    APP_SETUP_OK();
+    /* A 2 s stall against a 1.5 s bound on the others: a loaded machine
+     * slows a claim, it does not make it stall or skip a stall. */
+    app_env_server_up(&g_app, 0, "--fault-pause-ms", "2000:signal", "--lock-ttl", "10000", "--threads", "2", NULL);
+    long long id = app_create_coupon(&g_app.srv[0], "armed", 20, 0);
+    char user[16];
+    int claims = 0;
+
+    (void)timed_claim(id, "warm"); /* the first claim also opens the connections */
+    claims++;
+    for (int i = 0; i < 3; i++, claims++) {
+        snprintf(user, sizeof user, "u%d", claims);
+        int64_t ms = timed_claim(id, user);
+        cr_assert_lt(ms, 1500, "a claim stalled before any SIGUSR1: %lld ms", (long long)ms);
+    }
+    cr_assert_eq(kill(g_app.srv[0].pid, SIGUSR1), 0);
+    /* The handler runs when the server's main thread is next scheduled: a
+     * claim sent right after kill() may run first, so the stall is the
+     * first one of the next few (bounded), and then none. */
+    int stalled_at = -1;
+    for (int i = 0; i < 10 && stalled_at < 0; i++, claims++) {
+        snprintf(user, sizeof user, "u%d", claims);
+        int64_t ms = timed_claim(id, user);
+        if (ms >= 2000)
+            stalled_at = i;
+        else
+            test_sleep_ms(50);
+    }
+    cr_assert_geq(stalled_at, 0, "no claim stalled after SIGUSR1");
+    for (int i = 0; i < 3; i++, claims++) {
+        snprintf(user, sizeof user, "u%d", claims);
+        int64_t ms = timed_claim(id, user);
+        cr_assert_lt(ms, 1500, "the stall fired twice for one SIGUSR1: %lld ms", (long long)ms);
+    }
+    app_coupon_state st;
+    app_expect_db(g_app.db, id, 20 - claims, claims, &st);
+}

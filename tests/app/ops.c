@@ -92,7 +92,6 @@ static void spawn(spawned *s, const char *name, const char *const *opts)
 {
     const char *argv[40];
     size_t n = 0;
-    int fds[2];
     argv[n++] = server_bin();
     argv[n++] = "--listen";
     argv[n++] = "127.0.0.1:0";
@@ -100,57 +99,7 @@ static void spawn(spawned *s, const char *name, const char *const *opts)
         argv[n++] = opts[i];
     argv[n] = NULL;
     snprintf(s->err_path, sizeof s->err_path, "%s/%s.err", g_app.dir, name);
-    int errfd = open(s->err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    cr_assert_geq(errfd, 0, "%s: %s", s->err_path, strerror(errno));
-    cr_assert_eq(pipe(fds), 0);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-            _exit(127);
-        dup2(fds[1], STDOUT_FILENO);
-        dup2(errfd, STDERR_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(errfd);
-    close(fds[1]);
-    s->pid = pid;
-    s->out = fds[0];
-    char line[256];
-    size_t k = 0;
-    int64_t deadline = test_now_ms() + 10000;
-    while (k + 1 < sizeof line) {
-        struct pollfd p = {.fd = s->out, .events = POLLIN};
-        int64_t left = deadline - test_now_ms();
-        cr_assert_gt(left, 0, "no start line within 10 s");
-        if (poll(&p, 1, (int)left) <= 0)
-            continue;
-        char c;
-        if (read(s->out, &c, 1) != 1)
-            cr_assert_fail("server stdout closed before its start line");
-        if (c == '\n')
-            break;
-        line[k++] = c;
-    }
-    line[k] = '\0';
-    cr_assert_eq(strncmp(line, "listening on ", 13), 0, "start line '%s'", line);
-    snprintf(s->url, sizeof s->url, "%.90s", line + 13);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    char *buf = calloc(1, 1 << 20);
-    cr_assert_not_null(buf);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    app_spawn_server(argv, s->err_path, &s->pid, &s->out, s->url, sizeof s->url);
 }
 
 /* Lines of the log that contain needle. */
@@ -167,7 +116,7 @@ static char *wait_log(const spawned *s, const char *needle, int timeout_ms)
 {
     int64_t deadline = test_now_ms() + timeout_ms;
     for (;;) {
-        char *text = slurp(s->err_path);
+        char *text = app_slurp(s->err_path);
         if (strstr(text, needle) != NULL)
             return text;
         if (test_now_ms() > deadline)
@@ -261,7 +210,7 @@ Test(app_ops, log_tells_node_and_quorum_changes_and_hides_secrets)
     free(log);
     int64_t until = test_now_ms() + 5000;
     for (;;) {
-        log = slurp(g_sp.err_path);
+        log = app_slurp(g_sp.err_path);
         const char *up = strstr(log, " info node-up ");
         int both = up != NULL && strstr(up, g_app.redis[0].addr) != NULL && strstr(up, g_app.redis[1].addr) != NULL;
         free(log);
@@ -277,7 +226,7 @@ Test(app_ops, log_tells_node_and_quorum_changes_and_hides_secrets)
     http_reply_free(&r);
 
     cr_assert_eq(stop_spawned(&g_sp, SIGTERM), 0);
-    log = slurp(g_sp.err_path);
+    log = app_slurp(g_sp.err_path);
     cr_assert(strstr(log, " info stop SIGTERM: stopping") != NULL, "%s", log);
     cr_assert(strstr(log, " info stopped stopped") != NULL, "%s", log);
     cr_assert_eq(count_lines(log, " info start "), 1);
@@ -288,7 +237,7 @@ Test(app_ops, log_tells_node_and_quorum_changes_and_hides_secrets)
     free(log);
 
     /* The access log: one line per request, "time method path status code seconds". */
-    char *al = slurp(acc);
+    char *al = app_slurp(acc);
     cr_assert_null(strstr(al, SECRET));
     regex_t re;
     cr_assert_eq(regcomp(&re,
@@ -357,7 +306,7 @@ Test(app_ops, log_level_filters)
     cr_assert_eq(redis_kill(&g_app.redis[0]), 0);
     free(wait_log(&g_sp, " error quorum-lost ", 5000));
     cr_assert_eq(stop_spawned(&g_sp, SIGTERM), 0);
-    char *log = slurp(g_sp.err_path);
+    char *log = app_slurp(g_sp.err_path);
     /* warn (node-down) and info (start, stop) are below "error". */
     cr_assert_null(strstr(log, " info "), "%s", log);
     cr_assert_null(strstr(log, " warn "), "%s", log);
@@ -395,7 +344,7 @@ Test(app_ops, healthz_503_while_writes_fail)
     cr_assert_eq(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     expect_health(&g_sp, 200, "ok", NULL, 0);
-    char *log = slurp(g_sp.err_path);
+    char *log = app_slurp(g_sp.err_path);
     cr_assert(strstr(log, " error db-error health: the store refuses writes") != NULL, "%s", log);
     free(log);
 }

@@ -1,6 +1,8 @@
 /* shutdown.c - graceful shutdown under load: SIGTERM while threads hammer
  * claims loses no accepted claim (every 200 has its record, every record
- * had its 200) and the server exits 0. */
+ * had its 200) and the server exits 0. Built twice: on SQLite (app_shutdown)
+ * and on PostgreSQL (app_shutdown_pg), where the server's open transactions
+ * and connections must end cleanly too. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -18,8 +20,10 @@
 #define SD_STOCK 1000000
 
 const app_suite_plan app_plan = {
-    .db_name = "shutdown.db", .flags = APP_ENV_CURL, .nredis = 1, .nservers = 1};
-TestSuite(app_shutdown, .init = app_suite_init, .fini = app_suite_fini, .timeout = 60);
+    .db_name = "shutdown.db", .pg = APP_PG, .flags = APP_ENV_CURL, .nredis = 1, .nservers = 1};
+/* app_shutdown, or app_shutdown_pg on PostgreSQL (app_store.h). */
+#define SHUTDOWN_SUITE APP_SUITE(app_shutdown)
+TestSuite(SHUTDOWN_SUITE, .init = app_suite_init, .fini = app_suite_fini, .timeout = 60);
 
 static atomic_int g_ok_total;
 static atomic_int g_term_sent;
@@ -79,7 +83,7 @@ static void *sd_worker_main(void *arg)
     return NULL;
 }
 
-Test(app_shutdown, sigterm_under_load_loses_no_claim, .timeout = 60)
+Test(SHUTDOWN_SUITE, sigterm_under_load_loses_no_claim, .timeout = 60)
 {
     APP_SETUP_OK();
     long long id = app_create_coupon(&g_app.srv[0], "shutdown", SD_STOCK, 0);

@@ -44,6 +44,9 @@ Test(ctl_args, bad_addresses_use_libdlock_rules)
     EXPECT_USAGE("--redis", "--redis", "127.0.0.1:6379,", "ping");
     EXPECT_USAGE("empty unix socket path", "--redis", "unix:", "ping");
     EXPECT_USAGE("--redis needs a value", "ping", "--redis");
+    /* dlockctl talks to fixed nodes: a sentinel:// address is refused, whole. */
+    EXPECT_USAGE("\"sentinel://127.0.0.1:1,127.0.0.1:2/m\": give the master's host:port", "--redis",
+                 "sentinel://127.0.0.1:1,127.0.0.1:2/m", "ping");
 }
 
 Test(ctl_args, operands_are_checked)

@@ -4,7 +4,9 @@
  * hanging; once the process runs again (SIGCONT) the next call opens a new
  * session by itself and the store works. A lock held by another session
  * is waited for at most the timeout (lock_timeout / statement_timeout),
- * answered DB_BUSY. */
+ * answered DB_BUSY. A server that is gone when the store opens its dropped
+ * session again is DB_BUSY too (the 503 kind: nothing was applied), at
+ * once and not an internal error. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -117,4 +119,30 @@ Test(db_pg_timeout, a_held_row_lock_is_waited_for_at_most_the_timeout)
     cr_assert_eq(db_claim_atomic(db, id, "waiter", &c), DB_OK, "%s", db_errmsg(db));
     cr_assert_eq(c.stock, 4);
     db_close(db);
+}
+
+Test(db_pg_timeout, a_server_gone_at_reconnect_is_busy_not_an_error)
+{
+    pg_proc own;
+    db_store *db = NULL;
+    db_coupon c;
+    char err[256];
+    int64_t t0, took;
+
+    /* A server of its own: this test stops it. */
+    cr_assert_eq(pg_start(&own), 0, "could not start a private postgres");
+    cr_assert_eq(db_open(own.url, SHORT_MS, &db, err, sizeof err), DB_OK, "%s", err);
+    cr_assert_eq(db_create_coupon(db, "gone", 5, 1, &c), DB_OK, "%s", db_errmsg(db));
+    cr_assert_eq(pg_stop_server_only(&own), 0);
+    /* The first call finds its session closed under it and drops it. */
+    (void)db_get_coupon(db, c.id, &c);
+    t0 = test_now_ms();
+    db_status st = db_get_coupon(db, c.id, &c);
+    took = test_now_ms() - t0;
+    cr_assert_eq(st, DB_BUSY, "%s: %s", db_status_str(st), db_errmsg(db));
+    cr_assert_not_null(strstr(db_errmsg(db), "connect"), "%s", db_errmsg(db));
+    /* Refused at once (nobody listens): no wait for the connect timeout. */
+    cr_assert_lt(took, 1500, "%lld ms", (long long)took);
+    db_close(db);
+    cr_assert_eq(pg_stop(&own), 0);
 }

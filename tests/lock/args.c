@@ -243,3 +243,86 @@ Test(lock_args, client_shape, .timeout = 10)
     cr_assert_eq(dlock_ping(cli, &up), DLOCK_OK);
     cr_assert_eq(up, 1);
 }
+
+/* sentinel://host:port[,host:port...]/name: one node, its master found
+ * through the sentinels (the suite lock_sentinel runs them for real). */
+Test(lock_args, sentinel_address_form, .timeout = 10)
+{
+    char host[300], err[DLOCK_ERRSTR_LEN];
+    int port = 0;
+    dlock_client *c = SENTINEL;
+
+    const char *good[] = {"sentinel://127.0.0.1:26379/mymaster",
+                          "sentinel://a:1,b.example:2,[::1]:3/m-1.x",
+                          "sentinel://h1:1,h2:2,h3:3,h4:4,h5:5,h6:6,h7:7,h8:8/m"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        cr_assert_eq(dlock_addr_check(good[i], err, sizeof err), DLOCK_OK, "\"%s\": %s", good[i],
+                     err);
+    /* No fixed host: the master name stands in, port -1. */
+    cr_assert_eq(dlock_addr_parse(good[0], host, sizeof host, &port, err, sizeof err), DLOCK_OK);
+    cr_assert_str_eq(host, "mymaster");
+    cr_assert_eq(port, -1);
+
+    const struct {
+        const char *addr, *why;
+    } bad[] = {
+        {"sentinel://127.0.0.1:26379", "expected sentinel://"},  /* no name */
+        {"sentinel://127.0.0.1:26379/", "expected sentinel://"}, /* empty name */
+        {"sentinel:///m", "no sentinel before"},                 /* empty host list */
+        {"sentinel://", "expected sentinel://"},
+        {"sentinel://a:1,,b:2/m", "empty sentinel"},
+        {"sentinel://a:1,/m", "empty sentinel"},
+        {"sentinel://,a:1/m", "empty sentinel"},
+        {"sentinel://h1:1,h2:2,h3:3,h4:4,h5:5,h6:6,h7:7,h8:8,h9:9/m", "more than 8 sentinels"},
+        {"sentinel://a:0/m", "port out of range"},
+        {"sentinel://a:65536/m", "port out of range"},
+        {"sentinel://a:x/m", "bad port"},
+        {"sentinel://a/m", "expected host:port"},
+        {"sentinel://:1/m", "bad host"},
+        {"sentinel://a:1/my master", "space or control byte"},
+        {"sentinel://a:1/x/y", "bad port"},
+        {"sentinel://unix:/tmp/s/m", "bad port"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *one[] = {bad[i].addr};
+        err[0] = '\0';
+        cr_assert_eq(dlock_addr_check(bad[i].addr, err, sizeof err), DLOCK_ERR_ARG,
+                     "\"%s\" accepted", bad[i].addr);
+        cr_assert(strstr(err, bad[i].why) != NULL, "\"%s\": %s", bad[i].addr, err);
+        cr_assert_eq(new_with(one, 1, &c), DLOCK_ERR_ARG, "\"%s\" accepted", bad[i].addr);
+        cr_assert_null(c);
+    }
+
+    /* The same master name at a common sentinel is the same node: it would
+     * count twice toward the quorum. Another name is another node. */
+    const char *twice[] = {"sentinel://127.0.0.1:1,127.0.0.1:2/m", "sentinel://127.0.0.1:2/m"};
+    cr_assert_eq(new_with(twice, 2, &c), DLOCK_ERR_ARG);
+    cr_assert_null(c);
+    const char *two[] = {"sentinel://127.0.0.1:1/m1", "sentinel://127.0.0.1:1/m2", node.addr};
+    cr_assert_eq(new_with(two, 3, &c), DLOCK_OK);
+    cr_assert_eq(dlock_client_nodes(c), 3);
+    dlock_client_free(c);
+}
+
+/* How a --redis list splits: a sentinel address keeps its own commas. */
+Test(lock_args, address_list_span, .timeout = 10)
+{
+    const char *list = "h:1,sentinel://s1:2,s2:3/m,unix:/x,sentinel://s:4/n";
+    const char *want[] = {"h:1", "sentinel://s1:2,s2:3/m", "unix:/x", "sentinel://s:4/n"};
+    const char *p = list;
+
+    for (size_t i = 0; i < 4; i++) {
+        size_t len = dlock_addr_span(p);
+        cr_assert_eq(len, strlen(want[i]), "item %zu: %zu", i, len);
+        cr_assert_eq(strncmp(p, want[i], len), 0);
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    cr_assert_eq(*p, '\0');
+    cr_assert_eq(dlock_addr_span(NULL), 0);
+    cr_assert_eq(dlock_addr_span(""), 0);
+    cr_assert_eq(dlock_addr_span(",a:1"), 0);
+    /* No name yet: the list runs to the end (the parse then says why). */
+    cr_assert_eq(dlock_addr_span("sentinel://a:1,b:2"), strlen("sentinel://a:1,b:2"));
+}

@@ -273,7 +273,7 @@ int pg_stop(pg_proc *p)
     return result;
 }
 
-int pg_sql(const char *url, const char *sql, char *out, size_t outlen)
+int pg_query(const char *url, const char *sql, char *out, size_t outlen, int *rows)
 {
     char conninfo[512];
     PGconn *c;
@@ -282,6 +282,8 @@ int pg_sql(const char *url, const char *sql, char *out, size_t outlen)
 
     if (out != NULL && outlen > 0)
         out[0] = '\0';
+    if (rows != NULL)
+        *rows = 0;
     /* Bounded: connect_timeout, and statement_timeout for the statement. */
     (void)snprintf(conninfo, sizeof conninfo, "%s%sconnect_timeout=5&options=-c%%20statement_timeout%%3D30000", url,
                    strchr(url, '?') != NULL ? "&" : "?");
@@ -293,9 +295,11 @@ int pg_sql(const char *url, const char *sql, char *out, size_t outlen)
     }
     r = PQexec(c, sql);
     if (PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK) {
-        if (out != NULL && outlen > 0 && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 &&
-            PQnfields(r) > 0)
+        int tuples = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : 0;
+        if (out != NULL && outlen > 0 && tuples > 0 && PQnfields(r) > 0)
             (void)snprintf(out, outlen, "%s", PQgetisnull(r, 0, 0) ? "(null)" : PQgetvalue(r, 0, 0));
+        if (rows != NULL)
+            *rows = tuples;
         rc = 0;
     } else {
         fprintf(stderr, "pg_sql: %s: %s", sql, PQresultErrorMessage(r));
@@ -303,6 +307,11 @@ int pg_sql(const char *url, const char *sql, char *out, size_t outlen)
     PQclear(r);
     PQfinish(c);
     return rc;
+}
+
+int pg_sql(const char *url, const char *sql, char *out, size_t outlen)
+{
+    return pg_query(url, sql, out, outlen, NULL);
 }
 
 int pg_create_db(const pg_proc *p, const char *name, char *url, size_t urllen)

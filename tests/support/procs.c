@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -87,6 +88,29 @@ void procs_die_with_parent(pid_t parent)
      * before prctl ran. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
         _exit(127);
+}
+
+pid_t procs_spawn_quiet(const char *const *argv, const char *what)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+
+    if (pid < 0) {
+        fprintf(stderr, "%s: fork: %s\n", what, strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
+            _exit(127);
+        procs_close_extra_fds();
+        procs_die_with_parent(parent);
+        setpgid(0, 0);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    procs_track(pid);
+    return pid;
 }
 
 int procs_wait_bounded(pid_t pid, int64_t timeout_ms, int *status)

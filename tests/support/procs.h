@@ -38,6 +38,7 @@ typedef struct redis_proc {
     int paused;         /* nonzero between redis_pause and redis_resume */
     char dir[256];      /* own temp dir (mkdtemp), removed by redis_stop */
     char password[64];  /* requirepass when not empty */
+    int replicaof_port; /* nonzero: start as a replica of 127.0.0.1:<port> (--replicaof) */
     char addr[64];      /* "127.0.0.1:<port>" */
 } redis_proc;
 
@@ -67,6 +68,28 @@ void redis_stop_n(redis_proc *rs, size_t n);
 /* "127.0.0.1:p1,127.0.0.1:p2,..." for --redis. */
 void redis_addrs_csv(const redis_proc *rs, size_t n, char *out, size_t outlen);
 
+/* Redis Sentinel: `redis-server <dir>/sentinel.conf --sentinel` on a free
+ * loopback port, in its own temp dir (Sentinel rewrites its config file),
+ * monitoring master_name at 127.0.0.1:master_port with quorum 1, the given
+ * down-after-milliseconds and failover-timeout. Waits (bounded, 5 s) until
+ * it answers PING. */
+typedef struct sentinel_proc {
+    pid_t pid;          /* 0 when not running */
+    int port;
+    char dir[256];      /* own temp dir, removed by sentinel_stop */
+    char addr[64];      /* "127.0.0.1:<port>" */
+} sentinel_proc;
+int sentinel_start(sentinel_proc *s, const char *master_name, int master_port, int down_after_ms,
+                   int failover_timeout_ms);
+/* SIGTERM, bounded wait, SIGKILL; removes the temp dir. Safe when not running. */
+int sentinel_stop(sentinel_proc *s);
+/* SIGSTOP / SIGCONT and wait for the state change. */
+int sentinel_pause(sentinel_proc *s);
+int sentinel_resume(sentinel_proc *s);
+/* One command on the sentinel, reply as text like redis_cmd. */
+int sentinel_cmd(const sentinel_proc *s, char *out, size_t outlen, int argc,
+                 const char *const *argv);
+
 typedef struct pg_proc {
     pid_t pid;          /* the postmaster, 0 when not running */
     int port;           /* on 127.0.0.1 */
@@ -93,6 +116,9 @@ int pg_drop_db(const pg_proc *p, const char *name);
 /* Run sql on url (bounded); out (may be NULL) gets the first cell of the
  * first row as text, "" when none. */
 int pg_sql(const char *url, const char *sql, char *out, size_t outlen);
+/* pg_sql, and *rows (may be NULL) gets the number of rows returned (0 for a
+ * statement that returns none). */
+int pg_query(const char *url, const char *sql, char *out, size_t outlen, int *rows);
 
 typedef struct server_proc {
     pid_t pid;          /* 0 when not running */

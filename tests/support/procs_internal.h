@@ -2,6 +2,7 @@
 #ifndef TESTS_PROCS_INTERNAL_H
 #define TESTS_PROCS_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -13,6 +14,13 @@ void procs_close_extra_fds(void);
 /* In a freshly forked child: ask the kernel to SIGKILL us when the forking
  * thread dies, so a test killed by Criterion's timeout leaves no servers. */
 void procs_die_with_parent(pid_t parent);
+
+/* Forks and execs argv (argv[0] looked up in PATH) with stdin, stdout and
+ * stderr on /dev/null, no inherited fds, in its own process group (a
+ * Ctrl-C aimed at the suite reaches the suite, which stops its servers in
+ * order), killed with the forking thread; tracked. what names the caller
+ * in the fork error. The child's pid, or -1. */
+pid_t procs_spawn_quiet(const char *const *argv, const char *what);
 
 /* waitpid(pid) for at most timeout_ms; returns 1 and *status when reaped,
  * 0 on timeout, -1 on error. Restarts on EINTR. */
@@ -39,5 +47,11 @@ int procs_wait_state(pid_t pid, int flag, const char *what, const char *name);
  * flag asks for (procs_wait_state); when the child exited instead, *pid
  * becomes 0. 0 done, -1 otherwise (also when *pid is not running). */
 int procs_signal_wait(pid_t *pid, int sig, int flag, const char *what, const char *name);
+
+/* One command on 127.0.0.1:port (AUTH first when password is not NULL or
+ * ""), bounded by timeout_ms; the reply as text in out (see redis_cmd).
+ * 0, or -1 without a word on stderr: for readiness polls. */
+int procs_redis_cmd_port(int port, const char *password, int64_t timeout_ms, char *out,
+                         size_t outlen, int argc, const char *const *argv);
 
 #endif /* TESTS_PROCS_INTERNAL_H */

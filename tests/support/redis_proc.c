@@ -254,8 +254,8 @@ static int resp_read_reply(resp_conn *c, text_out *o, int depth)
 }
 
 /* Connect, AUTH if the node has a password, run argv; reply text in out. */
-static int redis_cmd_port(int port, const char *password, int64_t timeout_ms, char *out,
-                          size_t outlen, int argc, const char *const *argv)
+int procs_redis_cmd_port(int port, const char *password, int64_t timeout_ms, char *out,
+                         size_t outlen, int argc, const char *const *argv)
 {
     int result = -1;
     resp_conn c = {.fd = -1};
@@ -287,7 +287,7 @@ int redis_cmd(const redis_proc *r, char *out, size_t outlen, int argc, const cha
         fprintf(stderr, "redis_cmd: bad arguments\n");
         return -1;
     }
-    if (redis_cmd_port(r->port, r->password, REDIS_CMD_MS, out, outlen, argc, argv) != 0) {
+    if (procs_redis_cmd_port(r->port, r->password, REDIS_CMD_MS, out, outlen, argc, argv) != 0) {
         fprintf(stderr, "redis_cmd: %s on %s: no reply\n", argv[0], r->addr);
         return -1;
     }
@@ -304,11 +304,9 @@ static const char *redis_bin(void)
 
 static pid_t redis_spawn(const redis_proc *r)
 {
-    char port[16], logfile[300];
-    const char *argv[24];
+    char port[16], logfile[300], master_port[16];
+    const char *argv[32];
     int n = 0;
-    pid_t parent = getpid();
-    pid_t pid;
 
     snprintf(port, sizeof port, "%d", r->port);
     snprintf(logfile, sizeof logfile, "%s/redis.log", r->dir);
@@ -325,6 +323,10 @@ static pid_t redis_spawn(const redis_proc *r)
     argv[n++] = "no";
     argv[n++] = "--logfile";
     argv[n++] = logfile;
+    /* A replica syncs at once: the default waits 5 s for more replicas
+     * to share the diskless transfer. */
+    argv[n++] = "--repl-diskless-sync-delay";
+    argv[n++] = "0";
     argv[n++] = "--appendonly";
     if (r->persistent) {
         argv[n++] = "yes";
@@ -338,29 +340,14 @@ static pid_t redis_spawn(const redis_proc *r)
         argv[n++] = "--requirepass";
         argv[n++] = r->password;
     }
+    if (r->replicaof_port > 0) {
+        snprintf(master_port, sizeof master_port, "%d", r->replicaof_port);
+        argv[n++] = "--replicaof";
+        argv[n++] = "127.0.0.1";
+        argv[n++] = master_port;
+    }
     argv[n] = NULL;
-
-    pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "redis_start: fork: %s\n", strerror(errno));
-        return -1;
-    }
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull < 0)
-            _exit(127);
-        if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
-            _exit(127);
-        procs_close_extra_fds();
-        procs_die_with_parent(parent);
-        /* Own process group: a Ctrl-C aimed at the suite reaches the suite,
-         * which stops its servers in order. */
-        setpgid(0, 0);
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    procs_track(pid);
-    return pid;
+    return procs_spawn_quiet(argv, "redis_start");
 }
 
 /* 1 ready, 0 child died (port taken?), -1 timeout. */
@@ -379,7 +366,7 @@ static int redis_wait_ready(redis_proc *r)
             return 0;
         }
         /* PONG only: LOADING (AOF replay after restart) is not ready yet. */
-        if (redis_cmd_port(r->port, r->password, 200, reply, sizeof reply, 1, ping) == 0 &&
+        if (procs_redis_cmd_port(r->port, r->password, 200, reply, sizeof reply, 1, ping) == 0 &&
             strcmp(reply, "PONG") == 0)
             return 1;
         test_sleep_ms(10);

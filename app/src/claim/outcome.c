@@ -3,7 +3,7 @@
 #include "claim/outcome.h"
 
 static const claim_outcome ROWS[CLAIM__COUNT] = {
-#define CLAIM_OUTCOME_ROW(row, label, http, code, retry, msg) [CLAIM_##row] = {label, http, code, retry, msg},
+#define CLAIM_OUTCOME_ROW(row, label, http, code, retry, detail, msg) [CLAIM_##row] = {label, http, code, retry, detail, msg},
     CLAIM_OUTCOMES(CLAIM_OUTCOME_ROW)
 #undef CLAIM_OUTCOME_ROW
 };

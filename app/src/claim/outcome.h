@@ -2,8 +2,11 @@
  * gets: HTTP status, the contract's code, the metric label, Retry-After.
  *
  * Three 503s, three different lessons, told apart on purpose:
- *   1005  contention: the lock was held by others until --lock-wait ran out;
- *         the service is fine, retrying later may succeed;
+ *   1005  contention: the lock was held by others until --lock-wait ran out,
+ *         or the claim waited its --lock-wait out in the claim queue, or
+ *         that queue was full (the overload row: so many claims wait ahead
+ *         that this one could not get the lock in time either); the
+ *         service is fine, retrying later may succeed;
  *   1006  a backing service is down: no quorum / Redis unreachable, or SQLite
  *         locked past its busy timeout; the server refuses, it never guesses;
  *   1010  our lease ran out inside the critical section and a newer holder
@@ -18,22 +21,33 @@
 
 #include "api.h"
 
-/*  row               metric label        HTTP code              Retry-After  message */
+/* detail: may the reply's msg carry this request's detail after the fixed
+ * message? Only where the detail is about the request itself (which
+ * argument, which user). Lock and store failures keep theirs for the
+ * server's log (log.h): their text names Redis addresses, the database
+ * file and SQLite's codes, which are the operator's business, not the
+ * client's; the fixed message says all a client can act on. */
+/*  row               metric label        HTTP code              Retry-After detail message */
 #define CLAIM_OUTCOMES(X)                                                                                   \
-    X(OK,               "ok",               200, API_OK,           0, "ok")                                  \
-    X(NOT_FOUND,        "not_found",        404, API_NO_COUPON,    0, "no such coupon")                      \
-    X(SOLD_OUT,         "sold_out",         409, API_SOLD_OUT,     0, "sold out")                            \
-    X(USER_LIMIT,       "user_limit",       409, API_USER_LIMIT,   0, "per-user limit of this coupon reached") \
-    X(LOCK_TIMEOUT,     "lock_timeout",     503, API_LOCK_TIMEOUT, 1, "lock not acquired in time, retry later") \
-    X(LOCK_UNAVAILABLE, "lock_unavailable", 503, API_UNAVAILABLE,  1, "lock service unavailable")            \
-    X(DB_BUSY,          "db_busy",          503, API_UNAVAILABLE,  1, "database busy, retry later")          \
-    X(STALE_FENCE,      "stale_fence",      503, API_LEASE_LOST,   1,                                        \
+    X(OK,               "ok",               200, API_OK,           0, 0, "ok")                               \
+    X(NOT_FOUND,        "not_found",        404, API_NO_COUPON,    0, 0, "no such coupon")                   \
+    X(SOLD_OUT,         "sold_out",         409, API_SOLD_OUT,     0, 0, "sold out")                         \
+    X(USER_LIMIT,       "user_limit",       409, API_USER_LIMIT,   0, 1, "per-user limit of this coupon reached") \
+    X(LOCK_TIMEOUT,     "lock_timeout",     503, API_LOCK_TIMEOUT, 1, 0, "lock not acquired in time, retry later") \
+    X(QUEUE_TIMEOUT,    "queue_timeout",    503, API_LOCK_TIMEOUT, 1, 0,                                     \
+      "lock not acquired in time: the whole wait passed in the claim queue, retry later")                 \
+    X(OVERLOAD,         "overload",         503, API_LOCK_TIMEOUT, 1, 0,                                     \
+      "too many claims waiting for the lock (--claim-queue is full), retry later")                        \
+    X(STOPPING,         "stopping",         503, API_LOCK_TIMEOUT, 1, 0, "server stopping, retry later")     \
+    X(LOCK_UNAVAILABLE, "lock_unavailable", 503, API_UNAVAILABLE,  1, 0, "lock service unavailable")         \
+    X(DB_BUSY,          "db_busy",          503, API_UNAVAILABLE,  1, 0, "database busy, retry later")       \
+    X(STALE_FENCE,      "stale_fence",      503, API_LEASE_LOST,   1, 0,                                     \
       "lock lost before the write; nothing was applied, retry later")                                       \
-    X(INVALID,          "invalid",          400, API_BAD_PARAM,    0, "invalid parameter")                   \
-    X(ERROR,            "error",            500, API_INTERNAL,     0, "internal error")
+    X(INVALID,          "invalid",          400, API_BAD_PARAM,    0, 1, "invalid parameter")                \
+    X(ERROR,            "error",            500, API_INTERNAL,     0, 0, "internal error")
 
 typedef enum claim_result {
-#define CLAIM_OUTCOME_ENUM(row, label, http, code, retry, msg) CLAIM_##row,
+#define CLAIM_OUTCOME_ENUM(row, label, http, code, retry, detail, msg) CLAIM_##row,
     CLAIM_OUTCOMES(CLAIM_OUTCOME_ENUM)
 #undef CLAIM_OUTCOME_ENUM
     CLAIM__COUNT
@@ -44,6 +58,7 @@ typedef struct claim_outcome {
     unsigned http;      /* HTTP status */
     int code;           /* enum api_code */
     int retry_after;    /* the reply carries Retry-After: a retry may succeed */
+    int detail;         /* the reply's msg may carry the request's detail */
     const char *msg;    /* the reply's msg, before any detail */
 } claim_outcome;
 

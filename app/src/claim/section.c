@@ -5,10 +5,20 @@
 #include <stdatomic.h>
 
 #include "common.h"
+#include "core/log.h"
 
 /* Claims this server has run through the section, for --fault-pause-ms
  * MS:EVERY (every EVERY-th claim stalls). Process-wide, like a GC pause. */
 static atomic_uint_fast64_t claims_seen;
+
+/* --fault-pause-ms MS:signal: set by the SIGUSR1 handler, taken by the next
+ * section (a lock-free atomic: safe to store from a signal handler). */
+static atomic_int pause_armed;
+
+void section_fault_arm(void)
+{
+    atomic_store_explicit(&pause_armed, 1, memory_order_relaxed);
+}
 
 typedef struct section_step {
     const app_config *cfg;
@@ -26,16 +36,27 @@ static void business_step(void *arg, size_t n_claims)
         (void)cm_sleep_us(cfg->work_us); /* only EINTR can fail it, and that resumes */
     if (cfg->fault_pause_ms == 0)
         return;
-    for (size_t i = 0; i < n_claims; i++) {
-        uint64_t seen = atomic_fetch_add_explicit(&claims_seen, 1, memory_order_relaxed) + 1;
-        if (seen % cfg->fault_pause_every == 0)
-            stall = 1;
+    if (cfg->fault_pause_every == 0) {
+        /* Armed by a signal: exactly one section takes it. */
+        stall = atomic_exchange_explicit(&pause_armed, 0, memory_order_relaxed);
+    } else {
+        for (size_t i = 0; i < n_claims; i++) {
+            uint64_t seen = atomic_fetch_add_explicit(&claims_seen, 1, memory_order_relaxed) + 1;
+            if (seen % cfg->fault_pause_every == 0)
+                stall = 1;
+        }
     }
     /* The fault: a GC pause, a swap storm or a SIGSTOP that outlives the
      * lease. Whoever holds the lock next reads and writes meanwhile; only
      * the fence keeps our stale read from being written afterwards. */
-    if (stall)
+    if (stall) {
+        /* Said before the stall, so a script can act while it lasts
+         * (scripts/hosts cuts this server off the lock service then). */
+        if (cfg->fault_pause_every == 0)
+            log_event_line(LOG_WARN, LOG_EV_FAULT, "fault: stalling %u ms inside the critical section (SIGUSR1)",
+                           cfg->fault_pause_ms);
         (void)cm_sleep_ms(cfg->fault_pause_ms);
+    }
 }
 
 db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fence_mode mode, uint64_t fence,

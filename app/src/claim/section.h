@@ -20,4 +20,8 @@
 db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fence_mode mode, uint64_t fence,
                       db_claim_req *reqs, size_t n);
 
+/* --fault-pause-ms MS:signal: the next section to run stalls MS (called
+ * from the SIGUSR1 handler: async-signal-safe). */
+void section_fault_arm(void);
+
 #endif /* APP_SECTION_H */

@@ -34,8 +34,11 @@ typedef struct strategy {
     const char *summary;  /* one line for --help */
     int uses_lock;        /* nonzero: worker slots get a dlock_client */
     int default_threads;  /* --threads when not given: what this strategy runs best with */
+    /* deadline_us (CLOCK_MONOTONIC, common.h's cm_now_us) ends the wait for
+     * the lock: the request's arrival + --lock-wait, so that time spent in
+     * the claim queue counts against the same bound. */
     claim_result (*claim)(const struct strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
-                          const char *user_id, claim_out *out);
+                          const char *user_id, int64_t deadline_us, claim_out *out);
     /* nodes_up / nodes for the health report (0 / 0 when unused); bit i of
      * *up_mask set when the i-th --redis node answered. */
     lock_health (*health)(const struct strategy *self, worker *w, size_t *nodes_up, size_t *nodes,

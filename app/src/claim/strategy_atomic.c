@@ -5,9 +5,10 @@
 #include <stdio.h>
 
 static claim_result atomic_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
-                                 const char *user_id, claim_out *out)
+                                 const char *user_id, int64_t deadline_us, claim_out *out)
 {
     (void)self;
+    (void)deadline_us; /* no lock to wait for */
     (void)cfg;
     out->fence = 0;
     db_status st = db_claim_atomic(w->db, coupon_id, user_id, &out->rec);

@@ -8,9 +8,10 @@
 #include "claim/section.h"
 
 static claim_result none_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
-                               const char *user_id, claim_out *out)
+                               const char *user_id, int64_t deadline_us, claim_out *out)
 {
     (void)self;
+    (void)deadline_us; /* no lock to wait for */
     db_claim_req req;
 
     memset(&req, 0, sizeof req);

@@ -39,7 +39,7 @@ static recipe_conn *slot_conn(worker *w, const app_config *cfg)
 }
 
 static claim_result recipe_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
-                                 const char *user_id, claim_out *out)
+                                 const char *user_id, int64_t deadline_us, claim_out *out)
 {
     const recipe *rc = self->recipe;
     recipe_params p = {cfg->lock_ttl_ms, (int64_t)cfg->clock_offset_ms, crash_between, (void *)cfg};
@@ -59,7 +59,6 @@ static claim_result recipe_claim(const strategy *self, worker *w, const app_conf
     recipe_new_token(&hold);
 
     int64_t t0 = cm_now_us();
-    int64_t deadline_us = t0 + (int64_t)cfg->lock_wait_ms * 1000;
     recipe_result got;
     for (;;) {
         got = rc->lock(c, &p, key, &hold, out->detail, sizeof out->detail);

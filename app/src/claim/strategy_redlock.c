@@ -122,7 +122,7 @@ static claim_result run_locked(worker *w, const app_config *cfg, const char *res
 }
 
 static claim_result redlock_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
-                                  const char *user_id, claim_out *out)
+                                  const char *user_id, int64_t deadline_us, claim_out *out)
 {
     (void)self;
     claim_result result = CLAIM_ERROR;
@@ -133,10 +133,12 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
     char resource[64];
 
     out->fence = 0;
-    /* One deadline covers the local queue and the Redis attempts together,
-     * so --lock-wait bounds the whole wait the client sees. */
-    int64_t deadline = dlock_now_ms() + cfg->lock_wait_ms;
+    /* One deadline covers the claim queue, the local queue and the Redis
+     * attempts together, so --lock-wait bounds the whole wait the client
+     * sees. libdlock counts on its own clock (dlock_now_ms: BOOTTIME), so
+     * the deadline goes over as "this long from now". */
     int64_t t0 = cm_now_us();
+    int64_t deadline = dlock_now_ms() + (deadline_us - t0) / 1000;
     if (combine_req_init(&me, coupon_id, user_id, out, t0) == 0) {
         combining = 1;
         join_result j = combiner_join(&me, deadline);
@@ -217,8 +219,9 @@ const strategy strategy_redlock = {
     .name = "redlock",
     .summary = "the critical section under libdlock's lock, fenced (the right way)",
     .uses_lock = 1,
-    /* Claims waiting for the lock wait in worker threads, so the threads
-     * bound the batch (--lock-batch): 32 lets a batch of 32 fill. */
+    /* Claims waiting for the lock wait in claim workers (--claim-workers,
+     * default --threads), so the workers bound the batch (--lock-batch):
+     * 32 lets a batch of 32 fill. */
     .default_threads = 32,
     .claim = redlock_claim,
     .health = redlock_health,

@@ -130,8 +130,9 @@ static int parse_redis(app_config *cfg, const char *v, char *errbuf, size_t errl
     const char *p = v;
 
     for (;;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        /* libdlock's split: a sentinel:// address keeps its own commas. */
+        size_t len = dlock_addr_span(p);
+        const char *comma = p[len] == ',' ? p + len : NULL;
         if (n == CONFIG_MAX_REDIS) {
             set_err(errbuf, errlen, "%s: at most %d Redis addresses", who, CONFIG_MAX_REDIS);
             goto out;
@@ -203,7 +204,8 @@ static int parse_fence(app_config *cfg, const char *v, char *errbuf, size_t errl
     return 0;
 }
 
-/* MS[:EVERY]: MS in 0..600000 (0 = off), EVERY in 1..1000000. */
+/* MS[:EVERY]: MS in 0..600000 (0 = off), EVERY in 1..1000000, or the word
+ * "signal" (stored as EVERY 0): the next claim after each SIGUSR1 stalls. */
 static int parse_fault_pause(app_config *cfg, const char *v, char *errbuf, size_t errlen, const char *who)
 {
     char ms_s[16];
@@ -217,13 +219,15 @@ static int parse_fault_pause(app_config *cfg, const char *v, char *errbuf, size_
     ms_s[len] = '\0';
     if (parse_range(ms_s, 0, 600000, &ms) != 0)
         goto bad;
-    if (colon != NULL && parse_range(colon + 1, 1, 1000000, &every) != 0)
+    if (colon != NULL && strcmp(colon + 1, "signal") == 0)
+        every = 0;
+    else if (colon != NULL && parse_range(colon + 1, 1, 1000000, &every) != 0)
         goto bad;
     cfg->fault_pause_ms = (unsigned)ms;
     cfg->fault_pause_every = (unsigned)every;
     return 0;
 bad:
-    set_err(errbuf, errlen, "%s: expected MS[:EVERY] with MS in 0..600000 and EVERY in 1..1000000, got '%s'",
+    set_err(errbuf, errlen, "%s: expected MS[:EVERY|:signal] with MS in 0..600000 and EVERY in 1..1000000, got '%s'",
             who, v);
     return -1;
 }
@@ -459,6 +463,10 @@ config_result config_load(app_config *cfg, int argc, char **argv, char *errbuf, 
     /* Unset --threads: the strategy's own default (its row in the registry). */
     if (cfg->threads == 0)
         cfg->threads = strategy_by_name(cfg->strategy)->default_threads;
+    /* Unset --claim-workers: as many as --threads, so that as many claims
+     * of one coupon as before can wait for (and batch under) one lock. */
+    if (cfg->claim_workers == 0)
+        cfg->claim_workers = cfg->threads;
     /* MHD shares the connection limit out among its pool threads; fewer
      * connections than threads would leave a thread with none. */
     if (cfg->max_connections < (unsigned)cfg->threads) {
@@ -533,6 +541,8 @@ static void describe_custom(const app_config *cfg, enum opt_id id, char *out, si
     case OPT_CUSTOM_fault_pause:
         if (cfg->fault_pause_ms == 0)
             snprintf(out, len, "off");
+        else if (cfg->fault_pause_every == 0)
+            snprintf(out, len, "%u:signal", cfg->fault_pause_ms);
         else
             snprintf(out, len, "%u:%u", cfg->fault_pause_ms, cfg->fault_pause_every);
         return;

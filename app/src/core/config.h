@@ -34,7 +34,7 @@
     X(STR,    char *,   db_path,          "db",                "COUPON_DB",                "PATH|URL",       0, 0,                 "coupon.db",                      \
       "SQLite file, created with its schema if absent, or a postgresql:// URL")                                                                                  \
     X(CUSTOM, -,        redis,            "redis",             "COUPON_REDIS",             "ADDR[,ADDR...]", 0, 0,                 "127.0.0.1:6379",                 \
-      "Redis masters, host:port, [v6]:port or unix:/path; one = single instance, several = Redlock")                                                            \
+      "Redis masters, host:port, [v6]:port, unix:/path or sentinel://H:P[,H:P...]/NAME; one = single instance, several = Redlock")                                                          \
     X(NUM,    uint32_t, lock_ttl_ms,      "lock-ttl",          "COUPON_LOCK_TTL_MS",       "MS",             10, 600000,           2000,                             \
       "lock validity")                                                                                                                                           \
     X(NUM,    int,      lock_wait_ms,     "lock-wait",         "COUPON_LOCK_WAIT_MS",      "MS",             0, 60000,             1000,                             \
@@ -50,7 +50,11 @@
     X(CUSTOM, -,        strategy,         "strategy",          "COUPON_STRATEGY",          "NAME",           0, 0,                 "redlock",                        \
       "claim strategy, from the list below")                                                                                                                                 \
     X(NUM,    int,      threads,          "threads",           "COUPON_THREADS",           "N",              1, 256,               0,                                \
-      "request worker threads (default: the strategy's, listed under --strategy)")                                                                              \
+      "HTTP threads: parse, validate, answer, serve reads (default: the strategy's, listed under --strategy)")                                                                              \
+    X(NUM,    int,      claim_workers,    "claim-workers",     "COUPON_CLAIM_WORKERS",     "N",              1, 256,               0,                                \
+      "threads that run the claims (lock wait + store write) off the HTTP threads (default: --threads)")                                                        \
+    X(NUM,    int,      claim_queue,      "claim-queue",       "COUPON_CLAIM_QUEUE",       "N",              1, 100000,            1024,                             \
+      "claims accepted and waiting for a claim worker; one more is answered 503 / 1005 at once")                                                                \
     X(CUSTOM, -,        admin_token,      "admin-token",       "COUPON_ADMIN_TOKEN",       "TOKEN",          0, 0,                 NULL,                             \
       "bearer token for the admin endpoints (unset: they answer 403)")                                                                                          \
     X(NUM,    unsigned, work_us,          "work-us",           "COUPON_WORK_US",           "US",             0, 10000000,          0,                                \
@@ -60,7 +64,7 @@
     X(CUSTOM, -,        fence,            "fence",             "COUPON_FENCE",             "off|write|full", 0, 0,                 "full",                           \
       "storage fencing of the lock strategies: none, on the write only, or on the read and the write")                                                          \
     X(CUSTOM, -,        fault_pause,      "fault-pause-ms",    "COUPON_FAULT_PAUSE",       "MS[:EVERY]",     0, 0,                 NULL,                             \
-      "fault injection: stall MS inside the critical section, after the read, on every EVERY-th claim of this server (EVERY 1 if omitted; off unless given)")  \
+      "fault injection: stall MS inside the critical section, after the read, on every EVERY-th claim of this server (EVERY 1 if omitted; off unless given); MS:signal stalls only the next claim after each SIGUSR1")  \
     X(NUM,    unsigned, fault_crash_after_lock, "fault-crash-after-lock", "COUPON_FAULT_CRASH_AFTER_LOCK", "N", 0, 1000000000, 0,                     \
       "fault injection: on this server's N-th successful lock acquisition, _exit at once without releasing (setnx-expire: between SETNX and EXPIRE); 0 = off") \
     X(NUM,    unsigned, clock_offset_ms,  "clock-offset-ms",   "COUPON_CLOCK_OFFSET_MS",   "MS",             0, 86400000,          0,                                \
@@ -79,6 +83,8 @@
       "simultaneous connections from one client address (0 = no cap); the rest stay free for others")                                                             \
     X(NUM,    unsigned, conn_timeout_s,   "conn-timeout-s",    "COUPON_CONN_TIMEOUT_S",    "S",              1, 3600,              30,                               \
       "idle connection timeout")                                                                                                                                 \
+    X(NUM,    unsigned, header_timeout_s, "header-timeout-s",  "COUPON_HEADER_TIMEOUT_S",  "S",              0, 3600,              30,                               \
+      "longest a connection may take to send a request's headers, from its accept or its previous answer; later: closed (slowloris); 0 = off") \
     X(NUM,    int,      shutdown_grace_ms, "shutdown-grace-ms", "COUPON_SHUTDOWN_GRACE_MS", "MS",            0, 600000,            5000,                             \
       "on SIGINT/SIGTERM, longest wait for requests in flight")                                                                                                 \
     X(CUSTOM, -,        log_level,        "log-level",         "COUPON_LOG_LEVEL",         "error|warn|info|debug", 0, 0,          "info",                           \
@@ -103,7 +109,7 @@ typedef struct app_config {
     char *admin_token;             /* --admin-token: NULL = admin endpoints disabled (403); owned */
     db_fence_mode fence;           /* --fence: how much of the section the store fences */
     unsigned fault_pause_ms;       /* --fault-pause-ms: stall inside the section (0 = off) ... */
-    unsigned fault_pause_every;    /* ... on every this-many-th claim of this server */
+    unsigned fault_pause_every;    /* ... on every this-many-th claim of this server; 0 = after each SIGUSR1 */
     log_level log_level;           /* --log-level */
 } app_config;
 

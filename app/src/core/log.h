@@ -37,6 +37,7 @@ typedef enum log_level {
     X(FENCE_HEALED, "fence-healed")   /* fence counters raised after Redis lost them */ \
     X(DB_ERROR, "db-error")           /* a store failure (busy past timeout, I/O) */ \
     X(LOCK_ERROR, "lock-error")       /* a lock call failed other than by contention */ \
+    X(FAULT, "fault")                 /* an injected fault fired (--fault-pause-ms) */ \
     X(HTTPD, "httpd")                 /* libmicrohttpd's own messages */            \
     X(ACCESS_LOG, "access-log")       /* the access log could not be written */
 

@@ -48,6 +48,7 @@ static counter lock_errors[LOCK_ERROR__COUNT];
 static counter wait_bucket[N_WAIT + 1]; /* non-cumulative; last = +Inf only */
 static counter wait_sum_us;
 static atomic_uint_fast64_t nodes_up, nodes_total, nodes_quorum;
+static atomic_uint_fast64_t claims_waiting; /* in the claim queue, for a claim worker */
 /* Written once by metrics_init before any thread: plain values. */
 static double start_time_s;
 static const char *build_version = "unknown";
@@ -262,6 +263,9 @@ static void render(FILE *f)
         "Fence counters raised to the store's last fence after a fresh holder was refused (Redis lost its data).",
         get(&fence_heals));
 
+    one(f, "coupon_claims_waiting", "gauge",
+        "Claims accepted and waiting in the claim queue for a claim worker (--claim-queue bounds it).",
+        atomic_load_explicit(&claims_waiting, memory_order_relaxed));
     one(f, "coupon_lock_nodes", "gauge", "Redis nodes of the lock service (0 for strategies without one).",
         atomic_load_explicit(&nodes_total, memory_order_relaxed));
     one(f, "coupon_lock_nodes_up", "gauge", "Redis nodes that answered the last health probe.",
@@ -273,6 +277,11 @@ static void render(FILE *f)
     fprintf(f, "coupon_build_info{version=\"%s\"} 1\n", build_version);
     header(f, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch, in seconds.");
     fprintf(f, "process_start_time_seconds %.3f\n", start_time_s);
+}
+
+void metrics_claims_waiting(size_t n)
+{
+    atomic_store_explicit(&claims_waiting, n, memory_order_relaxed);
 }
 
 char *metrics_render(size_t *len)

@@ -37,6 +37,8 @@ void metrics_lock_lost(void);
 void metrics_fence_healed(void);
 /* The last observation of the lock service: nodes answering, nodes, quorum. */
 void metrics_lock_nodes(size_t up, size_t nodes, size_t quorum);
+/* Claims waiting in the claim queue right now (claim/claimq.c). */
+void metrics_claims_waiting(size_t n);
 /* The Prometheus text exposition; malloc'd (free()), NULL on out-of-memory. */
 char *metrics_render(size_t *len);
 

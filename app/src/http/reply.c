@@ -142,7 +142,9 @@ int reply_outcome(request *rq, claim_result r, const char *detail)
     const claim_outcome *o = claim_outcome_of(r);
     char msg[512];
 
-    if (detail != NULL && detail[0] != '\0')
+    /* Rows whose detail is lock or store text answer their fixed message
+     * only (claim/outcome.h); the caller logs the detail. */
+    if (o->detail && detail != NULL && detail[0] != '\0')
         snprintf(msg, sizeof msg, "%s: %s", o->msg, detail);
     else
         snprintf(msg, sizeof msg, "%s", o->msg);

@@ -23,7 +23,8 @@ int reply_error_retry(request *rq, unsigned status, int code, unsigned retry_s, 
     __attribute__((format(printf, 5, 6)));
 /* The row of the claim outcome table (claim/outcome.h) as an error reply:
  * its status, code, Retry-After and msg, with ": detail" when detail is
- * neither NULL nor empty. */
+ * neither NULL nor empty and the row lets a reply carry it (lock and store
+ * rows do not: their detail is for the log). */
 int reply_outcome(request *rq, claim_result r, const char *detail);
 /* A non-JSON body (the page, /metrics). Takes body (malloc'd) on every path. */
 int reply_text(request *rq, unsigned status, const char *content_type, char *body, size_t len);

@@ -10,6 +10,7 @@
 #include <microhttpd.h>
 
 #include "app.h"
+#include "claim/claimq.h"
 #include "http/router.h"
 
 typedef struct request {
@@ -27,6 +28,11 @@ typedef struct request {
     int code;           /* its envelope's code, -1 for a reply without one (/metrics, the page) */
     int64_t t0_us;      /* arrival (the headers' first call), CLOCK_MONOTONIC */
     worker *w;          /* slot checked out for the handler, else NULL */
+    /* Offloaded: the handler handed its work to the claim queue (job) and
+     * suspended the connection; the job's done callback resumes it, and
+     * MHD then calls the handler again, which answers from job. */
+    int offloaded;
+    claim_job job;
 } request;
 
 #endif /* APP_REQUEST_H */

@@ -16,19 +16,25 @@ typedef struct route_def {
     const char *allow; /* methods served, as the Allow header lists them */
     int (*handler)(request *rq);
     int needs_worker;  /* checks out a db/lock slot around the handler */
+    /* For a handler that offloads (request.h): answers on the call after
+     * the resume. NULL: the handler always answers at once. */
+    int (*resumed)(request *rq);
 } route_def;
 
 /* HEAD is served wherever GET is (MHD sends the headers without the body);
  * a claim is never HEAD because HEAD must not change state. */
 static const route_def ROUTES[ROUTE__COUNT] = {
-    {ROUTE_PAGE, "/", "/", "GET, HEAD", route_page, 1},
-    {ROUTE_CLAIM, "/api/v1/coupon/add", "/api/v1/coupon/add", "GET, POST", route_claim, 1},
-    {ROUTE_COUPON_GET, NULL, "/api/v1/coupon/{id}", "GET, HEAD", route_coupon_get, 1},
-    {ROUTE_COUPON_LIST, "/api/v1/coupon", "/api/v1/coupon", "GET, HEAD", route_coupon_list, 1},
-    {ROUTE_ADMIN_CREATE, "/api/v1/admin/coupon", "/api/v1/admin/coupon", "POST", route_admin_create, 1},
-    {ROUTE_HEALTH, "/healthz", "/healthz", "GET, HEAD", route_health, 1},
-    {ROUTE_METRICS, "/metrics", "/metrics", "GET, HEAD", route_metrics, 0},
-    {ROUTE_UNMATCHED, NULL, "unmatched", NULL, NULL, 0},
+    {ROUTE_PAGE, "/", "/", "GET, HEAD", route_page, 1, NULL},
+    /* The claim's slot serves the sold-out peek only: the claim itself runs
+     * on a claim worker with that worker's own slot (claim/claimq.h). */
+    {ROUTE_CLAIM, "/api/v1/coupon/add", "/api/v1/coupon/add", "GET, POST", route_claim, 1, route_claim_resumed},
+    {ROUTE_COUPON_GET, NULL, "/api/v1/coupon/{id}", "GET, HEAD", route_coupon_get, 1, NULL},
+    {ROUTE_COUPON_LIST, "/api/v1/coupon", "/api/v1/coupon", "GET, HEAD", route_coupon_list, 1, NULL},
+    /* Creating a coupon takes no lock: one insert, bounded by --db-busy-ms. */
+    {ROUTE_ADMIN_CREATE, "/api/v1/admin/coupon", "/api/v1/admin/coupon", "POST", route_admin_create, 1, NULL},
+    {ROUTE_HEALTH, "/healthz", "/healthz", "GET, HEAD", route_health, 1, NULL},
+    {ROUTE_METRICS, "/metrics", "/metrics", "GET, HEAD", route_metrics, 0, NULL},
+    {ROUTE_UNMATCHED, NULL, "unmatched", NULL, NULL, 0, NULL},
 };
 
 static int method_in(const char *method, const char *allow)
@@ -90,7 +96,18 @@ int router_dispatch(request *rq)
     pool_return(rq->app->pool, rq->w);
     rq->w = NULL;
     /* A handler that failed before queueing (out of memory) still owes the
-     * client an answer: the last resort is a plain 500. */
+     * client an answer: the last resort is a plain 500. An offloaded one
+     * answers on its next call (router_resumed). */
+    if (!rq->replied && !rq->offloaded && ret == MHD_YES)
+        ret = reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "internal error");
+    return ret;
+}
+
+int router_resumed(request *rq)
+{
+    const route_def *def = &ROUTES[rq->route.id];
+    int ret = def->resumed != NULL ? def->resumed(rq) : MHD_YES;
+
     if (!rq->replied && ret == MHD_YES)
         ret = reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "internal error");
     return ret;

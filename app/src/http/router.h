@@ -28,5 +28,7 @@ const char *router_route_name(route_id id);
 struct request;
 /* Runs the matched handler (or the 404/405 reply) and queues its response. */
 int router_dispatch(struct request *rq);
+/* The call after an offloaded handler's resume: queues the route's answer. */
+int router_resumed(struct request *rq);
 
 #endif /* APP_ROUTER_H */

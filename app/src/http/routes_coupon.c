@@ -67,15 +67,64 @@ static int reply_claim_ok(request *rq, int64_t coupon_id, const char *user_id, c
     return reply_json(rq, MHD_HTTP_OK, API_OK, "ok", data);
 }
 
+/* The answer to a finished claim (or one refused before it ran), on the
+ * HTTP thread: metrics, the operator log, and the outcome table's reply. */
+static int reply_claim(request *rq, claim_result r, const claim_out *out, int64_t coupon_id, const char *uid)
+{
+    const app_config *cfg = rq->app->cfg;
+
+    metrics_claim(r);
+    if (r == CLAIM_OK)
+        return reply_claim_ok(rq, coupon_id, uid, out);
+    if (r == CLAIM_SOLD_OUT)
+        metrics_sold_out(0);
+    /* What an operator must act on, once a second per kind at most (log.h). */
+    if (r == CLAIM_ERROR || r == CLAIM_DB_BUSY)
+        log_event_line(r == CLAIM_ERROR ? LOG_ERROR : LOG_WARN, LOG_EV_DB_ERROR, "claim on coupon %" PRId64 ": %s: %s",
+                       coupon_id, claim_outcome_of(r)->label, out->detail);
+    else if (r == CLAIM_LOCK_UNAVAILABLE)
+        log_event_line(LOG_WARN, LOG_EV_LOCK_ERROR, "claim on coupon %" PRId64 ": lock service unavailable: %s",
+                       coupon_id, out->detail);
+    /* Status, code, Retry-After and msg come from the one outcome table
+     * (claim/outcome.h); only the detail is this request's. */
+    char detail[sizeof out->detail + 96];
+    switch (r) {
+    case CLAIM_USER_LIMIT: snprintf(detail, sizeof detail, "user_id %s", uid); break;
+    case CLAIM_LOCK_TIMEOUT:
+        snprintf(detail, sizeof detail, "waited %d ms (--lock-wait): %s", cfg->lock_wait_ms, out->detail);
+        break;
+    case CLAIM_OVERLOAD:
+    case CLAIM_LOCK_UNAVAILABLE:
+    case CLAIM_INVALID:
+    case CLAIM_ERROR: snprintf(detail, sizeof detail, "%s", out->detail); break;
+    default: detail[0] = '\0'; break;
+    }
+    return reply_outcome(rq, r, detail);
+}
+
+/* The claim job's done callback, on a claim worker: wakes the connection.
+ * MHD then calls the access handler again (route_claim_resumed). The
+ * connection is read before the resume: from the resume on, the HTTP
+ * thread may answer and free the request (and the job in it). */
+static void claim_done(claim_job *job)
+{
+    request *rq = job->ctx;
+    struct MHD_Connection *conn = rq->conn;
+    MHD_resume_connection(conn);
+}
+
+/* Validation and the sold-out fast path run here, on the HTTP thread; the
+ * claim itself (the lock wait and the store write) runs on a claim worker
+ * (claim/claimq.h) while the connection is suspended, so that a claim
+ * waiting for the lock never holds a thread that serves reads, /healthz
+ * and /metrics. */
 int route_claim(request *rq)
 {
     const app_config *cfg = rq->app->cfg;
     char cid_buf[64], uid_buf[128];
     const char *cid = NULL, *uid = NULL;
     int64_t coupon_id = 0, stock = 0;
-    claim_out out;
 
-    memset(&out, 0, sizeof out);
     lookup_param(rq, "coupon_id", cid_buf, sizeof cid_buf, &cid);
     lookup_param(rq, "user_id", uid_buf, sizeof uid_buf, &uid);
     if (cid == NULL)
@@ -94,7 +143,8 @@ int route_claim(request *rq)
      * could have succeeded. A stale positive read is harmless too: it only
      * sends the request on to the strategy, which re-checks stock inside its
      * transaction. This keeps a sold-out flash sale from queueing every
-     * late request on one Redis key. A failed peek falls through likewise. */
+     * late request on one Redis key (and in the claim queue). A failed peek
+     * falls through likewise. */
     db_status peek = db_peek_stock(rq->w->db, coupon_id, &stock);
     if (peek == DB_NOT_FOUND) {
         metrics_claim(CLAIM_NOT_FOUND);
@@ -106,33 +156,40 @@ int route_claim(request *rq)
         return reply_outcome(rq, CLAIM_SOLD_OUT, NULL);
     }
 
-    claim_result r = rq->app->strat->claim(rq->app->strat, rq->w, cfg, coupon_id, uid, &out);
-    metrics_claim(r);
-    if (r == CLAIM_OK)
-        return reply_claim_ok(rq, coupon_id, uid, &out);
-    if (r == CLAIM_SOLD_OUT)
-        metrics_sold_out(0);
-    /* What an operator must act on, once a second per kind at most (log.h). */
-    if (r == CLAIM_ERROR || r == CLAIM_DB_BUSY)
-        log_event_line(r == CLAIM_ERROR ? LOG_ERROR : LOG_WARN, LOG_EV_DB_ERROR, "claim on coupon %" PRId64 ": %s: %s",
-                       coupon_id, claim_outcome_of(r)->label, out.detail);
-    else if (r == CLAIM_LOCK_UNAVAILABLE)
-        log_event_line(LOG_WARN, LOG_EV_LOCK_ERROR, "claim on coupon %" PRId64 ": lock service unavailable: %s",
-                       coupon_id, out.detail);
-    /* Status, code, Retry-After and msg come from the one outcome table
-     * (claim/outcome.h); only the detail is this request's. */
-    char detail[sizeof out.detail + 96];
-    switch (r) {
-    case CLAIM_USER_LIMIT: snprintf(detail, sizeof detail, "user_id %s", uid); break;
-    case CLAIM_LOCK_TIMEOUT:
-        snprintf(detail, sizeof detail, "waited %d ms (--lock-wait): %s", cfg->lock_wait_ms, out.detail);
-        break;
-    case CLAIM_LOCK_UNAVAILABLE:
-    case CLAIM_INVALID:
-    case CLAIM_ERROR: snprintf(detail, sizeof detail, "%s", out.detail); break;
-    default: detail[0] = '\0'; break;
+    claim_job *job = &rq->job;
+    memset(job, 0, sizeof *job);
+    job->coupon_id = coupon_id;
+    snprintf(job->user_id, sizeof job->user_id, "%s", uid); /* valid_user_id: at most CLAIMQ_USER_MAX */
+    /* Fixed at the request's arrival: the time it waits in the claim queue
+     * is part of --lock-wait, which bounds the whole answer. */
+    job->deadline_us = rq->t0_us + (int64_t)cfg->lock_wait_ms * 1000;
+    job->done = claim_done;
+    job->ctx = rq;
+    rq->offloaded = 1;
+    /* Suspended before the job is visible to a worker: a worker may finish
+     * it at once, and resuming a connection that is not suspended is
+     * undefined in MHD. */
+    MHD_suspend_connection(rq->conn);
+    claimq_submit_result sr = claimq_submit(rq->app->claims, job);
+    if (sr != CLAIMQ_QUEUED) {
+        /* Refused at once, without waiting: the answer goes out on the
+         * handler's next call, like any other (MHD answers only from the
+         * handler, and this connection is suspended now). */
+        job->result = CLAIM_OVERLOAD;
+        if (sr == CLAIMQ_FULL)
+            snprintf(job->out.detail, sizeof job->out.detail, "%d claims are waiting already (--claim-queue)",
+                     cfg->claim_queue);
+        else
+            snprintf(job->out.detail, sizeof job->out.detail, "server stopping");
+        MHD_resume_connection(rq->conn);
     }
-    return reply_outcome(rq, r, detail);
+    return MHD_YES;
+}
+
+int route_claim_resumed(request *rq)
+{
+    const claim_job *job = &rq->job;
+    return reply_claim(rq, job->result, &job->out, job->coupon_id, job->user_id);
 }
 
 int route_coupon_get(request *rq)

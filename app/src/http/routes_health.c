@@ -6,8 +6,11 @@
  *   200 degraded  still serving, but the lock quorum has no spare node:
  *                 one more node down and claims stop; data.nodes_down
  *                 names the nodes that do not answer;
- *   503           the store refuses writes (read-only file, lock held past
- *                 the busy timeout, I/O error) or the quorum is lost. */
+ *   503           the store refuses writes (read-only file, full disk, lock
+ *                 held past the busy timeout, I/O error) or the quorum is
+ *                 lost. data.db_error names the class of the store's
+ *                 failure in fixed words (db_fault_str); its detail (the
+ *                 file, SQLite's message) goes to the log only. */
 #include "http/routes.h"
 
 #include <stdio.h>
@@ -50,7 +53,7 @@ int route_health(request *rq)
     json_t *data = down == NULL ? NULL
                                 : json_pack("{s:s,s:s,s:s?,s:s,s:I,s:I,s:I,s:o,s:s}", "status", status, "db",
                                             db_ok ? "ok" : "down", "db_error",
-                                            db_ok ? NULL : db_errmsg(rq->w->db), "lock", lock_s, "nodes_up", (json_int_t)up,
+                                            db_ok ? NULL : db_fault_str(db_last_fault(rq->w->db)), "lock", lock_s, "nodes_up", (json_int_t)up,
                                             "nodes", (json_int_t)nodes, "quorum",
                                             (json_int_t)(nodes > 0 ? nodes / 2 + 1 : 0), "nodes_down", down,
                                             "strategy", rq->app->strat->name);

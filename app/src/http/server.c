@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "http/header_deadline.h"
 #include "http/reply.h"
 #include "http/router.h"
 #include "http/unescape.h"
@@ -28,10 +29,14 @@
  * MHD a header record from the pool above (about 1000 of them used to fill
  * it, and the request then got no answer at all). */
 #define MAX_QUERY_ARGS 64
+/* After the claim queue stopped: how long its last answers (refusals and
+ * the claims that were running) get to go out before the daemon stops. */
+#define STOP_ANSWER_MS 1000
 
 struct server {
     struct MHD_Daemon *daemon;
     app *app;
+    header_deadline *hd; /* NULL when --header-timeout-s is 0 */
 };
 
 typedef struct header_count {
@@ -160,6 +165,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rq->code = -1;
         rq->t0_us = cm_now_us();
         *con_cls = rq;
+        header_deadline_request_begins(conn);
         atomic_fetch_add(&a->in_flight, 1);
         router_match(url, method, &rq->route);
         if (request_head_bytes(conn, url, method) > cfg->max_header)
@@ -198,6 +204,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (rq->replied)
         return MHD_YES;
+    /* Called again after the resume of an offloaded request: its work is
+     * done (request.h), only the answer is left to queue. */
+    if (rq->offloaded)
+        return counted(rq, router_resumed(rq));
     if (rq->body_too_large)
         return counted(rq, reply_error(rq, MHD_HTTP_CONTENT_TOO_LARGE, API_TOO_LARGE,
                                        "request body too large (limit %zu bytes)", cfg->max_body));
@@ -209,8 +219,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     app *a = cls;
     request *rq = *con_cls;
-    (void)conn;
     (void)toe;
+    header_deadline_request_ends(conn);
     if (rq == NULL)
         return;
     free(rq->body);
@@ -271,9 +281,15 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
         goto out;
     }
     s->app = a;
+    if (header_deadline_start(cfg->header_timeout_s, &s->hd) != 0) {
+        snprintf(errbuf, errlen, "cannot start the header deadline's watchdog");
+        goto out;
+    }
     /* AUTO picks epoll on Linux. ITC lets MHD_quiesce_daemon wake the
-     * pool threads so they stop accepting at once. */
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+     * pool threads so they stop accepting at once, and a claim worker wake
+     * the pool thread of the connection it resumes. SUSPEND_RESUME: claims
+     * wait on claim workers with their connection suspended (claimq.h). */
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(
@@ -290,6 +306,8 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_POOL_BYTES,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
+        /* MHD's timeout is an idle one: the header deadline (header_deadline.h). */
+        MHD_OPTION_NOTIFY_CONNECTION, header_deadline_notify, s->hd,
         /* Our decoding: %00 must not cut a parameter short (unescape.h). */
         MHD_OPTION_UNESCAPE_CALLBACK, http_unescape, NULL,
         MHD_OPTION_END);
@@ -312,8 +330,20 @@ out:
         freeaddrinfo(ai);
     if (s != NULL && s->daemon != NULL)
         MHD_stop_daemon(s->daemon);
+    if (s != NULL)
+        header_deadline_stop(s->hd);
     free(s);
     return result;
+}
+
+/* Waits up to ms until no request is in flight. */
+static void wait_drained(app *a, int ms)
+{
+    for (int waited = 0; waited < ms; waited += 10) {
+        if (atomic_load(&a->in_flight) == 0)
+            break;
+        (void)cm_sleep_ms(10);
+    }
 }
 
 void server_stop(server *s)
@@ -328,11 +358,17 @@ void server_stop(server *s)
         close(lfd);
     /* Drain: MHD_stop_daemon would close connections whose answer is still
      * being computed or sent; wait (bounded) until none is in flight. */
-    for (int waited = 0; waited < s->app->cfg->shutdown_grace_ms; waited += 10) {
-        if (atomic_load(&s->app->in_flight) == 0)
-            break;
-        (void)cm_sleep_ms(10);
-    }
+    wait_drained(s->app, s->app->cfg->shutdown_grace_ms);
+    /* Claims still queued past the grace are answered 503 without running;
+     * the running ones finish (nothing half-written), and their workers
+     * are joined: MHD must not be stopped with a connection suspended, nor
+     * a worker resume a connection of a stopped daemon. */
+    claimq_stop(s->app->claims);
+    /* The answers just resumed go out (bounded: a client that does not
+     * read is not waited for). */
+    wait_drained(s->app, STOP_ANSWER_MS);
     MHD_stop_daemon(s->daemon);
+    /* After the daemon: its connections are gone, none can be notified. */
+    header_deadline_stop(s->hd);
     free(s);
 }

@@ -1,12 +1,14 @@
-/* flash_pg.c - the flash crowd on PostgreSQL: two coupon-servers sharing one
+/* flash_audit_pg.c - the flash crowd on PostgreSQL through coupon-loadtest,
+ * audited from the database: two coupon-servers sharing one
  * PostgreSQL database (--db postgresql://...), three Redis masters, and
  * coupon-loadtest firing 4000 claims from 32 connections at a coupon of 200,
  * auditing the servers and the database (its PostgreSQL read path). Under
  * redlock (fence full) and atomic-sql exactly the stock is sold, which the
  * tables confirm; under `none` the same load oversells and the audit says so.
  *
- * The suite starts its own postgres (tests/support/pg_proc.c) in .init and
- * stops it in .fini; without the server binaries every test skips. */
+ * The binary starts one postgres for all its tests (app_pg_server.c) and
+ * each test gets its own database; without the server binaries every test
+ * skips. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,34 +20,9 @@
 #define PG_STOCK 200
 #define PG_REQUESTS "4000"
 
-const app_suite_plan app_plan = {.db_name = "unused.db", .flags = 0};
-
-static pg_proc suite_pg;
-static int pg_missing; /* no server binaries: skip */
-
-static void flash_pg_init(void)
-{
-    char bindir[256];
-
-    app_suite_init();
-    if (pg_bindir(bindir, sizeof bindir) != 0) {
-        pg_missing = 1;
-        return;
-    }
-    /* .init must not assert (app_util.h): a failure is recorded instead. */
-    if (pg_start(&suite_pg) != 0)
-        app_setup_fail("PostgreSQL did not start (see stderr)");
-    else if (pg_create_db(&suite_pg, "flash", g_app.db, sizeof g_app.db) != 0)
-        app_setup_fail("CREATE DATABASE flash failed (see stderr)");
-}
-
-static void flash_pg_fini(void)
-{
-    app_suite_fini();
-    (void)pg_stop(&suite_pg);
-}
-
-TestSuite(app_flash_pg, .init = flash_pg_init, .fini = flash_pg_fini, .timeout = 180);
+/* A fresh database per test on the binary's one postgres (app_pg_server.c). */
+const app_suite_plan app_plan = {.db_name = "unused.db", .pg = 1};
+TestSuite(app_flash_audit_pg, .init = app_suite_init, .fini = app_suite_fini, .timeout = 180);
 
 static long long pg_int(const char *sql_fmt, long long id)
 {
@@ -63,8 +40,6 @@ static int sale(const char *strategy, const char *work_us, long long *id, char *
     const char *bin = getenv("COUPON_LOADTEST_BIN");
     char urls[256], coupon[32];
 
-    if (pg_missing)
-        cr_skip_test("PostgreSQL server binaries not installed (apt-get install postgresql): skipped");
     APP_SETUP_OK();
     cr_assert(bin != NULL && bin[0] != '\0', "COUPON_LOADTEST_BIN is not set");
     app_env_up(&g_app, 3, 0, 2, "--strategy", strategy, "--work-us", work_us, "--lock-batch", "1", NULL);
@@ -104,17 +79,17 @@ static void expect_exact(const char *strategy)
                      0);
 }
 
-Test(app_flash_pg, redlock_three_nodes_sells_exactly_the_stock)
+Test(app_flash_audit_pg, redlock_three_nodes_sells_exactly_the_stock)
 {
     expect_exact("redlock");
 }
 
-Test(app_flash_pg, atomic_sql_sells_exactly_the_stock)
+Test(app_flash_audit_pg, atomic_sql_sells_exactly_the_stock)
 {
     expect_exact("atomic-sql");
 }
 
-Test(app_flash_pg, none_oversells_and_the_audit_says_so)
+Test(app_flash_audit_pg, none_oversells_and_the_audit_says_so)
 {
     long long id;
     char *report = NULL;

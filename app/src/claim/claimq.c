@@ -1,0 +1,186 @@
+/* claimq.c - the claim queue (claimq.h): a ring of waiting jobs under one
+ * mutex, and the claim workers that take them in arrival order. */
+#include "claim/claimq.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "core/metrics.h"
+
+struct claimq {
+    const app_config *cfg;
+    const strategy *strat;
+    worker_pool *pool;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;    /* a job was queued, or the queue is stopping */
+    claim_job **ring;     /* capacity entries; the waiting jobs are [head, head + n) mod capacity */
+    size_t capacity;
+    size_t head;
+    size_t n;
+    int stopping;         /* under mu: refuse new jobs, workers leave */
+    int stopped;          /* claimq_stop has joined the workers */
+    pthread_t *threads;
+    size_t n_threads;     /* started (and so to join) */
+};
+
+/* The job's answer once its deadline passed while it waited: its own 1005
+ * row (queue_timeout), and the lock error "timeout" (outcome.h: "or queued past it"), without a
+ * round trip to Redis or the store. */
+static void expire(claim_job *job, const app_config *cfg, int64_t now_us)
+{
+    metrics_lock_wait_us(now_us - (job->deadline_us - (int64_t)cfg->lock_wait_ms * 1000));
+    metrics_lock_error(LOCK_ERROR_TIMEOUT);
+    snprintf(job->out.detail, sizeof job->out.detail, "its whole wait passed in the claim queue");
+    job->result = CLAIM_QUEUE_TIMEOUT;
+}
+
+static void run(claimq *q, worker *w, claim_job *job)
+{
+    int64_t now = cm_now_us();
+
+    memset(&job->out, 0, sizeof job->out);
+    /* Strategies without a lock have no wait to bound: their claim is one
+     * store transaction, run whatever the queue cost. */
+    if (q->strat->uses_lock && now >= job->deadline_us) {
+        expire(job, q->cfg, now);
+        return;
+    }
+    job->result = q->strat->claim(q->strat, w, q->cfg, job->coupon_id, job->user_id, job->deadline_us, &job->out);
+}
+
+static void *worker_main(void *arg)
+{
+    claimq *q = arg;
+    /* The slot is this thread's until it leaves: its lock client's stats
+     * and its SQLite connection are never shared (workers.h). */
+    worker *w = pool_checkout(q->pool);
+
+    for (;;) {
+        pthread_mutex_lock(&q->mu);
+        while (q->n == 0 && !q->stopping)
+            pthread_cond_wait(&q->cv, &q->mu);
+        if (q->n == 0) { /* stopping, and nothing left to take */
+            pthread_mutex_unlock(&q->mu);
+            break;
+        }
+        claim_job *job = q->ring[q->head];
+        q->head = (q->head + 1) % q->capacity;
+        q->n--;
+        metrics_claims_waiting(q->n);
+        pthread_mutex_unlock(&q->mu);
+        run(q, w, job);
+        job->done(job); /* the last touch: the owner may free the job from here on */
+    }
+    pool_return(q->pool, w);
+    return NULL;
+}
+
+int claimq_start(const app_config *cfg, const strategy *strat, worker_pool *pool, size_t n_workers,
+                 size_t capacity, claimq **out, char *errbuf, size_t errlen)
+{
+    claimq *q = calloc(1, sizeof *q);
+
+    *out = NULL;
+    if (q == NULL || capacity == 0 || n_workers == 0) {
+        snprintf(errbuf, errlen, q == NULL ? "out of memory" : "claim queue: no workers or no room");
+        free(q);
+        return -1;
+    }
+    q->cfg = cfg;
+    q->strat = strat;
+    q->pool = pool;
+    q->capacity = capacity;
+    q->ring = calloc(capacity, sizeof *q->ring);
+    q->threads = calloc(n_workers, sizeof *q->threads);
+    if (q->ring == NULL || q->threads == NULL) {
+        snprintf(errbuf, errlen, "out of memory");
+        goto fail_alloc;
+    }
+    if (pthread_mutex_init(&q->mu, NULL) != 0) {
+        snprintf(errbuf, errlen, "claim queue: cannot create its mutex");
+        goto fail_alloc;
+    }
+    if (pthread_cond_init(&q->cv, NULL) != 0) {
+        snprintf(errbuf, errlen, "claim queue: cannot create its condition variable");
+        pthread_mutex_destroy(&q->mu);
+        goto fail_alloc;
+    }
+    for (size_t i = 0; i < n_workers; i++) {
+        int e = pthread_create(&q->threads[i], NULL, worker_main, q);
+        if (e != 0) {
+            snprintf(errbuf, errlen, "claim queue: cannot start claim worker %zu of %zu: %s", i + 1, n_workers,
+                     strerror(e));
+            claimq_free(q); /* joins the ones that started */
+            return -1;
+        }
+        q->n_threads = i + 1;
+    }
+    *out = q;
+    return 0;
+fail_alloc:
+    free(q->threads);
+    free(q->ring);
+    free(q);
+    return -1;
+}
+
+claimq_submit_result claimq_submit(claimq *q, claim_job *job)
+{
+    claimq_submit_result r = CLAIMQ_QUEUED;
+
+    pthread_mutex_lock(&q->mu);
+    if (q->stopping) {
+        r = CLAIMQ_STOPPING;
+    } else if (q->n == q->capacity) {
+        r = CLAIMQ_FULL;
+    } else {
+        q->ring[(q->head + q->n) % q->capacity] = job;
+        q->n++;
+        metrics_claims_waiting(q->n);
+        pthread_cond_signal(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return r;
+}
+
+void claimq_stop(claimq *q)
+{
+    if (q == NULL || q->stopped)
+        return;
+    pthread_mutex_lock(&q->mu);
+    q->stopping = 1;
+    /* Taken out under the mutex, answered outside it: done may take the
+     * HTTP server's locks, which must never nest inside ours. */
+    size_t n = q->n, head = q->head;
+    q->n = 0;
+    metrics_claims_waiting(0);
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    for (size_t i = 0; i < n; i++) {
+        claim_job *job = q->ring[(head + i) % q->capacity];
+        memset(&job->out, 0, sizeof job->out);
+        snprintf(job->out.detail, sizeof job->out.detail, "server stopping");
+        job->result = CLAIM_STOPPING;
+        job->done(job);
+    }
+    /* The running claims finish first: a claim is never cut off between
+     * its lock and its write. */
+    for (size_t i = 0; i < q->n_threads; i++)
+        pthread_join(q->threads[i], NULL);
+    q->stopped = 1;
+}
+
+void claimq_free(claimq *q)
+{
+    if (q == NULL)
+        return;
+    claimq_stop(q);
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    free(q->threads);
+    free(q->ring);
+    free(q);
+}
