@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
 # sick-minority.sh - what a sick minority of Redis masters costs libdlock:
 # dlock-bench (uncontended) against fresh redis-servers on free loopback
-# ports, healthy and with one of three masters paused (SIGSTOP), tarpitted
-# (a socket that listens and never accepts) or killed, and two of five
-# paused; then counts the lock keys left on every node once the paused ones
-# resumed (there must be none).
+# ports, healthy and with one of three and two of five masters paused
+# (SIGSTOP), tarpitted (a socket that listens and never accepts), killed or
+# slowed (kept busy by a Lua loop); then counts the lock keys left on every
+# node once the paused ones resumed (there must be none).
 #
 # usage: bench/sick-minority.sh [--bench PATH] [--redis-server PATH]
 #                               [--duration S] [--workers "8 1"] [--fault-after S]
 #                               [--only SCENARIO]
 #
-# Paused and killed nodes fall sick --fault-after seconds (default 0.3) into
-# the run, after every worker connected and cached the scripts; the tarpit
-# is sick from the start (it only ever accepts in the kernel). The sick node
+# Paused, killed and slowed nodes fall sick --fault-after seconds (default
+# 0.3) into the run, after every worker connected and cached the scripts; the
+# tarpit is sick from the start (it only ever accepts in the kernel). A slowed
+# node runs a 150 ms busy script, rests 50 ms, and again until the run ends:
+# while busy it answers later than dlock-bench's 100 ms command timeout. The sick node
 # is never ports[0] (dlock-bench keeps its counter there). A paused node is
 # resumed after its run, the keys are counted 1 s later. One line per run
 # to stdout: scenario, workers, ops/s, acquire p50/p99/max (ms), stray lock
 # keys, then the JSON of dlock-bench. Processes are stopped by PID.
-# Needs python3 for the tarpit (that row is skipped with a message without).
+# Needs python3 for the tarpit and redis-cli for the slowed rows (each row is
+# skipped with a message without).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -85,6 +88,18 @@ while True: time.sleep(3600)' >"$fifo" &
     ports+=("$port"); npids+=("")
 }
 
+# Keeps the node on port $1 busy: a script that spins on TIME for 150 ms
+# (no writes, so Redis 7 runs it; the server answers nothing meanwhile),
+# then 50 ms of rest, until this loop is stopped by its PID.
+busy_script="local t=redis.call('TIME') local e=t[1]*1000000+t[2]+150000
+repeat t=redis.call('TIME') until t[1]*1000000+t[2]>=e return 1"
+slow_loop() {
+    while :; do
+        redis-cli -p "$1" EVAL "$busy_script" 0 >/dev/null 2>&1 || true
+        sleep 0.05
+    done
+}
+
 stop_scenario() {
     local pid
     for pid in "${spids[@]}"; do stop_pid "$pid"; done
@@ -105,14 +120,18 @@ stray_keys() {
 
 field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
 
-# run SCENARIO NODES WORKERS FAULT SICK...: FAULT is none|pause|kill|tarpit,
+# run SCENARIO NODES WORKERS FAULT SICK...: FAULT is none|pause|kill|tarpit|slow,
 # SICK the indexes of the sick nodes (never 0).
 run() {
     local name="$1" n="$2" w="$3" fault="$4"; shift 4
-    local sick=("$@") i bpid out csv keys
+    local sick=("$@") i bpid out csv keys lpids=()
     if [ -n "$only" ] && [ "$only" != "$name" ]; then return 0; fi
     if [ "$fault" = tarpit ] && ! command -v python3 >/dev/null 2>&1; then
         echo "# $name: skipped (python3 not found, needed for the tarpit)" >&2
+        return 0
+    fi
+    if [ "$fault" = slow ] && ! command -v redis-cli >/dev/null 2>&1; then
+        echo "# $name: skipped (redis-cli not found, needed for the busy loop)" >&2
         return 0
     fi
     for i in $(seq 0 $(( n - 1 ))); do
@@ -133,10 +152,19 @@ run() {
             if [ "$fault" = pause ]; then kill -STOP "${npids[$i]}"; else kill -KILL "${npids[$i]}"; fi
         done
     fi
+    if [ "$fault" = slow ]; then
+        sleep "$fault_after"
+        for i in "${sick[@]}"; do
+            slow_loop "${ports[$i]}" &
+            lpids+=("$!"); spids+=("$!")
+        done
+    fi
     wait "$bpid" || echo "# $name: dlock-bench exited non-zero" >&2
     if [ "$fault" = pause ]; then
         for i in "${sick[@]}"; do kill -CONT "${npids[$i]}"; done
     fi
+    # A script already running ends by itself within 150 ms, before the count.
+    for i in "${lpids[@]}"; do stop_pid "$i"; done
     sleep 1
     keys="$(stray_keys)"
     printf '%-12s workers=%-2s ops/s=%-9s p50=%-7s p99=%-8s max=%-8s stray_keys=%s %s\n' \
@@ -151,6 +179,10 @@ for w in $workers_list; do
     run paused-1of3 3 "$w" pause 2
     run tarpit-1of3 3 "$w" tarpit 2
     run killed-1of3 3 "$w" kill 2
+    run slowed-1of3 3 "$w" slow 2
     run healthy-5 5 "$w" none
     run paused-2of5 5 "$w" pause 3 4
+    run tarpit-2of5 5 "$w" tarpit 3 4
+    run killed-2of5 5 "$w" kill 3 4
+    run slowed-2of5 5 "$w" slow 3 4
 done

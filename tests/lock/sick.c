@@ -1,6 +1,7 @@
 /* sick.c - a sick minority costs (almost) nothing: with one of three
  * masters paused, tarpitted (accepts connections in the kernel, never
- * answers) or killed, and with two of five paused, every acquire still gets
+ * answers), killed or slowed (kept busy by a script, so it answers late),
+ * and with two of five paused, every acquire still gets
  * its quorum and, once the node's breaker is open, returns in a fraction of
  * the 2 ms grace, the 100 ms command timeout and the 200 ms connect timeout
  * a sick node used to cost; after a paused node resumes, no lock key of ours
@@ -9,6 +10,8 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +242,98 @@ Test(lock_sick, two_of_five_paused, .timeout = 60)
     cr_assert_eq(dlock_ping(c, &up), DLOCK_OK, "%s", TC_ERR(c));
     cr_assert_eq(up, 5);
     assert_no_lock_keys(nodes, 5, "s5");
+    dlock_client_free(c);
+}
+
+/* Keeps one node busy from a thread: a Lua script that spins on TIME for
+ * SLOW_BUSY_MS (no writes, so Redis runs it; the server answers nothing
+ * meanwhile), then SLOW_REST_MS of rest, until stopped. Busy longer than
+ * the 100 ms command timeout, so at times the node answers too late. */
+#define SLOW_BUSY_MS 150
+#define SLOW_REST_MS 50
+
+typedef struct slow_loop {
+    const redis_proc *node;
+    atomic_int stop;
+    atomic_int scripts; /* busy scripts the node has finished */
+    pthread_t thread;
+} slow_loop;
+
+static void *slow_loop_run(void *arg)
+{
+    slow_loop *s = arg;
+    char script[200], out[64];
+    snprintf(script, sizeof script,
+             "local t=redis.call('TIME') local e=t[1]*1000000+t[2]+%d "
+             "repeat t=redis.call('TIME') until t[1]*1000000+t[2]>=e return 1",
+             SLOW_BUSY_MS * 1000);
+    const char *eval[] = {"EVAL", script, "0"};
+    while (!atomic_load(&s->stop)) {
+        if (redis_cmd(s->node, out, sizeof out, 3, eval) == 0 && strcmp(out, "1") == 0)
+            atomic_fetch_add(&s->scripts, 1);
+        test_sleep_ms(SLOW_REST_MS);
+    }
+    return NULL;
+}
+
+static void slow_loop_start(slow_loop *s, const redis_proc *node)
+{
+    s->node = node;
+    atomic_init(&s->stop, 0);
+    atomic_init(&s->scripts, 0);
+    cr_assert_eq(pthread_create(&s->thread, NULL, slow_loop_run, s), 0);
+}
+
+/* Returns once the node finished its last script: nothing runs late after. */
+static void slow_loop_stop(slow_loop *s)
+{
+    atomic_store(&s->stop, 1);
+    cr_assert_eq(pthread_join(s->thread, NULL), 0);
+}
+
+/* Batches of cycles while the node is busy, then rests, then busy again:
+ * its breaker opens and closes again and again. Enough batches to span
+ * SLOW_SPELLS busy spells (bounded by SLOW_BATCHES); each batch must be as
+ * cheap as with a node that never answers, and no key stays behind. */
+#define SLOW_SPELLS 5
+#define SLOW_BATCHES 40
+
+Test(lock_sick, one_of_three_slowed, .timeout = 120)
+{
+    dlock_client *c = tc_client(nodes, 3, 0);
+    slow_loop slow;
+    cycle_stats st;
+    int batches = 0;
+    char prefix[16];
+    cr_assert_not_null(c);
+    warm_up(c);
+    slow_loop_start(&slow, &nodes[2]);
+    while (batches < SLOW_BATCHES && atomic_load(&slow.scripts) < SLOW_SPELLS) {
+        snprintf(prefix, sizeof prefix, "sl%d", batches++);
+        run_cycles(c, prefix, &st);
+        assert_cheap(&st, "one of three slowed");
+    }
+    int spells = atomic_load(&slow.scripts);
+    slow_loop_stop(&slow);
+    cr_assert_geq(spells, SLOW_SPELLS, "only %d busy spells in %d batches", spells, batches);
+    for (int b = 0; b < batches; b++) {
+        snprintf(prefix, sizeof prefix, "sl%d", b);
+        assert_no_lock_keys(nodes, 3, prefix);
+    }
+    /* It answers again and its breaker closes: with another node dead it
+     * makes the quorum (bounded: 3 s, as after a restart). */
+    cr_assert_eq(redis_kill(&nodes[0]), 0);
+    dlock_lock *l = NULL;
+    dlock_err e = DLOCK_ERR_NO_QUORUM;
+    for (int64_t end = dlock_now_ms() + 3000; e != DLOCK_OK && dlock_now_ms() < end;) {
+        e = dlock_acquire(c, "sl-after", 5000, end, &l);
+        if (e != DLOCK_OK)
+            test_sleep_ms(20);
+    }
+    cr_assert_eq(e, DLOCK_OK, "%s: %s", dlock_strerror(e), TC_ERR(c));
+    cr_assert_eq(tc_wait_exists(&nodes[2], "sl-after", 1, TC_SETTLE_MS), 1);
+    cr_assert_eq(dlock_release(c, l), DLOCK_OK);
+    dlock_lock_free(l);
     dlock_client_free(c);
 }
 
