@@ -307,7 +307,7 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
         return rc;
     }
     for (;;) {
-        int64_t now, sleep_ms = 0;
+        int64_t now;
         int again;
 
         c->stats.attempts++;
@@ -358,15 +358,7 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
                 continue;
             }
         }
-        sleep_ms = dlock__backoff_ms(c, attempt);
-        if (sleep_ms > deadline_ms - now)
-            sleep_ms = deadline_ms - now;
-        /* Sleep without the mutex: other threads sharing the client (and
-         * the watchdog renewing our other locks) must not stall behind a
-         * waiter's backoff. */
-        pthread_mutex_unlock(&c->mu);
-        dlock__sleep_ms(sleep_ms);
-        pthread_mutex_lock(&c->mu);
+        dlock__backoff_sleep(c, attempt, now, deadline_ms);
         attempt++;
     }
 }

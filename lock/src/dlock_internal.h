@@ -313,6 +313,9 @@ int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);
 /* ---- retry.c ---- */
 void dlock__rng_seed(dlock_client *c);
 int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt);
+/* Client mutex held (and held again on return): sleeps the backoff of
+ * attempt, at most until deadline_ms, with the mutex released. */
+void dlock__backoff_sleep(dlock_client *c, unsigned attempt, int64_t now, int64_t deadline_ms);
 int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi);
 
 /* ---- wake.c ---- */

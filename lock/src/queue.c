@@ -263,7 +263,7 @@ dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t 
     args[3] = q.stay_s;
 
     for (;;) {
-        int64_t pttl = 0, now, sleep_ms;
+        int64_t pttl = 0, now;
         dlock_err rc;
 
         c->stats.attempts++;
@@ -289,11 +289,6 @@ dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t 
             if (woke >= 0)
                 continue; /* woken with its validity spent, or the wait ran out: try again */
         }
-        sleep_ms = dlock__backoff_ms(c, attempt);
-        if (sleep_ms > deadline_ms - now)
-            sleep_ms = deadline_ms - now;
-        pthread_mutex_unlock(&c->mu);
-        dlock__sleep_ms(sleep_ms);
-        pthread_mutex_lock(&c->mu);
+        dlock__backoff_sleep(c, attempt, now, deadline_ms);
     }
 }

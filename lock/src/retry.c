@@ -59,3 +59,17 @@ int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt)
         cap = (int64_t)c->retry_base_ms << attempt;
     return dlock__rng_range(c, 1, cap < 1 ? 1 : cap);
 }
+
+void dlock__backoff_sleep(dlock_client *c, unsigned attempt, int64_t now, int64_t deadline_ms)
+{
+    int64_t sleep_ms = dlock__backoff_ms(c, attempt);
+
+    if (sleep_ms > deadline_ms - now)
+        sleep_ms = deadline_ms - now;
+    /* Sleep without the mutex: other threads sharing the client (and the
+     * watchdog renewing our other locks) must not stall behind a waiter's
+     * backoff. */
+    pthread_mutex_unlock(&c->mu);
+    dlock__sleep_ms(sleep_ms);
+    pthread_mutex_lock(&c->mu);
+}
