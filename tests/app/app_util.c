@@ -597,3 +597,23 @@ char *app_slurp(const char *path)
     fclose(f);
     return buf;
 }
+
+long long app_metric(const server_proc *s, const char *name)
+{
+    http_reply r;
+    app_request(s, "GET", "/metrics", NULL, NULL, &r);
+    cr_assert_eq(r.status, 200);
+    long long v = -1;
+    size_t n = strlen(name);
+    for (const char *p = r.body; p != NULL && *p != '\0';) {
+        if (strncmp(p, name, n) == 0 && p[n] == ' ') {
+            v = strtoll(p + n + 1, NULL, 10);
+            break;
+        }
+        p = strchr(p, '\n');
+        if (p != NULL)
+            p++;
+    }
+    http_reply_free(&r);
+    return v;
+}

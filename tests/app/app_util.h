@@ -165,6 +165,10 @@ void app_redis(const redis_proc *r, char *out, size_t outlen, int argc, const ch
 void app_spawn_server(const char *const *argv, const char *err_path, pid_t *pid, int *out, char *url,
                       size_t urllen);
 
+/* GET /metrics of s: the number after "name " (a metric without labels,
+ * or with its labels written into name); -1 when the series is absent. */
+long long app_metric(const server_proc *s, const char *name);
+
 /* A whole file (at most 1 MiB), NUL-terminated; the caller frees it. */
 char *app_slurp(const char *path);
 

@@ -210,28 +210,6 @@ Test(app_offload, claims_waiting_on_the_lock_do_not_hold_the_threads_that_serve_
     app_expect_db(g_app.db, id, 998, 2, &st);
 }
 
-/* The number after "name " (a metric without labels, or with its labels
- * in name) in the /metrics text; -1 when absent. */
-static long long metric_value(const server_proc *s, const char *name)
-{
-    http_reply r;
-    app_request(s, "GET", "/metrics", NULL, NULL, &r);
-    cr_assert_eq(r.status, 200);
-    long long v = -1;
-    size_t n = strlen(name);
-    for (const char *p = r.body; p != NULL && *p != '\0';) {
-        if (strncmp(p, name, n) == 0 && p[n] == ' ') {
-            v = strtoll(p + n + 1, NULL, 10);
-            break;
-        }
-        p = strchr(p, '\n');
-        if (p != NULL)
-            p++;
-    }
-    http_reply_free(&r);
-    return v;
-}
-
 Test(app_offload, a_full_claim_queue_answers_at_once)
 {
     APP_SETUP_OK();
@@ -274,7 +252,7 @@ Test(app_offload, a_full_claim_queue_answers_at_once)
     /* At once: every refusal arrived before any claim that went to Redis
      * (those wait for the stopped nodes). */
     cr_expect_lt(last_overload_seq, first_waited_seq, "a refusal came after a claim that waited on Redis");
-    cr_expect_eq(metric_value(s, "coupon_claims_total{result=\"overload\"}"), overload);
+    cr_expect_eq(app_metric(s, "coupon_claims_total{result=\"overload\"}"), overload);
     cr_assert_eq(redis_resume(&g_app.redis[1]), 0);
     cr_assert_eq(redis_resume(&g_app.redis[2]), 0);
     app_coupon_state st;
@@ -295,7 +273,7 @@ Test(app_offload, a_claim_queued_past_its_wait_is_answered_1005_without_a_round)
     long long id = app_create_coupon(s, "expired", 1000, 0);
     cr_assert_eq(redis_pause(&g_app.redis[1]), 0);
     cr_assert_eq(redis_pause(&g_app.redis[2]), 0);
-    long long timeouts_before = metric_value(s, "coupon_lock_errors_total{kind=\"timeout\"}");
+    long long timeouts_before = app_metric(s, "coupon_lock_errors_total{kind=\"timeout\"}");
 
     enum { N = 4 };
     claim_call calls[N];
@@ -313,7 +291,7 @@ Test(app_offload, a_claim_queued_past_its_wait_is_answered_1005_without_a_round)
         cr_expect(c->has_retry_after, "claim %zu: 503 without Retry-After", i);
     }
     /* Counted as lock wait timeouts (outcome.h: "or queued past it"). */
-    cr_expect_eq(metric_value(s, "coupon_lock_errors_total{kind=\"timeout\"}") - timeouts_before, N - 1);
+    cr_expect_eq(app_metric(s, "coupon_lock_errors_total{kind=\"timeout\"}") - timeouts_before, N - 1);
     cr_assert_eq(redis_resume(&g_app.redis[1]), 0);
     cr_assert_eq(redis_resume(&g_app.redis[2]), 0);
     app_coupon_state st;
