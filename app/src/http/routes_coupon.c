@@ -71,8 +71,6 @@ static int reply_claim_ok(request *rq, int64_t coupon_id, const char *user_id, c
  * HTTP thread: metrics, the operator log, and the outcome table's reply. */
 static int reply_claim(request *rq, claim_result r, const claim_out *out, int64_t coupon_id, const char *uid)
 {
-    const app_config *cfg = rq->app->cfg;
-
     metrics_claim(r);
     if (r == CLAIM_OK)
         return reply_claim_ok(rq, coupon_id, uid, out);
@@ -86,19 +84,14 @@ static int reply_claim(request *rq, claim_result r, const claim_out *out, int64_
         log_event_line(LOG_WARN, LOG_EV_LOCK_ERROR, "claim on coupon %" PRId64 ": lock service unavailable: %s",
                        coupon_id, out->detail);
     /* Status, code, Retry-After and msg come from the one outcome table
-     * (claim/outcome.h); only the detail is this request's. */
+     * (claim/outcome.h). Only the rows about the request itself carry a
+     * detail (which user, which parameter); lock and store text was logged
+     * above and stays out of the reply. */
     char detail[sizeof out->detail + 96];
-    switch (r) {
-    case CLAIM_USER_LIMIT: snprintf(detail, sizeof detail, "user_id %s", uid); break;
-    case CLAIM_LOCK_TIMEOUT:
-        snprintf(detail, sizeof detail, "waited %d ms (--lock-wait): %s", cfg->lock_wait_ms, out->detail);
-        break;
-    case CLAIM_OVERLOAD:
-    case CLAIM_LOCK_UNAVAILABLE:
-    case CLAIM_INVALID:
-    case CLAIM_ERROR: snprintf(detail, sizeof detail, "%s", out->detail); break;
-    default: detail[0] = '\0'; break;
-    }
+    if (r == CLAIM_USER_LIMIT)
+        snprintf(detail, sizeof detail, "user_id %s", uid);
+    else
+        snprintf(detail, sizeof detail, "%s", out->detail);
     return reply_outcome(rq, r, detail);
 }
 
