@@ -103,7 +103,7 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
 {
     const char *argv[3];
     size_t argvlen[3];
-    int argc = 0;
+    int argc;
 
     if (node->addr.is_sentinel) {
         char why[DLOCK__DETAIL_LEN];
@@ -135,16 +135,11 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
     node->auth_pending = 0;
     node->stale = 0;
     node->unwritten = 0;
-    if (c->password == NULL)
+    argc = dlock__auth_argv(c, argv);
+    if (argc == 0)
         return;
-    argv[argc] = "AUTH";
-    argvlen[argc++] = 4;
-    if (c->username != NULL) {
-        argv[argc] = c->username;
-        argvlen[argc++] = strlen(c->username);
-    }
-    argv[argc] = c->password;
-    argvlen[argc++] = strlen(c->password);
+    for (int k = 0; k < argc; k++)
+        argvlen[k] = strlen(argv[k]);
     /* AUTH is only queued here: it goes out with the first command of the
      * next round, so authenticating costs no extra round trip. Its reply
      * arrives first on the stream and is checked by the round. */
@@ -421,10 +416,23 @@ void dlock__conn_prepare(dlock_client *c)
     }
 }
 
-/* The answer to our AUTH says the server has no password at all (Redis
- * 6+: "called without any password configured", older: "no password is
- * set"): then nothing is refused and every command runs. */
-static int auth_not_needed(const redisReply *r)
+int dlock__auth_argv(const dlock_client *c, const char *argv[3])
+{
+    if (c->password == NULL)
+        return 0;
+    argv[0] = "AUTH";
+    if (c->username == NULL) {
+        argv[1] = c->password;
+        return 2;
+    }
+    argv[1] = c->username;
+    argv[2] = c->password;
+    return 3;
+}
+
+/* Redis 6+ says "called without any password configured", older ones "no
+ * password is set". */
+int dlock__auth_not_needed(const redisReply *r)
 {
     return r->str != NULL &&
            (strstr(r->str, "without any password configured") != NULL ||
@@ -452,7 +460,7 @@ int dlock__conn_next_reply(dlock__node *node, redisReply **out)
         node->heard_ms = dlock_now_ms();
         if (node->auth_pending) {
             node->auth_pending = 0;
-            if (reply->type == REDIS_REPLY_ERROR && !auth_not_needed(reply)) {
+            if (reply->type == REDIS_REPLY_ERROR && !dlock__auth_not_needed(reply)) {
                 node->auth_failed = 1;
                 dlock__detailf(node->auth_detail, "AUTH refused: %s",
                                reply->str != NULL ? reply->str : "(no text)");

@@ -310,6 +310,15 @@ int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms);
 size_t dlock__count_int(const dlock__result *res, size_t n, long long value, uint32_t *mask_out);
 int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);
 
+/* ---- conn.c: AUTH, for the round connections and the blocking ones
+ * (wake.c, sentinel.c) alike ---- */
+/* "AUTH [username] password" with c's credentials into argv: its argc, 0
+ * when c has no password (then no AUTH is sent). */
+int dlock__auth_argv(const dlock_client *c, const char *argv[3]);
+/* The answer to our AUTH says the server has no password at all: nothing
+ * will be refused, so the connection is usable as it is. */
+int dlock__auth_not_needed(const redisReply *r);
+
 /* ---- retry.c ---- */
 void dlock__rng_seed(dlock_client *c);
 int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt);

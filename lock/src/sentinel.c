@@ -128,22 +128,16 @@ static int check_master(const dlock_client *c, const dlock__hostport *h, char *d
 
     if (ctx == NULL)
         return -1;
-    if (c->password != NULL) {
-        const char *auth[3] = {"AUTH", c->username, c->password};
-        int argc = 3;
+    const char *auth[3];
+    int argc = dlock__auth_argv(c, auth);
 
-        if (c->username == NULL) {
-            auth[1] = c->password;
-            argc = 2;
-        }
+    if (argc > 0) {
         r = call(ctx, h, argc, auth, detail);
         if (r == NULL) {
             redisFree(ctx);
             return -1;
         }
-        if (r->type == REDIS_REPLY_ERROR && r->str != NULL &&
-            strstr(r->str, "without any password configured") == NULL &&
-            strstr(r->str, "no password is set") == NULL) {
+        if (r->type == REDIS_REPLY_ERROR && r->str != NULL && !dlock__auth_not_needed(r)) {
             dlock__detailf(detail, "master %s:%d: AUTH refused: %s", h->host, h->port, r->str);
             freeReplyObject(r);
             redisFree(ctx);

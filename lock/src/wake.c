@@ -126,21 +126,19 @@ static int ensure(const dlock_client *c, dlock__waker *w, size_t i)
         waker_close(w, i);
         return -1;
     }
-    if (c->password == NULL)
-        return 0;
     {
-        const char *argv[3] = {"AUTH", c->username, c->password};
+        const char *argv[3];
+        int argc = dlock__auth_argv(c, argv);
 
-        if (c->username == NULL) {
-            argv[1] = c->password;
-            r = call(w, i, c->command_timeout_ms, 2, argv);
-        } else {
-            r = call(w, i, c->command_timeout_ms, 3, argv);
-        }
+        if (argc == 0)
+            return 0;
+        r = call(w, i, c->command_timeout_ms, argc, argv);
     }
     if (r == NULL)
         return -1;
-    if (r->type == REDIS_REPLY_ERROR) {
+    /* As on the round connections (conn.c): a password the server does not
+     * have refuses nothing, so the waiter may block here all the same. */
+    if (r->type == REDIS_REPLY_ERROR && !dlock__auth_not_needed(r)) {
         freeReplyObject(r);
         waker_close(w, i);
         return -1;
