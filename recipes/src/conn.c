@@ -115,7 +115,9 @@ redisReply *rconn_command(recipe_conn *c, char *detail, size_t len, const char *
 
 void rconn_command_quiet(recipe_conn *c, const char *fmt, ...)
 {
-    char detail[128];
+    /* Unread, but sized so that command_v's "redis: <hiredis errstr>"
+     * always fits (gcc -O2 checks it: -Wformat-truncation). */
+    char detail[sizeof "redis: " + sizeof ((redisContext *)NULL)->errstr];
     va_list ap;
     va_start(ap, fmt);
     redisReply *r = command_v(c, detail, sizeof detail, fmt, ap);

@@ -29,7 +29,9 @@ static int server_of_worker(pg_proc *p, char *why, size_t why_len)
     memset(p, 0, sizeof *p);
     if (port == NULL) {
         if (pg_bindir(bindir, sizeof bindir) == 0) {
-            snprintf(why, why_len, "PostgreSQL binaries found in %s, but no server was started "
+            /* The path cut at 160 bytes: the whole message then fits the
+             * callers' 256-byte buffers (gcc -O2 -Wformat-truncation). */
+            snprintf(why, why_len, "PostgreSQL binaries found in %.160s, but no server was started "
                                    "(is app_pg_server.c linked in?)", bindir);
             return -1;
         }
