@@ -6,8 +6,9 @@
 # shared and static), each run against a real redis-server (acquire, taken,
 # release, larger fence), found through its rpath without LD_LIBRARY_PATH,
 # and an export list of dlock_* names only. With TOP_BUILD_DIR (a build
-# that has dlockctl), the whole project is installed too, and the installed
-# dlockctl must run and reach the same redis-server.
+# that has dlockctl), the whole project is installed too: the installed
+# dlockctl must run and reach the same redis-server, and coupon-server and
+# coupon-loadtest must run from bin/.
 set -eu
 cmake_bin=$1 lock_build=$2 consumer=$3 cc=$4 pkgconfig=$5 san=$6 version=$7
 redis_server=$8 fp_project=$9 top_build=${10:-}
@@ -154,6 +155,17 @@ if [ -n "$top_build" ]; then
     env -u LD_LIBRARY_PATH "$full/bin/dlockctl" --redis "$addr" ping >"$work/ctl.out" 2>&1 ||
         { cat "$work/ctl.out" >&2; fail "installed dlockctl ping"; }
     grep -q "1/1 nodes up, quorum 1: ok" "$work/ctl.out" || fail "installed dlockctl ping output"
+    # The two programs of the demo land there too. coupon-server links the
+    # shared libdlock: its rpath ($ORIGIN/../lib) must find this prefix's.
+    for prog in coupon-server coupon-loadtest; do
+        [ -x "$full/bin/$prog" ] || fail "$prog not installed into bin/"
+        env -u LD_LIBRARY_PATH "$full/bin/$prog" --version >"$work/$prog.out" 2>&1 ||
+            { cat "$work/$prog.out" >&2; fail "installed $prog --version"; }
+        grep -q "$prog $version" "$work/$prog.out" || fail "installed $prog --version: $(cat "$work/$prog.out")"
+    done
+    libdir=$(dirname "$(find "$full" -name libdlock.so | head -n 1)")
+    loads_installed "$full/bin/coupon-server" ||
+        fail "installed coupon-server does not load the installed libdlock.so by its rpath"
 fi
 
 echo "install test: OK (pkg-config and find_package, shared and static, each locked on a real redis-server)"

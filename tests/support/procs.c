@@ -1,6 +1,6 @@
 /* procs.c - test support basics: loopback ports, monotonic time, child
  * reaping with bounds, and the registry that kills leftover children at exit. */
-#include "procs.h"
+#include "procs_base.h"
 #include "procs_internal.h"
 
 #include <arpa/inet.h>

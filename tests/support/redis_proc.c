@@ -1,7 +1,7 @@
 /* redis_proc.c - real redis-server processes for the suites: start on a
  * free loopback port, kill, restart, pause, resume, stop, and a tiny RESP
  * client (redis_cmd) that needs no hiredis. */
-#include "procs.h"
+#include "procs_base.h"
 #include "procs_internal.h"
 
 #include <arpa/inet.h>

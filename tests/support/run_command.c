@@ -1,7 +1,7 @@
 /* run_command.c - run a program with a time limit and capture its combined
  * stdout+stderr (for CLI, load-tester and install suites), find the
  * project's scripts, and pick lines out of what they printed. */
-#include "procs.h"
+#include "procs_base.h"
 #include "procs_internal.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
  * redis-server binary in sentinel mode, its config file written into its own
  * temp dir (Sentinel rewrites the file as it learns), on a free loopback
  * port; stopped by PID. */
-#include "procs.h"
+#include "procs_base.h"
 #include "procs_internal.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
  * with mkdtemp under $TMPDIR (else /tmp), removed depth first. */
 /* nftw is an XSI interface: not visible with _POSIX_C_SOURCE alone. */
 #define _XOPEN_SOURCE 700
-#include "procs.h"
+#include "procs_base.h"
 
 #include <errno.h>
 #include <ftw.h>
