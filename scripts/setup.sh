@@ -73,7 +73,7 @@ setup_build() {
   if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
     setup_log "configuring into $(basename "$BUILD_DIR")/"
     cmake -S "$DLOCK_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-          -DDLOCK_SANITIZE="${DLOCK_SANITIZE:-}" >&2 || { echo "cmake configure failed" >&2; exit 2; }
+          -DDLOCK_SANITIZE="${DLOCK_SANITIZE:-}" -DDLOCK_WERROR=ON >&2 || { echo "cmake configure failed" >&2; exit 2; }
   fi
   setup_log "building"
   cmake --build "$BUILD_DIR" -j "$jobs" >&2 || { echo "build failed" >&2; exit 2; }
