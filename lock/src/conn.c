@@ -478,10 +478,16 @@ int dlock__conn_next_reply(dlock__node *node, redisReply **out)
     }
 }
 
+/* NOAUTH and WRONGPASS, and the protocol error Redis answers an
+ * unauthenticated client whose command has more than 10 arguments (or a
+ * long argument) before it closes the connection: enter.lua's EVALSHA has
+ * 11, so without it a queued acquire with no or a wrong password said
+ * PROTOCOL where a try said AUTH (issue 21, lock_auth_queued). */
 static int is_auth_refusal(const redisReply *r)
 {
     return r->type == REDIS_REPLY_ERROR && r->str != NULL &&
-           (strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0);
+           (strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0 ||
+            strncmp(r->str, "ERR Protocol error: unauthenticated", 35) == 0);
 }
 
 /* Whether reply, the caller's answer on node's connection, says the command
