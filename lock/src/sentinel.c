@@ -332,6 +332,7 @@ static int needs_answer(const dlock__node *node)
 void dlock__sentinel_await(dlock_client *c, int64_t until_ms)
 {
     int64_t bound = 0, now = dlock_now_ms();
+    size_t healthy = 0;
     int any = 0;
 
     if (!c->rs_started)
@@ -340,10 +341,17 @@ void dlock__sentinel_await(dlock_client *c, int64_t until_ms)
      * when a round looks: look now, so that its node is asked for before
      * the round, not failed by it. Nothing here waits. */
     dlock__conn_prepare(c);
+    for (size_t i = 0; i < c->n; i++)
+        healthy += !c->nodes[i].breaker.open;
     for (size_t i = 0; i < c->n; i++) {
         dlock__node *node = &c->nodes[i];
 
         if (!needs_answer(node))
+            continue;
+        /* A node that keeps failing is not waited for on every call while
+         * the others make a quorum without it: its breaker's probe
+         * schedule says when it is worth asking again, as for any node. */
+        if (node->breaker.open && !dlock__breaker_probe_due(node, now) && healthy >= c->quorum)
             continue;
         dlock__sentinel_want(c, node);
         if (asking_bound_ms(c, &node->addr) > bound)
