@@ -114,15 +114,6 @@ static dlock_err took_or_listed(queue_run *q, const dlock__result *r, int64_t t0
         return dlock__unavailable(q->c, r, 1, 0, q->c->errstr);
     if (x->element[0]->integer == 0) {
         *pttl = x->element[1]->integer;
-        /* Listed: any hand-off we are woken for from now on ran after this
-         * script, so after t0 (enter.lua dropped older messages). Taken
-         * from every such answer, not the first only: a waiter whose
-         * listing was removed (a hand-off that expired, FLUSHALL, a
-         * restart) and added again is handed keys counted from its new
-         * listing, and an old instant made every later hand-off look used
-         * up (issue 21, lock_handoff relisted_waiter_keeps_its_turn). */
-        q->listed = 1;
-        q->listed_sent_ms = t0;
         dlock__errf(q->c->errstr, "\"%s\" is held by another owner", q->resource);
         return DLOCK_ERR_TAKEN;
     }
@@ -147,6 +138,17 @@ static dlock_err script(queue_run *q, dlock__script_id id, const char *const *ar
     memset(res, 0, sizeof(res));
     dlock__script_round(q->c, 1, 0, id, q->keys, 4, args, nargs, res, NULL, NULL);
     rc = took_or_listed(q, &res[0], t0, pttl, out);
+    if (id == DLOCK__SCRIPT_ENTER && rc == DLOCK_ERR_TAKEN) {
+        /* Listed: any hand-off we are woken for from now on ran after this
+         * script, so after t0 (enter.lua dropped older messages). Taken
+         * from every such answer, not the first only: a waiter whose
+         * listing was removed (a hand-off that expired, FLUSHALL, a
+         * restart) and added again is handed keys counted from its new
+         * listing, and an old instant made every later hand-off look used
+         * up (issue 21, lock_handoff relisted_waiter_keeps_its_turn). */
+        q->listed = 1;
+        q->listed_sent_ms = t0;
+    }
     dlock__results_clear(res, DLOCK_MAX_NODES);
     return rc;
 }
