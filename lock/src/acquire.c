@@ -296,6 +296,9 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
         pthread_mutex_unlock(&c->mu);
         return DLOCK_ERR_ARG;
     }
+    /* A sentinel node without a master (sentinel.c): asked before the
+     * first attempt, with the mutex released. */
+    dlock__sentinel_await(c, INT64_MAX);
     /* One node, waking, with time to wait: the FIFO queue with direct
      * hand-off (queue.c). A try (no time to wait) is one plain attempt
      * below and never lists itself as a waiter. */

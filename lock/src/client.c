@@ -104,6 +104,44 @@ static int same_node(const dlock__addr *a, const dlock__addr *b)
     return a->port == b->port && strcasecmp(a->host, b->host) == 0;
 }
 
+/* Where addresses cannot be compared as text - a sentinel:// node and any
+ * other - the servers themselves are asked, by run id, before the client
+ * is handed out: one PING round on the nodes that connected (their INFO
+ * server rode along with the connect, conn.c), then a node found to reach
+ * another's server fails dlock_client_new. Nodes that cannot be reached
+ * now are checked on first contact (refused for good then). Clients of
+ * plain addresses only skip the round: the text check above covers them
+ * but for host names that alias, which first contact catches. Client
+ * mutex held. 0, or -1 with why. */
+static int refuse_same_servers(dlock_client *c, char *why, size_t whylen)
+{
+    static const char *const ping[1] = {"PING"};
+    static const size_t ping_len[1] = {4};
+    dlock__result res[DLOCK_MAX_NODES];
+    uint32_t up = 0;
+    int sentinels = 0;
+
+    for (size_t i = 0; i < c->n; i++) {
+        sentinels |= c->nodes[i].addr.is_sentinel;
+        if (c->nodes[i].state == DLOCK__UP)
+            up |= 1u << i;
+    }
+    if (c->n < 2 || !sentinels || dlock__popcount(up) < 2)
+        return 0;
+    memset(res, 0, sizeof(res));
+    dlock__round(c, up, 0, 1, (const char **)ping, ping_len, res, NULL, NULL);
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    /* The caller's statistics start at its first call. */
+    memset(&c->stats, 0, sizeof(c->stats));
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->nodes[i].same_as != 0) {
+            snprintf(why, whylen, "%s", c->nodes[i].same_detail);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static char *dup_or_null(const char *s, int *oom)
 {
     char *d;
@@ -172,6 +210,29 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
         snprintf(why, sizeof(why), "cannot create the watchdog condition variable");
         goto out;
     }
+    /* The sentinel resolver's (sentinel.c): rs_done is waited on until an
+     * instant of dlock_now_ms, so it runs on the monotonic clock too. */
+    if (pthread_condattr_init(&ca) != 0) {
+        ca_ok = 0;
+    } else {
+        ca_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+                pthread_cond_init(&c->rs_done, &ca) == 0;
+        pthread_condattr_destroy(&ca);
+        if (ca_ok && pthread_cond_init(&c->rs_cond, NULL) != 0) {
+            pthread_cond_destroy(&c->rs_done);
+            ca_ok = 0;
+        }
+    }
+    if (!ca_ok) {
+        pthread_cond_destroy(&c->cb_cond);
+        pthread_cond_destroy(&c->wd_cond);
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        c = NULL;
+        rc = DLOCK_ERR_NOMEM;
+        snprintf(why, sizeof(why), "cannot create the sentinel condition variables");
+        goto out;
+    }
     /* Process-wide and never reused, unlike the client's address. */
     c->id = atomic_fetch_add(&next_client_id, 1);
     c->n = opts->n_addrs;
@@ -223,10 +284,21 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
     }
     dlock__scripts_init(c);
     dlock__rng_seed(c);
+    /* Sentinel nodes: their masters asked for before the first connect,
+     * and the thread that asks later without the mutex. */
+    if (dlock__sentinel_start(c) != 0) {
+        rc = DLOCK_ERR_NOMEM;
+        snprintf(why, sizeof(why), "cannot start the sentinel resolver thread");
+        goto out;
+    }
     /* Unreachable nodes are not an error here: Redlock works with a
      * majority, and every later call retries the missing connections. */
     pthread_mutex_lock(&c->mu);
     dlock__connect_nodes(c, dlock__all_nodes(c), res);
+    if (refuse_same_servers(c, why, sizeof(why)) != 0) {
+        pthread_mutex_unlock(&c->mu);
+        goto out;
+    }
     c->count_reconnects = 1;
     pthread_mutex_unlock(&c->mu);
     *out = c;
@@ -244,6 +316,7 @@ void dlock_client_free(dlock_client *c)
     if (c == NULL)
         return;
     dlock__watchdog_stop(c);
+    dlock__sentinel_stop(c);
     dlock__wakers_free(c);
     for (size_t i = 0; i < c->n; i++)
         dlock__node_close(&c->nodes[i]);
@@ -252,6 +325,8 @@ void dlock_client_free(dlock_client *c)
     free(c->prefix);
     pthread_cond_destroy(&c->wd_cond);
     pthread_cond_destroy(&c->cb_cond);
+    pthread_cond_destroy(&c->rs_cond);
+    pthread_cond_destroy(&c->rs_done);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }

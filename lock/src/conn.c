@@ -34,6 +34,7 @@ void dlock__node_close(dlock__node *node)
     node->ctx = NULL;
     node->state = DLOCK__DOWN;
     node->auth_pending = 0;
+    node->runid_pending = 0;
     /* A refusal belongs to the connection it came on: after a reconnect
      * (the password may have been fixed meanwhile) an error reply must not
      * be reported as an AUTH failure. */
@@ -103,19 +104,35 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
 {
     const char *argv[3];
     size_t argvlen[3];
+    static const char *const info_argv[2] = {"INFO", "server"};
+    static const size_t info_len[2] = {4, 6};
     int argc;
 
+    if (node->same_as != 0) {
+        fail_node(c, node, r, node->same_detail, "");
+        return;
+    }
     if (node->addr.is_sentinel) {
-        char why[DLOCK__DETAIL_LEN];
+        /* Every connect uses a fresh answer of the sentinels: a connect
+         * follows a broken connection or a -READONLY reply (rounds.c),
+         * which is what a failover looks like from here. The asking is
+         * blocking, so it never runs here, under the client mutex (which
+         * it held for up to n_sentinels x (connect + command) + ROLE,
+         * stalling the watchdog's renewals of every lock on the client:
+         * issue 21): without an answer the node fails this round and the
+         * resolver thread asks (sentinel.c). */
+        if (!node->master_fresh) {
+            char why[DLOCK__DETAIL_LEN];
 
-        /* Every connect asks the sentinels afresh: a connect follows a
-         * broken connection or a -READONLY reply (rounds.c), which is what
-         * a failover looks like from here. Blocking and bounded, under the
-         * mutex: sentinel.c says why. */
-        if (dlock__sentinel_master(c, &node->addr, &node->master, why) != 0) {
+            if (node->master_why[0] != '\0')
+                dlock__detailf(why, "%s", node->master_why);
+            else
+                dlock__detailf(why, "sentinel: asking for master '%s'", node->addr.master_name);
+            dlock__sentinel_want(c, node);
             fail_node(c, node, r, why, "");
             return;
         }
+        node->master_fresh = 0;
         node->ctx = redisConnectNonBlock(node->master.host, node->master.port);
     } else if (node->addr.is_unix) {
         node->ctx = redisConnectUnixNonBlock(node->addr.host);
@@ -133,21 +150,31 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
     node->state = DLOCK__CONNECTING;
     node->connect_started_ms = dlock_now_ms();
     node->auth_pending = 0;
+    node->runid_pending = 0;
     node->stale = 0;
     node->unwritten = 0;
     argc = dlock__auth_argv(c, argv);
-    if (argc == 0)
-        return;
-    for (int k = 0; k < argc; k++)
-        argvlen[k] = strlen(argv[k]);
-    /* AUTH is only queued here: it goes out with the first command of the
-     * next round, so authenticating costs no extra round trip. Its reply
-     * arrives first on the stream and is checked by the round. */
-    if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK) {
-        fail_node(c, node, r, "out of memory queueing AUTH", "");
+    if (argc > 0) {
+        for (int k = 0; k < argc; k++)
+            argvlen[k] = strlen(argv[k]);
+        /* AUTH is only queued here: it goes out with the first command of
+         * the next round, so authenticating costs no extra round trip. Its
+         * reply arrives first on the stream and is checked by the round. */
+        if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK) {
+            fail_node(c, node, r, "out of memory queueing AUTH", "");
+            return;
+        }
+        node->auth_pending = 1;
+    }
+    /* INFO server rides along the same way: its run_id says which server
+     * this address reaches, and two addresses that reach one server (two
+     * sentinel names, a sentinel name and a plain address, two host names)
+     * must not count twice toward the quorum (dlock__conn_next_reply). */
+    if (redisAppendCommandArgv(node->ctx, 2, (const char **)info_argv, info_len) != REDIS_OK) {
+        fail_node(c, node, r, "out of memory queueing INFO", "");
         return;
     }
-    node->auth_pending = 1;
+    node->runid_pending = 1;
     node->unwritten = 1;
 }
 
@@ -297,7 +324,7 @@ int dlock__conn_background(const dlock__node *node)
         return POLLOUT;
     if (node->state != DLOCK__UP)
         return 0;
-    if (node->stale > 0 || node->auth_pending)
+    if (node->stale > 0 || node->auth_pending || node->runid_pending)
         return POLLIN | (node->unwritten ? POLLOUT : 0);
     return node->unwritten ? POLLOUT : 0;
 }
@@ -327,6 +354,7 @@ void dlock__conn_service(dlock_client *c, dlock__node *node, short revents)
     }
     if (revents & (POLLIN | POLLERR | POLLHUP)) {
         redisReply *extra = NULL;
+        int got;
 
         if (redisBufferRead(node->ctx) != REDIS_OK) {
             dlock__detailf(ebuf, "connection lost: %s", node->ctx->errstr);
@@ -334,7 +362,12 @@ void dlock__conn_service(dlock_client *c, dlock__node *node, short revents)
             dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, ebuf);
             return;
         }
-        if (dlock__conn_next_reply(node, &extra) != 0 || extra != NULL) {
+        got = dlock__conn_next_reply(c, node, &extra);
+        if (got == DLOCK__CONN_SAME_SERVER) {
+            dlock__conn_refuse(c, node);
+            return;
+        }
+        if (got != 0 || extra != NULL) {
             /* Nothing is owed beyond stale: a reply past it means the
              * stream is out of step, and only a fresh connection is. */
             if (extra != NULL)
@@ -344,7 +377,7 @@ void dlock__conn_service(dlock_client *c, dlock__node *node, short revents)
             return;
         }
     }
-    if (node->breaker.open && node->stale == 0 && !node->auth_pending)
+    if (node->breaker.open && node->stale == 0 && !node->auth_pending && !node->runid_pending)
         dlock__breaker_heard(node);
 }
 
@@ -439,13 +472,62 @@ int dlock__auth_not_needed(const redisReply *r)
             strstr(r->str, "no password is set") != NULL);
 }
 
+/* The run_id of an INFO server answer into out[48] ("" when absent: an
+ * ACL user without INFO, an error reply). */
+static void run_id_of(const redisReply *r, char *out)
+{
+    const char *p;
+    size_t n = 0;
+
+    out[0] = '\0';
+    if ((r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) || r->str == NULL ||
+        (p = strstr(r->str, "run_id:")) == NULL)
+        return;
+    p += 7;
+    while (n < 47 && ((p[n] >= '0' && p[n] <= '9') || (p[n] >= 'a' && p[n] <= 'f')))
+        n++;
+    memcpy(out, p, n);
+    out[n] = '\0';
+}
+
+/* The node reached a server another node of c reaches too: refused for
+ * good (1 when it is). The later one to answer is refused, so one address
+ * keeps the server's one vote; its run id is forgotten, so that the kept
+ * node, reconnecting, is not refused in turn. */
+static int same_server(dlock_client *c, dlock__node *node)
+{
+    for (size_t j = 0; j < c->n; j++) {
+        dlock__node *o = &c->nodes[j];
+
+        if (o == node || o->same_as != 0 || o->run_id[0] == '\0' ||
+            strcmp(o->run_id, node->run_id) != 0)
+            continue;
+        node->same_as = (int)j + 1;
+        dlock__detailf(node->same_detail,
+                       "%s reaches the same server as %s (run_id %.12s...): it would count "
+                       "twice toward the quorum, so it is refused",
+                       node->addr.text, o->addr.text, node->run_id);
+        node->run_id[0] = '\0';
+        return 1;
+    }
+    return 0;
+}
+
+void dlock__conn_refuse(dlock_client *c, dlock__node *node)
+{
+    dlock__node_close(node);
+    dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, node->same_detail);
+}
+
 /* Takes the complete replies already read from node's connection in stream
  * order: our AUTH answer first (its verdict is kept for
- * dlock__conn_auth_refusal), then replies owed to earlier rounds (freed),
- * then the caller's answer, handed over in *out (the caller owns it). *out
- * is NULL when no reply for the caller is complete yet. Returns -1 when the
- * stream is garbled (the reason in node->ctx->errstr), 0 otherwise. */
-int dlock__conn_next_reply(dlock__node *node, redisReply **out)
+ * dlock__conn_auth_refusal), then our INFO server (the server's run id),
+ * then replies owed to earlier rounds (freed), then the caller's answer,
+ * handed over in *out (the caller owns it). *out is NULL when no reply for
+ * the caller is complete yet. Returns -1 when the stream is garbled (the
+ * reason in node->ctx->errstr), DLOCK__CONN_SAME_SERVER when the node
+ * reaches another node's server, 0 otherwise. */
+int dlock__conn_next_reply(dlock_client *c, dlock__node *node, redisReply **out)
 {
     *out = NULL;
     for (;;) {
@@ -468,6 +550,14 @@ int dlock__conn_next_reply(dlock__node *node, redisReply **out)
             freeReplyObject(reply);
             continue;
         }
+        if (node->runid_pending) {
+            node->runid_pending = 0;
+            run_id_of(reply, node->run_id);
+            freeReplyObject(reply);
+            if (node->run_id[0] != '\0' && same_server(c, node))
+                return DLOCK__CONN_SAME_SERVER;
+            continue;
+        }
         if (node->stale > 0) {
             node->stale--;
             freeReplyObject(reply);
@@ -478,10 +568,16 @@ int dlock__conn_next_reply(dlock__node *node, redisReply **out)
     }
 }
 
+/* NOAUTH and WRONGPASS, and the protocol error Redis answers an
+ * unauthenticated client whose command has more than 10 arguments (or a
+ * long argument) before it closes the connection: enter.lua's EVALSHA has
+ * 11, so without it a queued acquire with no or a wrong password said
+ * PROTOCOL where a try said AUTH (issue 21, lock_auth_queued). */
 static int is_auth_refusal(const redisReply *r)
 {
     return r->type == REDIS_REPLY_ERROR && r->str != NULL &&
-           (strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0);
+           (strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0 ||
+            strncmp(r->str, "ERR Protocol error: unauthenticated", 35) == 0);
 }
 
 /* Whether reply, the caller's answer on node's connection, says the command

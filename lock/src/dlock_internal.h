@@ -62,9 +62,23 @@ int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen)
 /* Asks a's sentinels in order for the master's address and checks with
  * ROLE that it is a master: 0 with the address in *out, or -1 with why in
  * detail (DLOCK__DETAIL_LEN bytes). Blocking, every step bounded by the
- * client's timeouts; reads only immutable fields of c. */
+ * client's timeouts; reads only immutable fields of c, so it runs without
+ * the client mutex. */
 int dlock__sentinel_master(const dlock_client *c, const dlock__addr *a, dlock__hostport *out,
                            char *detail);
+/* The asking runs without the client mutex (sentinel.c says why): in
+ * dlock_client_new for the first connect, then in the client's resolver
+ * thread. _start (in dlock_client_new, no other thread yet) asks for every
+ * sentinel node once and starts the thread when there is one; 0, or -1
+ * when the thread could not start. _stop ends it (dlock_client_free). */
+int dlock__sentinel_start(dlock_client *c);
+void dlock__sentinel_stop(dlock_client *c);
+/* Client mutex held: when a sentinel node has no connection and no fresh
+ * answer, asks the resolver and waits for it with the mutex released, at
+ * most until until_ms (and never longer than one full asking). For the
+ * start of a call and between retries, where the caller holds nothing
+ * that another thread could change under it; never inside a round. */
+void dlock__sentinel_await(dlock_client *c, int64_t until_ms);
 /* Whether reply says the node is no longer a master (-READONLY): the
  * caller drops a sentinel node's connection, so that its next connect asks
  * the sentinels again. */
@@ -104,6 +118,15 @@ typedef struct dlock__node {
     char auth_detail[DLOCK__DETAIL_LEN]; /* the refusal text */
     dlock__breaker breaker;
     dlock__hostport master;    /* sentinel nodes: the master the last connect went to ("" before) */
+    /* sentinel nodes: the resolver thread's answer (sentinel.c) */
+    int master_fresh;          /* master holds an answer no connect has used yet */
+    int master_asking;         /* 1: asked of the resolver, 2: being asked now, 0: idle */
+    char master_why[DLOCK__DETAIL_LEN]; /* why the last asking failed, "" when it did not */
+    /* the server behind the address (conn.c): one server, one vote */
+    int runid_pending;         /* the next reply after AUTH's answers our INFO server */
+    char run_id[48];           /* run_id of the server last reached here, "" unknown */
+    int same_as;               /* nonzero: refused for good, it reaches node same_as-1's server */
+    char same_detail[DLOCK__DETAIL_LEN]; /* why, for the errors of every later call */
 } dlock__node;
 
 /* ---- per-node result of one round (rounds.c) ---- */
@@ -187,6 +210,12 @@ struct dlock_client {
     dlock__waker *wakers;             /* idle blocking connections (pool) */
     dlock__script scripts[DLOCK__SCRIPT_COUNT]; /* immutable after dlock_client_new */
     int count_reconnects;             /* 0 while dlock_client_new makes the first connections */
+    /* the sentinel resolver thread (sentinel.c): asks without mu */
+    pthread_cond_t rs_cond;           /* signalled when a node's master is wanted, and on stop */
+    pthread_cond_t rs_done;           /* CLOCK_MONOTONIC; broadcast when an asking ended */
+    pthread_t rs_thread;
+    int rs_started;
+    int rs_stop;
     uint32_t longest_ttl_ms;          /* longest TTL any acquire/extend sent: bounds a lagging node's silence */
     uint64_t rng[2];                  /* xorshift128+ state for retry jitter */
     dlock_stats stats;
@@ -260,7 +289,16 @@ int dlock__breaker_probe_due(const dlock__node *node, int64_t now);
 /* The reply stream of a node's connection: rounds go through these and
  * never touch auth_pending, auth_failed or stale themselves. */
 void dlock__conn_prepare(dlock_client *c);
-int dlock__conn_next_reply(dlock__node *node, redisReply **out);
+/* A connect of sentinel node needs a master nobody asked for yet: the
+ * resolver thread is asked to (sentinel.c; client mutex held, nothing
+ * waits). */
+void dlock__sentinel_want(dlock_client *c, dlock__node *node);
+/* -2 from dlock__conn_next_reply: the node reaches the same server as
+ * another node (their INFO run ids agree) and is refused for good: the
+ * caller closes it (dlock__conn_refuse). */
+#define DLOCK__CONN_SAME_SERVER (-2)
+int dlock__conn_next_reply(dlock_client *c, dlock__node *node, redisReply **out);
+void dlock__conn_refuse(dlock_client *c, dlock__node *node);
 const char *dlock__conn_auth_refusal(const dlock__node *node, const redisReply *reply);
 int dlock__conn_owe(dlock__node *node);
 int dlock__conn_background(const dlock__node *node);

@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* "<fence>:<ms listed>" as pass.lua pushes it. */
+/* "<fence>" as pass.lua pushes it (older releasers add ":<ms listed>",
+ * which is ignored: see wait_handoff). */
 #define QUEUE_MSG_LEN 48
 /* A deadline far away (INT64_MAX: wait for ever) must not become a PEXPIRE
  * or BLPOP timeout Redis refuses: a listing lasts at most a day (a waiter
@@ -34,8 +35,8 @@ typedef struct queue_run {
     char list[DLOCK__KEY_BUF + 48];    /* our own list: P "waiter:" token ":" R */
     dlock__pass_buf pb;                /* lock, fence and waiters keys; pass.lua's arguments */
     const char *keys[4];
-    int sent;          /* an enter.lua has been sent: first_sent_ms is set */
-    int64_t first_sent_ms;
+    int listed;              /* an enter.lua answered "held, you are listed": listed_sent_ms is set */
+    int64_t listed_sent_ms;  /* when the last such enter.lua was sent (our monotonic clock) */
 } queue_run;
 
 int dlock__pass_prepare(const dlock_client *c, const char *resource, const char *token,
@@ -135,15 +136,19 @@ static dlock_err script(queue_run *q, dlock__script_id id, const char *const *ar
     dlock_err rc;
 
     memset(res, 0, sizeof(res));
-    if (id == DLOCK__SCRIPT_ENTER && !q->sent) {
-        /* The first enter.lua that may list us: ZADD NX keeps the score
-         * of that first listing, so this is the client's instant at or
-         * before the listing's server time, whatever later rounds do. */
-        q->sent = 1;
-        q->first_sent_ms = t0;
-    }
     dlock__script_round(q->c, 1, 0, id, q->keys, 4, args, nargs, res, NULL, NULL);
     rc = took_or_listed(q, &res[0], t0, pttl, out);
+    if (id == DLOCK__SCRIPT_ENTER && rc == DLOCK_ERR_TAKEN) {
+        /* Listed: any hand-off we are woken for from now on ran after this
+         * script, so after t0 (enter.lua dropped older messages). Taken
+         * from every such answer, not the first only: a waiter whose
+         * listing was removed (a hand-off that expired, FLUSHALL, a
+         * restart) and added again is handed keys counted from its new
+         * listing, and an old instant made every later hand-off look used
+         * up (issue 21, lock_handoff relisted_waiter_keeps_its_turn). */
+        q->listed = 1;
+        q->listed_sent_ms = t0;
+    }
     dlock__results_clear(res, DLOCK_MAX_NODES);
     return rc;
 }
@@ -151,7 +156,12 @@ static dlock_err script(queue_run *q, dlock__script_id id, const char *const *ar
 /* Giving up (deadline, or an error returned to the caller): off the list,
  * and if a release handed us the key in the meantime, it is ours (a
  * waiter that walked away from a handed key would leave it locked for a
- * whole TTL). If leave.lua gets no answer, the listing lapses on its own. */
+ * whole TTL). If leave.lua gets no answer (Redis stalled, a release may
+ * have handed us the key inside the stall), pass.lua follows it on the
+ * same connection without waiting, as the plain path's failed acquire
+ * sends its release: when the node runs them, the key is passed on if it
+ * became ours, and nothing happens if it did not (issue 21,
+ * lock_handoff waiter_gives_up_in_a_stall). */
 static dlock_err give_up(queue_run *q, dlock_err rc, dlock_lock **out)
 {
     const char *args[2] = {q->token, q->member};
@@ -163,13 +173,16 @@ static dlock_err give_up(queue_run *q, dlock_err rc, dlock_lock **out)
     left = script(q, DLOCK__SCRIPT_LEAVE, args, 2, &pttl, out);
     if (left == DLOCK_OK || left == DLOCK_ERR_NOMEM)
         return left;
+    if (dlock_err_is_unavailable(left))
+        pass_on(q);
     memcpy(q->c->errstr, why, sizeof(why));
     return rc;
 }
 
 /* Blocks (without the mutex) until a release hands us the key, the
  * holder's key runs out (pttl) or the deadline. 1 = we hold the lock now
- * (*rc says whether the handle was made), 0 = no hand-off came, -1 = no
+ * (*rc says whether the handle was made), 0 = no hand-off came, or one
+ * came too late for our own bound (the next enter.lua finds out), -1 = no
  * wait was possible (no memory, connection failed): back off. */
 static int wait_handoff(queue_run *q, int64_t pttl, dlock_err *rc, dlock_lock **out)
 {
@@ -178,7 +191,7 @@ static int wait_handoff(queue_run *q, int64_t pttl, dlock_err *rc, dlock_lock **
     int64_t block_ms = q->deadline_ms - dlock_now_ms();
     char msg[QUEUE_MSG_LEN];
     unsigned long long fence;
-    long long listed_ms;
+    int64_t valid_until;
     int woke = -1;
 
     /* Never past the holder's key: if it dies without releasing, no
@@ -199,21 +212,31 @@ static int wait_handoff(queue_run *q, int64_t pttl, dlock_err *rc, dlock_lock **
     dlock__waker_put(c, w);
     if (woke != 1)
         return woke;
-    if (sscanf(msg, "%llu:%lld", &fence, &listed_ms) != 2 || fence == 0 || listed_ms < 0) {
+    if (sscanf(msg, "%llu", &fence) != 1 || fence == 0 || !q->listed) {
         /* Not pass.lua's message: the key may still be ours; the next
          * enter.lua (or leave.lua) finds out. */
         return -1;
     }
-    /* Validity of a handed key, conservatively: pass.lua SET it with our
-     * TTL listed_ms after our listing's server time (its own clock), and
-     * that listing ran after first_sent_ms on ours. So the key lives at
-     * least until first_sent_ms + listed_ms + TTL; drift covers the two
-     * clocks' rates over that whole span. Counting from when the BLPOP
-     * returned would be later than the SET, not earlier: unsafe. */
-    *rc = take(q, fence, q->first_sent_ms + listed_ms,
-               q->first_sent_ms + listed_ms + (int64_t)q->ttl_ms -
-                   drift_of(c, listed_ms + (int64_t)q->ttl_ms),
-               out);
+    /* Validity of a handed key, on our clock only: pass.lua SET it with
+     * our TTL after the enter.lua that last listed us ran (that script
+     * dropped any older message), so after listed_sent_ms, and the key
+     * lives at least until listed_sent_ms + TTL (less drift for the two
+     * clocks' rates). Never from Redis TIME: a difference of two readings
+     * of the server's wall clock grows by a whole clock step taken between
+     * them, and a waiter counting from it held a key seconds after it
+     * expired while a third client held it too (issue 21; the test
+     * lock_handoff steps the server's clock for real). Counting
+     * from when the BLPOP returned would be later than the SET: unsafe. */
+    valid_until = q->listed_sent_ms + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
+    if (valid_until - dlock_now_ms() < (int64_t)q->ttl_ms / 2) {
+        /* Too little left by that bound (the hand-off came long after we
+         * were listed): ask the node. The next enter.lua answers the
+         * key's own PTTL when the key is ours, which counts from a read
+         * after its send time (took_or_listed), so no hand-off is wasted
+         * for want of a bound. */
+        return 0;
+    }
+    *rc = take(q, fence, q->listed_sent_ms, valid_until, out);
     return 1;
 }
 
@@ -287,7 +310,7 @@ dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t 
             if (woke == 1 && (got == DLOCK_OK || got == DLOCK_ERR_NOMEM))
                 return got;
             if (woke >= 0)
-                continue; /* woken with its validity spent, or the wait ran out: try again */
+                continue; /* woken too late for our bound, or the wait ran out: ask again */
         }
         dlock__backoff_sleep(c, attempt, now, deadline_ms);
     }

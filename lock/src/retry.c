@@ -72,4 +72,7 @@ void dlock__backoff_sleep(dlock_client *c, unsigned attempt, int64_t now, int64_
     pthread_mutex_unlock(&c->mu);
     dlock__sleep_ms(sleep_ms);
     pthread_mutex_lock(&c->mu);
+    /* A sentinel node that lost its master during the last attempt gets
+     * its answer now, without the mutex, rather than failing the next. */
+    dlock__sentinel_await(c, deadline_ms);
 }

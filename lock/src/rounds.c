@@ -206,8 +206,18 @@ static void read_node(round_slot *s, dlock_client *c)
     for (;;) {
         redisReply *reply;
         const char *refused;
+        int got = dlock__conn_next_reply(c, node, &reply);
 
-        if (dlock__conn_next_reply(node, &reply) != 0) {
+        if (got == DLOCK__CONN_SAME_SERVER) {
+            /* Another address of the client reaches this server: its
+             * answer must not be a second vote. */
+            dlock__detailf(r->detail, "%s", node->same_detail);
+            r->status = DLOCK__R_DOWN;
+            s->waiting = 0;
+            dlock__conn_refuse(c, node);
+            return;
+        }
+        if (got != 0) {
             io_fail(s, c, "protocol error: ", node->ctx->errstr);
             return;
         }

@@ -60,12 +60,15 @@
  * acquire.lua); a key holding the caller's own token (ARGV[1]) was handed
  * to it by a release while it was not blocked, and is its now; else the
  * caller is listed in the waiters set (ZADD NX: a waiter that lists itself
- * again keeps its place) scored with the server time in microseconds, its
+ * again keeps its place; its own list is emptied, so a message it is woken
+ * with later comes from a hand-off after this listing) scored with the
+ * server time in microseconds (for the order and the stay only: a waiter
+ * never counts its validity from Redis TIME, queue.c says why), its
  * member "<token>:<ttl>:<stay ms>" (ARGV[3]) saying what the release needs
  * to hand over. pass.lua is the release: after the token check, instead of
  * deleting the key it pops the oldest listing whose stay has not run out,
  * SETs the key to that waiter's token with the waiter's TTL, INCRs the
- * fence and pushes "<fence>:<ms listed>" onto the waiter's own list, whose
+ * fence and pushes "<fence>" onto the waiter's own list, whose
  * name it builds from the token (ARGV[2] .. token .. ARGV[3]; a key not in
  * KEYS, which a standalone Redis allows). The woken waiter holds the lock
  * when its BLPOP returns: no round to claim it. leave.lua is a waiter

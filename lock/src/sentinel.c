@@ -2,20 +2,24 @@
  * is found through Redis Sentinel each time the node (re)connects, and
  * used only when it says it is one.
  *
- * Why blocking calls, under the client mutex: a round starts a node's
- * connect from inside its send loop (conn.c, dlock__conn_start), and the
- * node's connection state, reply stream and breaker are all guarded by the
- * mutex; letting go of it there would let another thread's round queue
- * commands on a half-made node. So the sentinels are asked right there with
- * plain blocking hiredis calls, each bounded: a connect by
- * connect_timeout_ms (hiredis connects non-blocking and polls), a command
- * by command_timeout_ms (SO_RCVTIMEO / SO_SNDTIMEO). The worst case, every
- * sentinel silent, holds the mutex for n_sentinels x (connect + command)
- * plus, per address named, one connect and two commands for the ROLE
- * check; it only happens on a reconnect, which follows a failure, and a
- * dead sentinel on a live host refuses at once. A node whose resolution
- * fails trips its breaker like any unreachable node, so a Redlock round
- * does not ask again before its probe is due.
+ * Why a thread of its own, without the client mutex: the asking is plain
+ * blocking hiredis calls, each bounded (a connect by connect_timeout_ms, a
+ * command by command_timeout_ms), so it can take n_sentinels x (connect +
+ * command) plus, per address named, one connect and two commands for the
+ * ROLE check. Done under the mutex - as it once was, from inside a round's
+ * connect - that stalled every other call on the client, the watchdog's
+ * renewals of every lock included, and short-TTL locks were reported lost
+ * while still held (issue 21; lock_sentinel_share tests it). The mutex
+ * cannot be let go inside a round either (another thread's round would
+ * queue commands on a half-made node). So a round whose sentinel node
+ * has no connection and no fresh answer fails that node at once and asks
+ * the resolver thread (dlock__sentinel_want); the thread asks the
+ * sentinels with the mutex released and publishes the answer under it.
+ * A call that starts, or retries, waits for that answer with the mutex
+ * released (dlock__sentinel_await), so it connects to the new master in
+ * the same call; the watchdog never waits, it retries its renewal. A
+ * node whose resolution fails trips its breaker like any unreachable
+ * node, so a Redlock round does not ask again before its probe is due.
  *
  * The sentinels are asked without AUTH (the client's password is the
  * masters'); the master named is checked with AUTH, then ROLE: a sentinel
@@ -213,4 +217,160 @@ int dlock__sentinel_demoted(const dlock__addr *a, const redisReply *reply)
     return a->is_sentinel && reply != NULL && reply->type == REDIS_REPLY_ERROR &&
            reply->str != NULL &&
            (strncmp(reply->str, "READONLY", 8) == 0 || strstr(reply->str, "-READONLY") != NULL);
+}
+
+/* ---- the resolver thread ---- */
+
+/* The longest one asking can take (see the file comment). */
+static int64_t asking_bound_ms(const dlock_client *c, const dlock__addr *a)
+{
+    return (int64_t)(a->n_sentinels + 1) * (c->connect_timeout_ms + 2 * c->command_timeout_ms);
+}
+
+/* Asks for node i's master without the mutex (held on entry and return):
+ * the address and the client's options are immutable. */
+static void ask_unlocked(dlock_client *c, size_t i)
+{
+    dlock__node *node = &c->nodes[i];
+    dlock__hostport m;
+    char why[DLOCK__DETAIL_LEN] = "";
+    int rc;
+
+    node->master_asking = 2;
+    pthread_mutex_unlock(&c->mu);
+    memset(&m, 0, sizeof(m));
+    rc = dlock__sentinel_master(c, &node->addr, &m, why);
+    pthread_mutex_lock(&c->mu);
+    if (rc == 0) {
+        node->master = m;
+        node->master_fresh = 1;
+        node->master_why[0] = '\0';
+    } else {
+        node->master_fresh = 0;
+        dlock__detailf(node->master_why, "%s", why);
+    }
+    node->master_asking = 0;
+    pthread_cond_broadcast(&c->rs_done);
+}
+
+static void *resolver_main(void *arg)
+{
+    dlock_client *c = arg;
+
+    pthread_mutex_lock(&c->mu);
+    while (!c->rs_stop) {
+        size_t i;
+
+        for (i = 0; i < c->n; i++) {
+            if (c->nodes[i].master_asking == 1)
+                break;
+        }
+        if (i == c->n) {
+            pthread_cond_wait(&c->rs_cond, &c->mu);
+            continue;
+        }
+        ask_unlocked(c, i);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+int dlock__sentinel_start(dlock_client *c)
+{
+    int any = 0;
+
+    /* The first connect's answers: no other thread has the client yet, so
+     * asking here blocks nobody but the caller of dlock_client_new. */
+    for (size_t i = 0; i < c->n; i++) {
+        dlock__node *node = &c->nodes[i];
+        char why[DLOCK__DETAIL_LEN] = "";
+
+        if (!node->addr.is_sentinel)
+            continue;
+        any = 1;
+        if (dlock__sentinel_master(c, &node->addr, &node->master, why) == 0)
+            node->master_fresh = 1;
+        else
+            dlock__detailf(node->master_why, "%s", why);
+    }
+    if (!any)
+        return 0;
+    if (pthread_create(&c->rs_thread, NULL, resolver_main, c) != 0)
+        return -1;
+    c->rs_started = 1;
+    return 0;
+}
+
+void dlock__sentinel_stop(dlock_client *c)
+{
+    if (!c->rs_started)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->rs_stop = 1;
+    pthread_cond_signal(&c->rs_cond);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->rs_thread, NULL);
+    c->rs_started = 0;
+}
+
+void dlock__sentinel_want(dlock_client *c, dlock__node *node)
+{
+    if (!node->addr.is_sentinel || node->master_fresh || node->master_asking != 0 ||
+        !c->rs_started)
+        return;
+    node->master_asking = 1;
+    pthread_cond_signal(&c->rs_cond);
+}
+
+/* A sentinel node whose next connect has no answer to use. */
+static int needs_answer(const dlock__node *node)
+{
+    return node->addr.is_sentinel && node->same_as == 0 && node->state == DLOCK__DOWN &&
+           !node->master_fresh;
+}
+
+void dlock__sentinel_await(dlock_client *c, int64_t until_ms)
+{
+    int64_t bound = 0, now = dlock_now_ms();
+    size_t healthy = 0;
+    int any = 0;
+
+    if (!c->rs_started)
+        return;
+    /* A connection the server closed (a master that died) is only found
+     * when a round looks: look now, so that its node is asked for before
+     * the round, not failed by it. Nothing here waits. */
+    dlock__conn_prepare(c);
+    for (size_t i = 0; i < c->n; i++)
+        healthy += !c->nodes[i].breaker.open;
+    for (size_t i = 0; i < c->n; i++) {
+        dlock__node *node = &c->nodes[i];
+
+        if (!needs_answer(node))
+            continue;
+        /* A node that keeps failing is not waited for on every call while
+         * the others make a quorum without it: its breaker's probe
+         * schedule says when it is worth asking again, as for any node. */
+        if (node->breaker.open && !dlock__breaker_probe_due(node, now) && healthy >= c->quorum)
+            continue;
+        dlock__sentinel_want(c, node);
+        if (asking_bound_ms(c, &node->addr) > bound)
+            bound = asking_bound_ms(c, &node->addr);
+        any = 1;
+    }
+    if (!any)
+        return;
+    if (until_ms > now + bound)
+        until_ms = now + bound;
+    for (;;) {
+        struct timespec ts;
+        int waiting = 0;
+
+        for (size_t i = 0; i < c->n; i++)
+            waiting |= needs_answer(&c->nodes[i]) && c->nodes[i].master_asking != 0;
+        if (!waiting || dlock_now_ms() >= until_ms)
+            return;
+        dlock__cond_deadline(until_ms, &ts);
+        (void)pthread_cond_timedwait(&c->rs_done, &c->mu, &ts);
+    }
 }

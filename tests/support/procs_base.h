@@ -42,6 +42,7 @@ typedef struct redis_proc {
     char dir[256];      /* own temp dir (mkdtemp), removed by redis_stop */
     char password[64];  /* requirepass when not empty */
     int replicaof_port; /* nonzero: start as a replica of 127.0.0.1:<port> (--replicaof) */
+    int clock_shift;    /* nonzero: preload the wall-clock step shim (redis_clock_step) */
     char addr[64];      /* "127.0.0.1:<port>" */
 } redis_proc;
 
@@ -64,6 +65,14 @@ int redis_resume(redis_proc *r);
  * RESP client): sends argv, writes the reply as text into out (integer as
  * decimal, bulk/status as is, nil as "(nil)", error as "ERR ..."). */
 int redis_cmd(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv);
+
+/* Steps the wall clock of a node started with clock_shift set: from now on
+ * its TIME, key expiry and every other wall-clock reading run offset_ms
+ * ahead of the real clock (negative: behind); the offset is absolute, not
+ * added to the last one. The shim (tests/support/shim/clockshift.c,
+ * $DLOCK_CLOCKSHIFT_LIB, else <build>/tests/lib/libclockshift.so) rereads
+ * the offset at most once per ms: returns after 20 ms, when it shows. */
+int redis_clock_step(redis_proc *r, long long offset_ms);
 
 /* Start n nodes / stop them all. */
 int redis_start_n(redis_proc *rs, size_t n);

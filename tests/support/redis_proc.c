@@ -302,14 +302,77 @@ static const char *redis_bin(void)
     return (b && b[0]) ? b : "redis-server";
 }
 
+/* ---- the wall-clock step shim -------------------------------------------- */
+
+static int clockshift_lib(char *out, size_t len)
+{
+    const char *lib = getenv("DLOCK_CLOCKSHIFT_LIB");
+    const char *bin = getenv("DLOCK_BINARY_DIR");
+    int n;
+
+    if (lib != NULL && lib[0] != '\0')
+        n = snprintf(out, len, "%s", lib);
+    else if (bin != NULL && bin[0] != '\0')
+        n = snprintf(out, len, "%s/tests/lib/libclockshift.so", bin);
+    else
+        return -1;
+    return (n < 0 || (size_t)n >= len || access(out, R_OK) != 0) ? -1 : 0;
+}
+
+int redis_clock_step(redis_proc *r, long long offset_ms)
+{
+    char path[300], tmp[310], text[32];
+    int fd, n, ok;
+
+    if (!r || !r->clock_shift || !r->dir[0]) {
+        fprintf(stderr, "redis_clock_step: node not started with clock_shift\n");
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/clock_offset_ms", r->dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    n = snprintf(text, sizeof text, "%lld\n", offset_ms);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "redis_clock_step: %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
+    ok = write(fd, text, (size_t)n) == n;
+    ok = close(fd) == 0 && ok;
+    /* rename: the shim reads either the old offset or the new one, never
+     * a half-written file. */
+    if (!ok || rename(tmp, path) != 0) {
+        fprintf(stderr, "redis_clock_step: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    test_sleep_ms(20);
+    return 0;
+}
+
 static pid_t redis_spawn(const redis_proc *r)
 {
     char port[16], logfile[300], master_port[16];
-    const char *argv[32];
+    char preload[400], offset_env[340];
+    const char *argv[40];
     int n = 0;
 
     snprintf(port, sizeof port, "%d", r->port);
     snprintf(logfile, sizeof logfile, "%s/redis.log", r->dir);
+    if (r->clock_shift) {
+        char lib[300];
+
+        if (clockshift_lib(lib, sizeof lib) != 0) {
+            fprintf(stderr, "redis_start: no clock shim (set DLOCK_CLOCKSHIFT_LIB or "
+                            "DLOCK_BINARY_DIR, and build target clockshift)\n");
+            return -1;
+        }
+        /* env(1) sets the preload for the server alone and execs it, so
+         * the pid stays the server's. */
+        snprintf(preload, sizeof preload, "LD_PRELOAD=%s", lib);
+        snprintf(offset_env, sizeof offset_env, "DLOCK_CLOCKSHIFT_FILE=%s/clock_offset_ms", r->dir);
+        argv[n++] = "env";
+        argv[n++] = preload;
+        argv[n++] = offset_env;
+    }
     argv[n++] = redis_bin();
     argv[n++] = "--port";
     argv[n++] = port;
@@ -451,6 +514,8 @@ int redis_start(redis_proc *r)
         if (test_mkdtemp(r->dir, sizeof r->dir, "dlock-redis-%d-", (int)getpid()) != 0)
             return -1;
     }
+    if (r->clock_shift && redis_clock_step(r, 0) != 0)
+        return -1;
     return redis_launch(r, 1);
 }
 

@@ -9,6 +9,7 @@ if not v then
   redis.call('DEL', KEYS[4])
   return {1, redis.call('INCR', KEYS[2]), -1}
 end
+redis.call('DEL', KEYS[4])
 local t = redis.call('TIME')
 redis.call('ZADD', KEYS[3], 'NX', t[1] .. string.format('%06d', tonumber(t[2])), ARGV[3])
 if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[4]) then

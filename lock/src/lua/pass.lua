@@ -16,7 +16,7 @@ while true do
     redis.call('SET', KEYS[1], tok, 'PX', ttl)
     local fence = redis.call('INCR', KEYS[2])
     redis.call('DEL', list)
-    redis.call('RPUSH', list, string.format('%d:%d', fence, math.floor(since_us / 1000)))
+    redis.call('RPUSH', list, tostring(fence))
     redis.call('PEXPIRE', list, ttl)
     return 1
   end
