@@ -170,7 +170,7 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
         char why[DLOCK_ERRSTR_LEN];
         snprintf(out->detail, sizeof out->detail, "%s: %s", dlock_strerror(e),
                  dlock_client_errstr(w->lock, why, sizeof why));
-        result = claim_from_lock(e, &kind); /* 1005 or 1006: claim/outcome.c */
+        result = claim_from_lock(e, &kind); /* 1005 or 1006: outcome.c */
         metrics_lock_error(kind);
         goto out;
     }

@@ -98,6 +98,15 @@
 #define CONFIG_FIELD_ALIAS(ctype, field)
 #define CONFIG_FIELD(kind, ctype, field, name, env, arg, lo, hi, def, help) CONFIG_FIELD_##kind(ctype, field)
 
+/* A claim strategy as the options know it. The registry is claim/'s
+ * (claim/strategies.h): main.c hands its list to config_load, so that
+ * core/ includes nothing above it. */
+typedef struct config_strategy {
+    const char *name;    /* --strategy NAME */
+    const char *summary; /* one line for --help */
+    int default_threads; /* --threads when not given */
+} config_strategy;
+
 typedef struct app_config {
     COUPON_OPTIONS(CONFIG_FIELD)
     /* The CUSTOM rows' fields: */
@@ -105,7 +114,9 @@ typedef struct app_config {
     int listen_port;               /* --listen: 0 = pick a free port */
     char *redis[CONFIG_MAX_REDIS]; /* --redis: as libdlock parses them; owned */
     size_t n_redis;
-    char *strategy;                /* --strategy: a name strategy_by_name() knows; owned */
+    char *strategy;                /* --strategy: a name of strategies[]; owned */
+    const config_strategy *strategies; /* config_load's list (borrowed), for --strategy and --help */
+    size_t n_strategies;
     char *admin_token;             /* --admin-token: NULL = admin endpoints disabled (403); owned */
     db_fence_mode fence;           /* --fence: how much of the section the store fences */
     unsigned fault_pause_ms;       /* --fault-pause-ms: stall inside the section (0 = off) ... */
@@ -126,9 +137,14 @@ typedef enum config_result {
 } config_result;
 
 /* Fills *cfg from the defaults, then the COUPON_* environment variables,
- * then argv (the command line wins). On CONFIG_ERROR, errbuf names the
- * option or variable and the bad value. Call config_free() on every path. */
-config_result config_load(app_config *cfg, int argc, char **argv, char *errbuf, size_t errlen);
+ * then argv (the command line wins). strategies[0..n_strategies): what
+ * --strategy may name (the first is no default: the table's is); the list
+ * must outlive cfg. On CONFIG_ERROR, errbuf names the option or variable
+ * and the bad value. Call config_free() on every path. */
+config_result config_load(app_config *cfg, const config_strategy *strategies, size_t n_strategies, int argc,
+                          char **argv, char *errbuf, size_t errlen);
+/* The entry of cfg->strategies for cfg->strategy (never NULL after CONFIG_OK). */
+const config_strategy *config_strategy_of(const app_config *cfg);
 void config_free(app_config *cfg);
 /* "listen=127.0.0.1:8080 db=coupon.db ..." : every option's effective value,
  * from the table, for the start-up log line. The admin token shows as "set"

@@ -13,8 +13,8 @@
  *         read the coupon first: the fence refused us and nothing was applied.
  * Which lock error (dlock_err) and which store status (db_status) lands on
  * which row is decided in outcome.c, and nowhere else. */
-#ifndef APP_CLAIM_OUTCOME_H
-#define APP_CLAIM_OUTCOME_H
+#ifndef APP_OUTCOME_H
+#define APP_OUTCOME_H
 
 #include "coupon_db.h"
 #include "dlock.h"
@@ -92,4 +92,4 @@ claim_result claim_from_db(db_status st);
 /* The row a failed acquisition lands on, and the lock error it counts as. */
 claim_result claim_from_lock(dlock_err e, lock_error_kind *kind);
 
-#endif /* APP_CLAIM_OUTCOME_H */
+#endif /* APP_OUTCOME_H */

@@ -1,6 +1,6 @@
 /* outcome.c - which lock error and which store status answers which row of
  * the claim outcome table (outcome.h): the only place that decides it. */
-#include "claim/outcome.h"
+#include "outcome.h"
 
 static const claim_outcome ROWS[CLAIM__COUNT] = {
 #define CLAIM_OUTCOME_ROW(row, label, http, code, retry, detail, msg) [CLAIM_##row] = {label, http, code, retry, detail, msg},
