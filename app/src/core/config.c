@@ -200,10 +200,29 @@ static int parse_strategy(app_config *cfg, const char *v, char *errbuf, size_t e
     return 0;
 }
 
+/* The token's characters: RFC 6750's token68, the only ones a Bearer
+ * header may carry (routes_admin.c refuses any other), so a token outside
+ * them could never be presented. */
+#define TOKEN68 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/="
+
 static int parse_admin_token(app_config *cfg, const char *v, char *errbuf, size_t errlen, const char *who)
 {
-    if (strlen(v) > 256) {
+    size_t len = strlen(v);
+
+    /* A short token falls to guessing however slowly guesses are let in
+     * (issue 22): refused at start rather than served. */
+    if (len < CONFIG_MIN_ADMIN_TOKEN) {
+        set_err(errbuf, errlen, "%s: the token has %zu characters, at least %d are needed (a short token can be "
+                "guessed; e.g. 32 random hex digits)", who, len, CONFIG_MIN_ADMIN_TOKEN);
+        return -1;
+    }
+    if (len > 256) {
         set_err(errbuf, errlen, "%s: token longer than 256 bytes", who);
+        return -1;
+    }
+    if (strspn(v, TOKEN68) != len) {
+        set_err(errbuf, errlen, "%s: the token may hold only letters, digits and -._~+/= (a Bearer header "
+                "carries nothing else)", who);
         return -1;
     }
     if (replace_str(&cfg->admin_token, v) != 0) {

@@ -17,6 +17,12 @@
 
 #define CONFIG_MAX_REDIS 16 /* == DLOCK_MAX_NODES */
 #define CONFIG_MAX_BATCH 64 /* most claims one lock acquisition may carry (--lock-batch) */
+/* The shortest --admin-token: 16 random token68 characters are more than
+ * 2^96 tokens, beyond reach at the admin back-off's global cap of a few
+ * dozen guesses a second (http/admin_guard.h); fewer could be guessed. */
+#define CONFIG_MIN_ADMIN_TOKEN 16
+#define CONFIG_STR_(x) #x
+#define CONFIG_STR(x) CONFIG_STR_(x)
 
 /* Row kinds:
  *   NUM     an integer in [lo, hi] stored in a field of type ctype;
@@ -56,7 +62,7 @@
     X(NUM,    int,      claim_queue,      "claim-queue",       "COUPON_CLAIM_QUEUE",       "N",              1, 100000,            1024,                             \
       "claims accepted and waiting for a claim worker; one more is answered 503 / 1005 at once")                                                                \
     X(CUSTOM, -,        admin_token,      "admin-token",       "COUPON_ADMIN_TOKEN",       "TOKEN",          0, 0,                 NULL,                             \
-      "bearer token for the admin endpoints (unset: they answer 403)")                                                                                          \
+      "bearer token for the admin endpoints, at least " CONFIG_STR(CONFIG_MIN_ADMIN_TOKEN) " characters of [A-Za-z0-9-._~+/=] (unset: they answer 403)")                                                                                          \
     X(NUM,    unsigned, work_us,          "work-us",           "COUPON_WORK_US",           "US",             0, 10000000,          0,                                \
       "the business step of the critical section, between the stock read and the write")                                                                        \
     X(ALIAS,  unsigned, work_us,          "unsafe-delay-us",   "COUPON_UNSAFE_DELAY_US",   "US",             0, 10000000,          0,                                \
