@@ -207,3 +207,42 @@ Test(app_outcomes, lock_held_by_another_answers_1005)
     cr_assert_eq(metric_claims(&g_app.srv[0], "lock_unavailable"), 0);
     expect_untouched(id);
 }
+
+/* The claim-queue path alone: one claim worker, held by a claim whose
+ * round waits on the stopped nodes for a whole --redis-timeout-ms, longer
+ * than --lock-wait; the claims queued behind it reach their deadline in the
+ * claim queue and are answered there, without a round: 1006 as well, since
+ * the lock service had no quorum when their wait ended (they were told
+ * 1005 "lock not acquired in time"). */
+Test(app_outcomes, queued_past_its_wait_without_quorum_answers_1006)
+{
+    APP_SETUP_OK();
+    app_env_server_up(&g_app, 0, "--threads", "2", "--claim-workers", "1", "--lock-wait", "300",
+                      "--redis-timeout-ms", "1000", NULL);
+    const server_proc *s = &g_app.srv[0];
+    long long id = app_create_coupon(s, "queued", 1000, 0);
+    cr_assert_eq(redis_pause(&g_app.redis[1]), 0);
+    cr_assert_eq(redis_pause(&g_app.redis[2]), 0);
+    long long unavailable_before = app_metric(s, "coupon_lock_errors_total{kind=\"unavailable\"}");
+
+    enum { N = 4 };
+    static burst_call calls[N];
+    pthread_t th[N];
+    /* The first alone, so that it is the one the worker runs. */
+    for (size_t i = 0; i < N; i++) {
+        calls[i] = (burst_call){.srv = s, .coupon_id = id, .idx = (int)i};
+        cr_assert_eq(pthread_create(&th[i], NULL, burst_main, &calls[i]), 0);
+        if (i == 0)
+            test_sleep_ms(150);
+    }
+    for (size_t i = 0; i < N; i++)
+        cr_assert_eq(pthread_join(th[i], NULL), 0);
+    for (size_t i = 0; i < N; i++)
+        cr_expect(calls[i].status == 503 && calls[i].code == 1006 && calls[i].has_retry_after,
+                  "claim %zu: HTTP %ld code %lld, not 503 / 1006 with Retry-After", i, calls[i].status,
+                  calls[i].code);
+    /* Each counted once as the lock service unavailable. */
+    cr_expect_eq(app_metric(s, "coupon_lock_errors_total{kind=\"unavailable\"}") - unavailable_before, N);
+    cr_expect_eq(metric_claims(s, "queue_timeout"), 0);
+    expect_untouched(id);
+}
