@@ -134,8 +134,12 @@ static step read_options(process *p)
     const strategy *s;
     size_t n = 0;
 
-    for (; n < sizeof p->strategies / sizeof p->strategies[0] && (s = strategy_at(n)) != NULL; n++)
+    for (; (s = strategy_at(n)) != NULL; n++) {
+        /* Room for the registry (11 today); a longer one must not hide a strategy. */
+        if (n == sizeof p->strategies / sizeof p->strategies[0])
+            return fail(p, STEP_FAILED, "more than %zu strategies registered", n);
         p->strategies[n] = (config_strategy){s->name, s->summary, s->default_threads};
+    }
     switch (config_load(&p->cfg, p->strategies, n, p->argc, p->argv, p->err, sizeof p->err)) {
     case CONFIG_OK:
         break;
