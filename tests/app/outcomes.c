@@ -161,18 +161,20 @@ static void expect_untouched(long long id)
     app_expect_db(g_app.db, id, 1000, 0, &st);
 }
 
-/* A coupon made while every node is up (the admin route needs no lock, but
- * the suite's helper asserts the create). */
-static long long up_with_coupon(void)
+/* A server and a coupon made while every node is up. redis_timeout_ms: a
+ * round's bound on a node (the server's default, 200 ms, where nodes are
+ * stopped; generous where they are up, so that a loaded machine cannot
+ * turn contention into a timed-out round). */
+static long long up_with_coupon(const char *redis_timeout_ms)
 {
-    app_env_server_up(&g_app, 0, "--lock-wait", LOCK_WAIT, NULL);
+    app_env_server_up(&g_app, 0, "--lock-wait", LOCK_WAIT, "--redis-timeout-ms", redis_timeout_ms, NULL);
     return app_create_coupon(&g_app.srv[0], "burst", 1000, 0);
 }
 
 Test(app_outcomes, quorum_lost_killed_answers_1006)
 {
     APP_SETUP_OK();
-    long long id = up_with_coupon();
+    long long id = up_with_coupon("200");
     cr_assert_eq(redis_kill(&g_app.redis[1]), 0);
     cr_assert_eq(redis_kill(&g_app.redis[2]), 0);
     burst_expect(&g_app.srv[0], id, 503, 1006, UNAVAILABLE_ROWS);
@@ -182,7 +184,7 @@ Test(app_outcomes, quorum_lost_killed_answers_1006)
 Test(app_outcomes, quorum_lost_stopped_answers_1006)
 {
     APP_SETUP_OK();
-    long long id = up_with_coupon();
+    long long id = up_with_coupon("200");
     /* Stopped, not gone: connections are accepted and commands sent, and
      * only the command timeout ends each round (.fini resumes them). */
     cr_assert_eq(redis_pause(&g_app.redis[1]), 0);
@@ -194,7 +196,7 @@ Test(app_outcomes, quorum_lost_stopped_answers_1006)
 Test(app_outcomes, lock_held_by_another_answers_1005)
 {
     APP_SETUP_OK();
-    long long id = up_with_coupon();
+    long long id = up_with_coupon("2000");
     char key[64], out[64];
     snprintf(key, sizeof key, APP_LOCK_KEY_FMT, id);
     /* Another owner's key on every node, for longer than the test. */
