@@ -1,5 +1,5 @@
 /* api.h - the contract's reply codes, carried in every JSON envelope's "code".
- * Which lock or store outcome answers which code is claim/outcome.h. */
+ * Which lock or store outcome answers which code is outcome.h. */
 #ifndef APP_API_H
 #define APP_API_H
 

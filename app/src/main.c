@@ -1,10 +1,13 @@
-/* main.c - coupon-server: startup (options, store, worker slots, HTTP),
- * the wait for SIGINT/SIGTERM, and the orderly shutdown. */
+/* main.c - coupon-server: start-up in its steps (options, logs, signals,
+ * the store and lock clients, the claim workers, HTTP, the lock watch),
+ * the wait for SIGINT/SIGTERM, and the orderly stop; the one place that
+ * wires the strategies (claim/) into the options (core/). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,7 @@
 #include "claim/claimq.h"
 #include "claim/hold_log.h"
 #include "claim/section.h"
+#include "claim/strategies.h"
 #include "core/lockwatch.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -43,7 +47,7 @@ static void on_fault_signal(int sig)
     section_fault_arm();
 }
 
-static int install_signals(const app_config *cfg)
+static int catch_signals(const app_config *cfg)
 {
     struct sigaction sa;
 
@@ -87,152 +91,220 @@ static int wait_for_stop(void)
     }
 }
 
-/* Start-up check: a store that cannot take writes would answer every claim
- * with an error; better to refuse to start, with the reason. */
-static int check_db_writable(worker_pool *pool, const app_config *cfg, char *err, size_t errlen)
-{
-    worker *w = pool_checkout(pool);
-    db_status st = db_write_probe(w->db);
-    if (st != DB_OK)
-        snprintf(err, errlen, "--db %s: the database cannot be written: %s", cfg->db_path, db_errmsg(w->db));
-    pool_return(pool, w);
-    return st == DB_OK ? 0 : -1;
-}
-
-int main(int argc, char **argv)
-{
-    int rc = 1;
+/* The process as start-up builds it: stop() takes down whatever was
+ * reached, in reverse order, from the pointers left NULL or set here. */
+typedef struct process {
+    int argc;
+    char **argv;
+    config_strategy strategies[64]; /* the registry's, as the options see them */
     app_config cfg;
     app a;
-    worker_pool *pool = NULL;
-    claimq *claims = NULL;
-    server *srv = NULL;
-    char err[512] = "";
-    sigset_t stopsigs, oldmask;
-    int port = 0;
-    int stopping = 0;
+    worker_pool *pool;
+    claimq *claims;
+    server *srv;
+    int port;
+    sigset_t oldmask; /* the mask before start-up blocked the stop signals */
+    int stopping;     /* a signal asked for the stop */
+    char err[512];    /* why a step failed: the one line on stderr */
+} process;
 
-    memset(&a, 0, sizeof a);
-    switch (config_load(&cfg, argc, argv, err, sizeof err)) {
+/* What a step tells main: go on, or stop with an exit status (the
+ * contract: 2 for bad options or an unusable address or store, 1 when the
+ * system failed, 0 after --help or a signal). */
+typedef enum step {
+    STEP_NEXT = -1,
+    STEP_DONE = 0,
+    STEP_FAILED = 1,
+    STEP_USAGE = 2
+} step;
+
+static step fail(process *p, step s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static step fail(process *p, step s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->err, sizeof p->err, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* The options, with the registry's strategies to choose from. */
+static step read_options(process *p)
+{
+    const strategy *s;
+    size_t n = 0;
+
+    for (; (s = strategy_at(n)) != NULL; n++) {
+        /* Room for the registry (11 today); a longer one must not hide a strategy. */
+        if (n == sizeof p->strategies / sizeof p->strategies[0])
+            return fail(p, STEP_FAILED, "more than %zu strategies registered", n);
+        p->strategies[n] = (config_strategy){s->name, s->summary, s->default_threads};
+    }
+    switch (config_load(&p->cfg, p->strategies, n, p->argc, p->argv, p->err, sizeof p->err)) {
     case CONFIG_OK:
         break;
     case CONFIG_HELP:
-        rc = 0;
-        goto out;
+        return STEP_DONE;
     case CONFIG_ERROR:
-        fprintf(stderr, "coupon-server: %s\n", err);
-        rc = 2;
-        goto out;
+        return STEP_USAGE;
     }
-    log_set_level(cfg.log_level);
+    p->a.cfg = &p->cfg;
+    p->a.strat = strategy_by_name(p->cfg.strategy); /* config_load checked the name */
+    atomic_init(&p->a.in_flight, 0);
+    atomic_init(&p->a.stopping, 0);
+    log_set_level(p->cfg.log_level);
     metrics_init(COUPON_VERSION);
-    if (access_log_open(cfg.access_log, err, sizeof err) != 0) {
-        fprintf(stderr, "coupon-server: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    a.cfg = &cfg;
-    a.strat = strategy_by_name(cfg.strategy);
-    /* Before any thread: the log's descriptor is then only read by them. */
-    if (hold_log_open(cfg.hold_log, err, sizeof err) != 0) {
-        fprintf(stderr, "coupon-server: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    atomic_init(&a.in_flight, 0);
-    atomic_init(&a.stopping, 0);
     /* jansson seeds its hash function on first use; doing it here, before
      * any thread exists, keeps that one-time write out of a race. */
     json_object_seed(0);
+    return STEP_NEXT;
+}
 
-    if (install_signals(&cfg) != 0) {
-        fprintf(stderr, "coupon-server: cannot install signal handlers: %s\n", strerror(errno));
-        goto out;
-    }
+/* Before any thread: the logs' descriptors are then only read by them. */
+static step open_logs(process *p)
+{
+    if (access_log_open(p->cfg.access_log, p->err, sizeof p->err) != 0 ||
+        hold_log_open(p->cfg.hold_log, p->err, sizeof p->err) != 0)
+        return STEP_USAGE;
+    return STEP_NEXT;
+}
+
+static step install_signals(process *p)
+{
+    sigset_t stopsigs;
+
+    if (catch_signals(&p->cfg) != 0)
+        return fail(p, STEP_FAILED, "cannot install signal handlers: %s", strerror(errno));
     /* Request threads (and libdlock's watchdogs) inherit this mask, so a
      * signal is always handled on the main thread and never interrupts a
-     * Redis or SQLite call with EINTR in the middle of a claim. */
+     * Redis or SQLite call with EINTR in the middle of a claim. serve()
+     * restores the old mask once every thread has started. */
     sigemptyset(&stopsigs);
     sigaddset(&stopsigs, SIGINT);
     sigaddset(&stopsigs, SIGTERM);
     sigaddset(&stopsigs, SIGUSR1);
-    if (pthread_sigmask(SIG_BLOCK, &stopsigs, &oldmask) != 0)
-        goto out;
+    int e = pthread_sigmask(SIG_BLOCK, &stopsigs, &p->oldmask);
+    if (e != 0)
+        return fail(p, STEP_FAILED, "cannot block the stop signals: %s", strerror(e));
+    return STEP_NEXT;
+}
 
-    /* One slot per HTTP thread (checked out per request: a thread never
-     * waits for a slot) and one per claim worker (held for its life). */
-    switch (pool_new(&cfg, (size_t)cfg.threads + (size_t)cfg.claim_workers, a.strat->uses_lock, &pool, err,
-                     sizeof err)) {
+/* The worker slots: the store's connections and the lock clients. One
+ * slot per HTTP thread (checked out per request: a thread never waits for
+ * a slot) and one per claim worker (held for its life). A store that
+ * cannot take writes would answer every claim with an error: better to
+ * refuse to start, with the reason. */
+static step open_store(process *p)
+{
+    const app_config *cfg = &p->cfg;
+    char why[sizeof p->err - 64];
+
+    switch (pool_new(cfg, (size_t)cfg->threads + (size_t)cfg->claim_workers, p->a.strat->uses_lock, &p->pool, why,
+                     sizeof why)) {
     case POOL_OK:
         break;
     case POOL_ERR_DB:
-        fprintf(stderr, "coupon-server: %s\n", err);
-        rc = 2;
-        goto out;
+        return fail(p, STEP_USAGE, "%s", why);
     case POOL_ERR_LOCK:
-        fprintf(stderr, "coupon-server: --redis: %s\n", err);
-        rc = 2;
-        goto out;
+        return fail(p, STEP_USAGE, "--redis: %s", why);
     case POOL_ERR_SYSTEM:
-        fprintf(stderr, "coupon-server: %s\n", err);
-        goto out;
+        return fail(p, STEP_FAILED, "%s", why);
     }
-    a.pool = pool;
-    if (check_db_writable(pool, &cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "coupon-server: %s\n", err);
-        rc = 2;
-        goto out;
-    }
-    /* The claim workers start before the HTTP threads that feed them. */
-    if (claimq_start(&cfg, a.strat, pool, (size_t)cfg.claim_workers, (size_t)cfg.claim_queue, &claims, err,
-                     sizeof err) != 0) {
-        fprintf(stderr, "coupon-server: %s\n", err);
-        goto out;
-    }
-    a.claims = claims;
-    int started = server_start(&a, &srv, &port, err, sizeof err);
-    if (started != 0) {
-        fprintf(stderr, "coupon-server: %s\n", err);
-        rc = started == SERVER_ERR_BIND ? 2 : 1;
-        goto out;
-    }
-    /* The node log and gauges follow the lock service from here on (after
-     * the bind: a usage error stays the one line it should be). */
-    if (a.strat->uses_lock && lockwatch_start(&cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "coupon-server: %s\n", err);
-        goto out;
-    }
+    p->a.pool = p->pool;
+    worker *w = pool_checkout(p->pool);
+    db_status st = db_write_probe(w->db);
+    if (st != DB_OK)
+        (void)fail(p, STEP_USAGE, "--db %s: the database cannot be written: %s", cfg->db_path, db_errmsg(w->db));
+    pool_return(p->pool, w);
+    return st == DB_OK ? STEP_NEXT : STEP_USAGE;
+}
+
+/* Before the HTTP threads that feed them. */
+static step start_claim_workers(process *p)
+{
+    const app_config *cfg = &p->cfg;
+
+    if (claimq_start(cfg, p->a.strat, p->pool, (size_t)cfg->claim_workers, (size_t)cfg->claim_queue, &p->claims,
+                     p->err, sizeof p->err) != 0)
+        return STEP_FAILED;
+    p->a.claims = p->claims;
+    return STEP_NEXT;
+}
+
+static step start_http(process *p)
+{
+    int started = server_start(&p->a, &p->srv, &p->port, p->err, sizeof p->err);
+
+    if (started == 0)
+        return STEP_NEXT;
+    return started == SERVER_ERR_BIND ? STEP_USAGE : STEP_FAILED;
+}
+
+/* The node log and gauges follow the lock service from here on (after the
+ * bind: a usage error stays the one line it should be). */
+static step watch_lock(process *p)
+{
+    if (p->a.strat->uses_lock && lockwatch_start(&p->cfg, p->err, sizeof p->err) != 0)
+        return STEP_FAILED;
+    return STEP_NEXT;
+}
+
+/* Says where it listens, then waits for SIGINT/SIGTERM. */
+static step serve(process *p)
+{
     char hostport[320];
-    config_format_hostport(cfg.listen_host, port, hostport, sizeof hostport);
+
+    config_format_hostport(p->cfg.listen_host, p->port, hostport, sizeof hostport);
     /* Scripts and tests wait for this exact line to learn the real port. */
     printf("listening on http://%s\n", hostport);
     fflush(stdout);
     if (log_enabled(LOG_INFO)) {
         char opts[2048];
-        config_describe(&cfg, opts, sizeof opts);
+        config_describe(&p->cfg, opts, sizeof opts);
         log_event_line(LOG_INFO, LOG_EV_START, "coupon-server %s listening on http://%s pid %ld: %s", COUPON_VERSION,
                        hostport, (long)getpid(), opts);
     }
-
-    if (pthread_sigmask(SIG_SETMASK, &oldmask, NULL) != 0)
-        goto out;
+    int e = pthread_sigmask(SIG_SETMASK, &p->oldmask, NULL);
+    if (e != 0)
+        return fail(p, STEP_FAILED, "cannot unblock the stop signals: %s", strerror(e));
     int sig = wait_for_stop();
     log_event_line(LOG_INFO, LOG_EV_STOP, "%s: stopping; finishing the requests in flight (up to %d ms)",
-                   sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "signal", cfg.shutdown_grace_ms);
-    stopping = 1;
-    rc = 0;
-out:
-    server_stop(srv); /* stops the claim queue in its drain */
-    claimq_free(claims); /* after the server: its threads submit to the queue */
+                   sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "signal", p->cfg.shutdown_grace_ms);
+    p->stopping = 1;
+    return STEP_DONE;
+}
+
+/* Whatever start-up reached, in reverse; each call accepts what was never made. */
+static void stop(process *p)
+{
+    server_stop(p->srv);     /* stops the claim queue in its drain */
+    claimq_free(p->claims);  /* after the server: its threads submit to the queue */
     lockwatch_stop();
-    pool_free(pool);
-    if (stopping)
+    pool_free(p->pool);
+    if (p->stopping)
         log_event_line(LOG_INFO, LOG_EV_STOPPED, "stopped");
     access_log_close();
     hold_log_close();
-    config_free(&cfg);
+    config_free(&p->cfg);
     for (int i = 0; i < 2; i++)
         if (stop_pipe[i] >= 0)
             close(stop_pipe[i]);
-    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    static step (*const START[])(process *) = {read_options, open_logs,  install_signals, open_store,
+                                               start_claim_workers, start_http, watch_lock, serve};
+    static process p; /* static: zeroed, and large for a stack */
+    step s = STEP_NEXT;
+
+    p.argc = argc;
+    p.argv = argv;
+    for (size_t i = 0; s == STEP_NEXT && i < sizeof START / sizeof START[0]; i++)
+        s = START[i](&p);
+    /* The one error path: one line, then the same stop as after a signal. */
+    if (s == STEP_USAGE || s == STEP_FAILED)
+        fprintf(stderr, "coupon-server: %s\n", p.err);
+    stop(&p);
+    return (int)s;
 }

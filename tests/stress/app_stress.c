@@ -50,7 +50,7 @@ int main(void)
 {
     redis_proc nodes[NODES];
     char dir[256] = "", db[320], redis_csv[256], url[160];
-    const char *hdr[] = {"Authorization: Bearer stress-token", "Content-Type: application/json", NULL};
+    const char *hdr[] = {"Authorization: Bearer stress-suite-token-9d2b", "Content-Type: application/json", NULL};
     pthread_t th[THREADS];
     http_reply r;
     int status = -1, rc = 2;
@@ -62,7 +62,7 @@ int main(void)
     snprintf(db, sizeof(db), "%s/coupon.db", dir);
     redis_addrs_csv(nodes, NODES, redis_csv, sizeof(redis_csv));
     {
-        const char *args[] = {"--db", db, "--redis", redis_csv, "--admin-token", "stress-token",
+        const char *args[] = {"--db", db, "--redis", redis_csv, "--admin-token", "stress-suite-token-9d2b",
                               "--threads", "4", "--lock-wait", "5000", NULL};
         if (server_start(&servers[0], args) != 0 || server_start(&servers[1], args) != 0)
             goto out;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "core/lockstate.h"
 #include "core/metrics.h"
 
 struct claimq {
@@ -26,15 +27,23 @@ struct claimq {
     size_t n_threads;     /* started (and so to join) */
 };
 
-/* The job's answer once its deadline passed while it waited: its own 1005
- * row (queue_timeout), and the lock error "timeout" (outcome.h: "or queued past it"), without a
- * round trip to Redis or the store. */
+/* The job's answer once its deadline passed while it waited, without a
+ * round trip to Redis or the store: its own 1005 row (queue_timeout) and
+ * the lock error "timeout" (outcome.h: "or queued past it"), or 1006 when
+ * the lock service had no quorum as its wait ended (core/lockstate.h). */
 static void expire(claim_job *job, const app_config *cfg, int64_t now_us)
 {
+    lock_error_kind kind;
+    dlock_err seen = lockstate_last();
+
     metrics_lock_wait_us(now_us - (job->deadline_us - (int64_t)cfg->lock_wait_ms * 1000));
-    metrics_lock_error(LOCK_ERROR_TIMEOUT);
-    snprintf(job->out.detail, sizeof job->out.detail, "its whole wait passed in the claim queue");
-    job->result = CLAIM_QUEUE_TIMEOUT;
+    job->result = claim_from_wait(CLAIM_QUEUE_TIMEOUT, seen, &kind);
+    metrics_lock_error(kind);
+    if (job->result == CLAIM_QUEUE_TIMEOUT)
+        snprintf(job->out.detail, sizeof job->out.detail, "its whole wait passed in the claim queue");
+    else
+        snprintf(job->out.detail, sizeof job->out.detail,
+                 "its whole wait passed in the claim queue while the lock service failed: %s", dlock_strerror(seen));
 }
 
 static void run(claimq *q, worker *w, claim_job *job)

@@ -1,8 +1,10 @@
 /* section.c - the business step and the injected fault between the
- * critical section's read and its write (see section.h). */
+ * critical section's read and its write, and the claim's outcome from the
+ * section's status (see section.h). */
 #include "claim/section.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "common.h"
 #include "core/log.h"
@@ -65,4 +67,17 @@ db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fe
     section_step step = {cfg};
 
     return db_claim_section(w->db, coupon_id, mode, fence, reqs, n, business_step, &step);
+}
+
+claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out)
+{
+    if (req->status == DB_OK) {
+        out->rec = req->claim;
+    } else if (req->status == DB_SOLD_OUT || req->status == DB_USER_LIMIT) {
+        /* Decided in memory from the read: the store's message may be another claim's. */
+        snprintf(out->detail, sizeof out->detail, "%s", db_status_str(req->status));
+    } else {
+        snprintf(out->detail, sizeof out->detail, "%s", db_errmsg(w->db));
+    }
+    return claim_from_db(req->status);
 }

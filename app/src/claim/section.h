@@ -12,6 +12,7 @@
 
 #include "coupon_db.h"
 
+#include "claim/strategy.h"
 #include "core/config.h"
 #include "core/workers.h"
 
@@ -19,6 +20,10 @@
  * db_claim_section for the statuses). fence 0 with DB_FENCE_OFF: no lock. */
 db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fence_mode mode, uint64_t fence,
                       db_claim_req *reqs, size_t n);
+
+/* One claim's outcome after the section: out->rec on success, out->detail
+ * (from w's store) on failure; returns its row of the outcome table. */
+claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out);
 
 /* --fault-pause-ms MS:signal: the next section to run stalls MS (called
  * from the SIGUSR1 handler: async-signal-safe). */

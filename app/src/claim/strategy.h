@@ -1,4 +1,5 @@
-/* strategy.h - the claim strategy interface (claim + lock health) and its results.
+/* strategy.h - the claim strategy interface (claim + lock health) and its results;
+ * the registry of strategies is strategies.h.
  *
  * A strategy turns "give user U one coupon C" into store (and lock) calls.
  * The sold-out fast path is not here: routes_coupon.c runs it once, before
@@ -11,7 +12,7 @@
 
 #include "coupon_db.h"
 
-#include "claim/outcome.h"
+#include "outcome.h"
 #include "core/config.h"
 #include "core/workers.h"
 
@@ -46,18 +47,9 @@ typedef struct strategy {
     const struct recipe *recipe; /* the seed recipe it runs (strategy_recipe.c), else NULL */
 } strategy;
 
-/* The registry: strategy.c lists every strategy once; adding one is its
- * file plus one line there. NULL for an unknown name. */
-const strategy *strategy_by_name(const char *name);
-/* The i-th registered strategy, NULL past the end (the first is the default). */
-const strategy *strategy_at(size_t i);
-/* "redlock, none, atomic-sql" into buf, for messages; returns buf. */
-const char *strategy_names(char *buf, size_t len);
-/* The seeds' recipes as strategies (strategy_recipe.c): the i-th, NULL past the end. */
+/* The seeds' recipes as strategies (strategy_recipe.c): the i-th, NULL
+ * past the end. The registry (strategies.h) lists them after its own. */
 const strategy *strategy_recipe_at(size_t i);
-/* One claim's outcome after the critical section: out->rec on success,
- * out->detail (from w's store) on failure; returns its claim result. */
-claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out);
 /* Health for strategies that use no lock. */
 lock_health strategy_no_lock_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes,
                                     uint32_t *up_mask);

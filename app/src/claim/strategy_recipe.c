@@ -29,13 +29,20 @@ static void crash_between(void *arg)
     fault_lock_acquired((const app_config *)arg);
 }
 
+static void slot_conn_free(void *conn)
+{
+    recipe_conn_free(conn);
+}
+
 static recipe_conn *slot_conn(worker *w, const app_config *cfg)
 {
-    /* Opened on the slot's first claim, freed by pool_free. */
-    if (w->recipe == NULL)
-        w->recipe = recipe_conn_new((const char *const *)cfg->redis, cfg->n_redis, cfg->redis_connect_ms,
-                                    cfg->redis_timeout_ms);
-    return w->recipe;
+    /* Opened on the slot's first claim, freed by pool_free (workers.h). */
+    if (w->conn == NULL) {
+        w->conn = recipe_conn_new((const char *const *)cfg->redis, cfg->n_redis, cfg->redis_connect_ms,
+                                  cfg->redis_timeout_ms);
+        w->conn_free = slot_conn_free;
+    }
+    return w->conn;
 }
 
 static claim_result recipe_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,

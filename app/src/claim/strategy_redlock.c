@@ -14,6 +14,7 @@
 #include "claim/fault.h"
 #include "claim/hold_log.h"
 #include "common.h"
+#include "core/lockstate.h"
 #include "core/lockwatch.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -52,6 +53,7 @@ static db_status heal_fence(worker *w, const app_config *cfg, const char *resour
     /* At least one attempt even past the deadline: the claim was already
      * granted the lock once. */
     e = dlock_acquire(w->lock, resource, cfg->lock_ttl_ms, deadline, lockp);
+    lockstate_note_acquire(e);
     if (e != DLOCK_OK) {
         log_event_line(LOG_WARN, LOG_EV_FENCE_HEALED, "coupon %" PRId64 ": fence counters raised to %" PRId64
                        " but the lock was not taken again: %s", coupon_id, c.last_fence, dlock_strerror(e));
@@ -147,10 +149,17 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
             goto out;
         }
         if (j == JOIN_TIMEOUT) {
+            lock_error_kind kind;
+            dlock_err seen = lockstate_last();
             metrics_lock_wait_us(cm_now_us() - t0);
-            metrics_lock_error(LOCK_ERROR_TIMEOUT);
-            snprintf(out->detail, sizeof out->detail, "queued behind other claims of this server");
-            result = CLAIM_LOCK_TIMEOUT;
+            result = claim_from_wait(CLAIM_LOCK_TIMEOUT, seen, &kind); /* 1005, or 1006 without quorum */
+            metrics_lock_error(kind);
+            if (result == CLAIM_LOCK_TIMEOUT)
+                snprintf(out->detail, sizeof out->detail, "queued behind other claims of this server");
+            else
+                snprintf(out->detail, sizeof out->detail,
+                         "queued behind other claims of this server while the lock service failed: %s",
+                         dlock_strerror(seen));
             goto out;
         }
         leading = 1;
@@ -160,6 +169,7 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
     snprintf(resource, sizeof resource, "coupon:%" PRId64, coupon_id);
     dlock_client_stats(w->lock, &before);
     dlock_err e = dlock_acquire(w->lock, resource, cfg->lock_ttl_ms, deadline, &lock);
+    lockstate_note_acquire(e); /* what the claims still waiting will be told, if their wait ends first */
     metrics_lock_wait_us(cm_now_us() - t0);
     /* This slot's client serves this thread alone right now, so the stats
      * delta is exactly this acquisition's retries. */
@@ -170,7 +180,7 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
         char why[DLOCK_ERRSTR_LEN];
         snprintf(out->detail, sizeof out->detail, "%s: %s", dlock_strerror(e),
                  dlock_client_errstr(w->lock, why, sizeof why));
-        result = claim_from_lock(e, &kind); /* 1005 or 1006: claim/outcome.c */
+        result = claim_from_lock(e, &kind); /* 1005 or 1006: outcome.c */
         metrics_lock_error(kind);
         goto out;
     }

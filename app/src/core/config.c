@@ -14,8 +14,6 @@
 
 #include "dlock.h"
 
-#include "claim/strategy.h"
-
 enum opt_id {
 #define OPT_ENUM(kind, ctype, field, name, env, arg, lo, hi, def, help) OPT_##kind##_##field,
     COUPON_OPTIONS(OPT_ENUM)
@@ -166,13 +164,33 @@ out:
     return result;
 }
 
+static const config_strategy *find_strategy(const app_config *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->n_strategies; i++)
+        if (strcmp(cfg->strategies[i].name, name) == 0)
+            return &cfg->strategies[i];
+    return NULL;
+}
+
+const config_strategy *config_strategy_of(const app_config *cfg)
+{
+    return cfg->strategy != NULL ? find_strategy(cfg, cfg->strategy) : NULL;
+}
+
 static int parse_strategy(app_config *cfg, const char *v, char *errbuf, size_t errlen, const char *who)
 {
-    char names[256];
+    char names[512];
+    size_t off = 0;
 
-    if (strategy_by_name(v) == NULL) {
-        set_err(errbuf, errlen, "%s: unknown strategy '%s' (known: %s)", who, v,
-                strategy_names(names, sizeof names));
+    if (find_strategy(cfg, v) == NULL) {
+        names[0] = '\0';
+        for (size_t i = 0; i < cfg->n_strategies && off < sizeof names; i++) {
+            int n = snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "", cfg->strategies[i].name);
+            if (n < 0)
+                break;
+            off += (size_t)n;
+        }
+        set_err(errbuf, errlen, "%s: unknown strategy '%s' (known: %s)", who, v, names);
         return -1;
     }
     if (replace_str(&cfg->strategy, v) != 0) {
@@ -182,10 +200,29 @@ static int parse_strategy(app_config *cfg, const char *v, char *errbuf, size_t e
     return 0;
 }
 
+/* The token's characters: RFC 6750's token68, the only ones a Bearer
+ * header may carry (routes_admin.c refuses any other), so a token outside
+ * them could never be presented. */
+#define TOKEN68 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/="
+
 static int parse_admin_token(app_config *cfg, const char *v, char *errbuf, size_t errlen, const char *who)
 {
-    if (strlen(v) > 256) {
+    size_t len = strlen(v);
+
+    /* A short token falls to guessing however slowly guesses are let in
+     * (issue 22): refused at start rather than served. */
+    if (len < CONFIG_MIN_ADMIN_TOKEN) {
+        set_err(errbuf, errlen, "%s: the token has %zu characters, at least %d are needed (a short token can be "
+                "guessed; e.g. 32 random hex digits)", who, len, CONFIG_MIN_ADMIN_TOKEN);
+        return -1;
+    }
+    if (len > 256) {
         set_err(errbuf, errlen, "%s: token longer than 256 bytes", who);
+        return -1;
+    }
+    if (strspn(v, TOKEN68) != len) {
+        set_err(errbuf, errlen, "%s: the token may hold only letters, digits and -._~+/= (a Bearer header "
+                "carries nothing else)", who);
         return -1;
     }
     if (replace_str(&cfg->admin_token, v) != 0) {
@@ -360,7 +397,7 @@ static void default_text(enum opt_id id, char *out, size_t outlen)
     }
 }
 
-static void print_help(const char *prog)
+static void print_help(const app_config *cfg, const char *prog)
 {
     printf("usage: %s [options]\n\nEach option can also be set by the environment variable shown;"
            " the command line wins.\n\n", prog);
@@ -373,9 +410,9 @@ static void print_help(const char *prog)
                o->env ? "]" : "");
         /* The strategies come from their registry, each with its threads. */
         if (i == OPT_CUSTOM_strategy)
-            for (size_t k = 0; strategy_at(k) != NULL; k++)
-                printf("  %-32s   %-20s %s (threads %d)\n", "", strategy_at(k)->name, strategy_at(k)->summary,
-                       strategy_at(k)->default_threads);
+            for (size_t k = 0; k < cfg->n_strategies; k++)
+                printf("  %-32s   %-20s %s (threads %d)\n", "", cfg->strategies[k].name, cfg->strategies[k].summary,
+                       cfg->strategies[k].default_threads);
     }
     fflush(stdout);
 }
@@ -427,7 +464,7 @@ static config_result load_argv(app_config *cfg, int argc, char **argv, char *err
         }
         enum opt_id id = c == 'h' ? OPT_HELP : (enum opt_id)(c - 256);
         if (id == OPT_HELP) {
-            print_help(argv[0]);
+            print_help(cfg, argv[0]);
             return CONFIG_HELP;
         }
         if (id == OPT_VERSION) {
@@ -448,11 +485,14 @@ static config_result load_argv(app_config *cfg, int argc, char **argv, char *err
     return CONFIG_OK;
 }
 
-config_result config_load(app_config *cfg, int argc, char **argv, char *errbuf, size_t errlen)
+config_result config_load(app_config *cfg, const config_strategy *strategies, size_t n_strategies, int argc,
+                          char **argv, char *errbuf, size_t errlen)
 {
     config_result r;
 
     memset(cfg, 0, sizeof *cfg);
+    cfg->strategies = strategies;
+    cfg->n_strategies = n_strategies;
     if (apply_defaults(cfg, errbuf, errlen) != 0)
         return CONFIG_ERROR;
     /* The command line wins over the environment, which wins over the table. */
@@ -462,7 +502,7 @@ config_result config_load(app_config *cfg, int argc, char **argv, char *errbuf, 
         return r;
     /* Unset --threads: the strategy's own default (its row in the registry). */
     if (cfg->threads == 0)
-        cfg->threads = strategy_by_name(cfg->strategy)->default_threads;
+        cfg->threads = config_strategy_of(cfg)->default_threads;
     /* Unset --claim-workers: as many as --threads, so that as many claims
      * of one coupon as before can wait for (and batch under) one lock. */
     if (cfg->claim_workers == 0)

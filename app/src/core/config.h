@@ -17,6 +17,12 @@
 
 #define CONFIG_MAX_REDIS 16 /* == DLOCK_MAX_NODES */
 #define CONFIG_MAX_BATCH 64 /* most claims one lock acquisition may carry (--lock-batch) */
+/* The shortest --admin-token: 16 random token68 characters are more than
+ * 2^96 tokens, beyond reach at the admin back-off's global cap of a few
+ * dozen guesses a second (http/admin_guard.h); fewer could be guessed. */
+#define CONFIG_MIN_ADMIN_TOKEN 16
+#define CONFIG_STR_(x) #x
+#define CONFIG_STR(x) CONFIG_STR_(x)
 
 /* Row kinds:
  *   NUM     an integer in [lo, hi] stored in a field of type ctype;
@@ -56,7 +62,7 @@
     X(NUM,    int,      claim_queue,      "claim-queue",       "COUPON_CLAIM_QUEUE",       "N",              1, 100000,            1024,                             \
       "claims accepted and waiting for a claim worker; one more is answered 503 / 1005 at once")                                                                \
     X(CUSTOM, -,        admin_token,      "admin-token",       "COUPON_ADMIN_TOKEN",       "TOKEN",          0, 0,                 NULL,                             \
-      "bearer token for the admin endpoints (unset: they answer 403)")                                                                                          \
+      "bearer token for the admin endpoints, at least " CONFIG_STR(CONFIG_MIN_ADMIN_TOKEN) " characters of [A-Za-z0-9-._~+/=] (unset: they answer 403)")                                                                                          \
     X(NUM,    unsigned, work_us,          "work-us",           "COUPON_WORK_US",           "US",             0, 10000000,          0,                                \
       "the business step of the critical section, between the stock read and the write")                                                                        \
     X(ALIAS,  unsigned, work_us,          "unsafe-delay-us",   "COUPON_UNSAFE_DELAY_US",   "US",             0, 10000000,          0,                                \
@@ -98,6 +104,15 @@
 #define CONFIG_FIELD_ALIAS(ctype, field)
 #define CONFIG_FIELD(kind, ctype, field, name, env, arg, lo, hi, def, help) CONFIG_FIELD_##kind(ctype, field)
 
+/* A claim strategy as the options know it. The registry is claim/'s
+ * (claim/strategies.h): main.c hands its list to config_load, so that
+ * core/ includes nothing above it. */
+typedef struct config_strategy {
+    const char *name;    /* --strategy NAME */
+    const char *summary; /* one line for --help */
+    int default_threads; /* --threads when not given */
+} config_strategy;
+
 typedef struct app_config {
     COUPON_OPTIONS(CONFIG_FIELD)
     /* The CUSTOM rows' fields: */
@@ -105,7 +120,9 @@ typedef struct app_config {
     int listen_port;               /* --listen: 0 = pick a free port */
     char *redis[CONFIG_MAX_REDIS]; /* --redis: as libdlock parses them; owned */
     size_t n_redis;
-    char *strategy;                /* --strategy: a name strategy_by_name() knows; owned */
+    char *strategy;                /* --strategy: a name of strategies[]; owned */
+    const config_strategy *strategies; /* config_load's list (borrowed), for --strategy and --help */
+    size_t n_strategies;
     char *admin_token;             /* --admin-token: NULL = admin endpoints disabled (403); owned */
     db_fence_mode fence;           /* --fence: how much of the section the store fences */
     unsigned fault_pause_ms;       /* --fault-pause-ms: stall inside the section (0 = off) ... */
@@ -126,9 +143,14 @@ typedef enum config_result {
 } config_result;
 
 /* Fills *cfg from the defaults, then the COUPON_* environment variables,
- * then argv (the command line wins). On CONFIG_ERROR, errbuf names the
- * option or variable and the bad value. Call config_free() on every path. */
-config_result config_load(app_config *cfg, int argc, char **argv, char *errbuf, size_t errlen);
+ * then argv (the command line wins). strategies[0..n_strategies): what
+ * --strategy may name (the first is no default: the table's is); the list
+ * must outlive cfg. On CONFIG_ERROR, errbuf names the option or variable
+ * and the bad value. Call config_free() on every path. */
+config_result config_load(app_config *cfg, const config_strategy *strategies, size_t n_strategies, int argc,
+                          char **argv, char *errbuf, size_t errlen);
+/* The entry of cfg->strategies for cfg->strategy (never NULL after CONFIG_OK). */
+const config_strategy *config_strategy_of(const app_config *cfg);
 void config_free(app_config *cfg);
 /* "listen=127.0.0.1:8080 db=coupon.db ..." : every option's effective value,
  * from the table, for the start-up log line. The admin token shows as "set"

@@ -9,6 +9,7 @@
 
 #include "dlock.h"
 
+#include "core/lockstate.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "core/workers.h"
@@ -51,6 +52,7 @@ void lockwatch_observe(const app_config *cfg, uint32_t up_mask, size_t nodes)
     size_t quorum = nodes / 2 + 1, up = popcount(up_mask);
 
     metrics_lock_nodes(up, nodes, quorum);
+    lockstate_note_probe(up, nodes);
     pthread_mutex_lock(&state_mu);
     /* The first observation is compared with "all up": a node down at start
      * is logged, a healthy start is not. */

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "claim/outcome.h"
+#include "outcome.h"
 
 /* Routes are counted by their index in the caller's route table (below
  * this bound) and shown with the label the caller passes. */

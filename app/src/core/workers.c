@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "seed_recipes.h"
-
 struct worker_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -116,7 +114,8 @@ void pool_free(worker_pool *p)
         return;
     for (size_t i = 0; p->slots != NULL && i < p->n; i++) {
         dlock_client_free(p->slots[i].lock);
-        recipe_conn_free(p->slots[i].recipe);
+        if (p->slots[i].conn_free != NULL)
+            p->slots[i].conn_free(p->slots[i].conn);
         db_close(p->slots[i].db);
     }
     if (p->sync_ready) {

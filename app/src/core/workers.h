@@ -10,14 +10,15 @@
 
 #include "core/config.h"
 
-struct recipe_conn;
-
 typedef struct worker {
     db_store *db;       /* one SQLite connection: a db_store is single-threaded */
     dlock_client *lock; /* NULL for strategies without a lock */
-    /* The seeds' recipes (recipes/) keep their own Redis connection: this
-     * slot's, opened on first use by strategy_recipe.c, freed by pool_free. */
-    struct recipe_conn *recipe;
+    /* A strategy's own per-slot state (the seeds' recipes keep their own
+     * Redis connection here): opened by the strategy on the slot's first
+     * claim, closed by pool_free through conn_free, so the pool need not
+     * know what it is. */
+    void *conn;
+    void (*conn_free)(void *conn);
     const app_config *cfg; /* the server's, for code that gets only the slot */
     size_t index;
 } worker;

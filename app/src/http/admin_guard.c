@@ -1,106 +1,250 @@
-/* admin_guard.c - failed admin attempts per client address (admin_guard.h).
+/* admin_guard.c - failed admin attempts per exact client address, and for
+ * all addresses together (admin_guard.h).
  *
- * A fixed table, no allocation per client: an address hashes to one slot,
- * and a different address landing there takes the slot over. An attacker
- * with many addresses can thus evict its own record, but each address still
- * gets only ADMIN_GUARD_FREE_TRIES fast guesses before it waits, and a
- * 128-bit-strong token needs far more than any number of addresses gives. */
+ * The addresses: a fixed table of ADMIN_GUARD_ADDRESSES records, found by
+ * hash with chaining and compared on the whole address, so two addresses
+ * never share a record. The table it replaces kept one record per hash
+ * slot: 127.0.0.9 and 127.0.1.102 shared slot 69, and alternating them
+ * reset each other's count (200 of 200 wrong guesses answered 401, never
+ * 429; app_admin_guard/colliding_addresses_both_wait). When the table is
+ * full, the record whose last failure is oldest is reused.
+ *
+ * All addresses: a bucket of ADMIN_GUARD_GLOBAL_PER_S failures refilled at
+ * that rate, kept in thousandths so that the refill is exact in whole ms.
+ * A guess takes one out before the token is compared (enter) and gives it
+ * back unless the guess was wrong, so concurrent guesses cannot overdraw it.
+ *
+ * No allocation: everything is static, guarded by one mutex (a few
+ * compares per admin request; admin requests are rare). Indexes are stored
+ * plus one, so that 0 (the static zero) means "none". */
 #include "http/admin_guard.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
 #include <string.h>
 
-#define SLOTS 256
+#define KEY_LEN 17 /* the family byte, then 4 (IPv4) or 16 (IPv6) address bytes, zero-padded */
+#define N_BUCKETS (ADMIN_GUARD_ADDRESSES * 2)
+#define MILLI 1000
 
-typedef struct slot {
-    unsigned char key[16]; /* IPv4 (4 bytes) or IPv6 (16), zero-padded */
+typedef struct record {
+    unsigned char key[KEY_LEN];
     unsigned failures;
-    int64_t until_ms;      /* blocked before this time */
-} slot;
+    int64_t until_ms; /* blocked before this time */
+    int32_t chain;    /* next record of the bucket, or of the free list */
+    int32_t newer;    /* the age list, by last failure: toward the newest */
+    int32_t older;    /* ... toward the oldest */
+} record;
 
-static slot table[SLOTS];
-static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    pthread_mutex_t mu;
+    record rec[ADMIN_GUARD_ADDRESSES];
+    int32_t bucket[N_BUCKETS];
+    int32_t newest, oldest; /* ends of the age list */
+    int32_t free_list;      /* records given up (a success) */
+    int32_t grown;          /* records [1, grown] have been used */
+    int64_t budget_milli;   /* the global bucket, in thousandths of a failure */
+    int64_t budget_ms;      /* when it was last refilled; 0: never (full) */
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* The address bytes (not the port: every connection has a new one). */
-static int key_of(const struct sockaddr *addr, unsigned char key[16])
+#define REC(i) (&g.rec[(i) - 1])
+
+/* The address, not the port (every connection has a new one). An
+ * IPv4-mapped IPv6 address is its IPv4 address: a dual-stack listener
+ * must not give one client two records. */
+static int key_of(const struct sockaddr *addr, unsigned char key[KEY_LEN])
 {
-    memset(key, 0, 16);
+    memset(key, 0, KEY_LEN);
     if (addr == NULL)
         return -1;
     if (addr->sa_family == AF_INET) {
-        memcpy(key, &((const struct sockaddr_in *)(const void *)addr)->sin_addr, 4);
+        key[0] = 4;
+        memcpy(key + 1, &((const struct sockaddr_in *)(const void *)addr)->sin_addr, 4);
         return 0;
     }
     if (addr->sa_family == AF_INET6) {
-        memcpy(key, &((const struct sockaddr_in6 *)(const void *)addr)->sin6_addr, 16);
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)(const void *)addr)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a6)) {
+            key[0] = 4;
+            memcpy(key + 1, a6->s6_addr + 12, 4);
+        } else {
+            key[0] = 6;
+            memcpy(key + 1, a6->s6_addr, 16);
+        }
         return 0;
     }
     return -1;
 }
 
-static slot *slot_of(const unsigned char key[16])
+static uint32_t bucket_of(const unsigned char key[KEY_LEN])
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (int i = 0; i < 16; i++)
+    uint32_t h = 2166136261u; /* FNV-1a: chains compare whole keys, so the hash only spreads them */
+    for (int i = 0; i < KEY_LEN; i++)
         h = (h ^ key[i]) * 16777619u;
-    return &table[h % SLOTS];
+    return h % N_BUCKETS;
 }
 
-int admin_guard_blocked(const struct sockaddr *addr, int64_t now_ms, unsigned *retry_s)
+static int32_t find(const unsigned char key[KEY_LEN])
 {
-    unsigned char key[16];
-    int blocked = 0;
+    for (int32_t i = g.bucket[bucket_of(key)]; i != 0; i = REC(i)->chain)
+        if (memcmp(REC(i)->key, key, KEY_LEN) == 0)
+            return i;
+    return 0;
+}
 
-    if (key_of(addr, key) != 0)
-        return 0;
-    pthread_mutex_lock(&table_mu);
-    slot *s = slot_of(key);
-    if (memcmp(s->key, key, 16) == 0 && s->until_ms > now_ms) {
-        blocked = 1;
-        *retry_s = (unsigned)((s->until_ms - now_ms + 999) / 1000);
+static void age_unlink(int32_t i)
+{
+    record *r = REC(i);
+    if (r->newer != 0)
+        REC(r->newer)->older = r->older;
+    else
+        g.newest = r->older;
+    if (r->older != 0)
+        REC(r->older)->newer = r->newer;
+    else
+        g.oldest = r->newer;
+    r->newer = r->older = 0;
+}
+
+static void age_push_newest(int32_t i)
+{
+    record *r = REC(i);
+    r->older = g.newest;
+    r->newer = 0;
+    if (g.newest != 0)
+        REC(g.newest)->newer = i;
+    g.newest = i;
+    if (g.oldest == 0)
+        g.oldest = i;
+}
+
+/* Takes record i out of its bucket and the age list; the caller reuses or frees it. */
+static void forget(int32_t i)
+{
+    int32_t *link = &g.bucket[bucket_of(REC(i)->key)];
+    while (*link != i)
+        link = &REC(*link)->chain;
+    *link = REC(i)->chain;
+    age_unlink(i);
+    memset(REC(i), 0, sizeof(record));
+}
+
+/* A fresh record for key: a never-used one, a freed one, or, when the
+ * table is full, the one whose last failure is oldest. */
+static int32_t remember(const unsigned char key[KEY_LEN])
+{
+    int32_t i;
+    if (g.grown < ADMIN_GUARD_ADDRESSES) {
+        i = ++g.grown;
+    } else if (g.free_list != 0) {
+        i = g.free_list;
+        g.free_list = REC(i)->chain;
+    } else {
+        i = g.oldest;
+        forget(i);
     }
-    pthread_mutex_unlock(&table_mu);
-    return blocked;
+    record *r = REC(i);
+    memset(r, 0, sizeof *r);
+    memcpy(r->key, key, KEY_LEN);
+    uint32_t b = bucket_of(key);
+    r->chain = g.bucket[b];
+    g.bucket[b] = i;
+    age_push_newest(i);
+    return i;
+}
+
+static void budget_refill(int64_t now_ms)
+{
+    const int64_t full = (int64_t)ADMIN_GUARD_GLOBAL_PER_S * MILLI;
+    if (g.budget_ms == 0) {
+        g.budget_milli = full;
+    } else if (now_ms > g.budget_ms) {
+        /* ADMIN_GUARD_GLOBAL_PER_S failures a second = that many thousandths a ms. */
+        int64_t add = (now_ms - g.budget_ms) * ADMIN_GUARD_GLOBAL_PER_S;
+        g.budget_milli = add >= full - g.budget_milli ? full : g.budget_milli + add;
+    }
+    if (now_ms > g.budget_ms)
+        g.budget_ms = now_ms;
+}
+
+static void budget_give_back(void)
+{
+    const int64_t full = (int64_t)ADMIN_GUARD_GLOBAL_PER_S * MILLI;
+    g.budget_milli = g.budget_milli + MILLI > full ? full : g.budget_milli + MILLI;
+}
+
+static unsigned whole_seconds(int64_t ms)
+{
+    return ms <= 1000 ? 1u : (unsigned)((ms + 999) / 1000);
+}
+
+admin_guard_verdict admin_guard_enter(const struct sockaddr *addr, int64_t now_ms, unsigned *retry_s)
+{
+    unsigned char key[KEY_LEN];
+    admin_guard_verdict v = ADMIN_GUARD_OPEN;
+
+    pthread_mutex_lock(&g.mu);
+    /* The address first: a blocked guesser learns nothing and spends nothing. */
+    int32_t i = key_of(addr, key) == 0 ? find(key) : 0;
+    budget_refill(now_ms);
+    if (i != 0 && REC(i)->until_ms > now_ms) {
+        v = ADMIN_GUARD_ADDRESS;
+        *retry_s = whole_seconds(REC(i)->until_ms - now_ms);
+    } else if (g.budget_milli < MILLI) {
+        v = ADMIN_GUARD_GLOBAL;
+        /* Until one whole failure has flowed back in. */
+        *retry_s = whole_seconds((MILLI - g.budget_milli + ADMIN_GUARD_GLOBAL_PER_S - 1) / ADMIN_GUARD_GLOBAL_PER_S);
+    } else {
+        g.budget_milli -= MILLI; /* held for this guess until it is settled */
+    }
+    pthread_mutex_unlock(&g.mu);
+    return v;
 }
 
 void admin_guard_failed(const struct sockaddr *addr, int64_t now_ms)
 {
-    unsigned char key[16];
+    unsigned char key[KEY_LEN];
 
     if (key_of(addr, key) != 0)
-        return;
-    pthread_mutex_lock(&table_mu);
-    slot *s = slot_of(key);
-    if (memcmp(s->key, key, 16) != 0) {
-        memcpy(s->key, key, 16);
-        s->failures = 0;
-        s->until_ms = 0;
-    }
-    s->failures++;
-    if (s->failures >= ADMIN_GUARD_FREE_TRIES) {
-        unsigned doublings = s->failures - ADMIN_GUARD_FREE_TRIES;
+        return; /* the held failure stays spent: the cap counts every wrong guess */
+    pthread_mutex_lock(&g.mu);
+    int32_t i = find(key);
+    if (i == 0)
+        i = remember(key);
+    record *r = REC(i);
+    age_unlink(i);
+    age_push_newest(i);
+    r->failures++;
+    if (r->failures >= ADMIN_GUARD_FREE_TRIES) {
+        unsigned doublings = r->failures - ADMIN_GUARD_FREE_TRIES;
         int64_t wait = ADMIN_GUARD_FIRST_WAIT_MS;
         while (doublings-- > 0 && wait < ADMIN_GUARD_MAX_WAIT_MS)
             wait *= 2;
         if (wait > ADMIN_GUARD_MAX_WAIT_MS)
             wait = ADMIN_GUARD_MAX_WAIT_MS;
-        s->until_ms = now_ms + wait;
+        r->until_ms = now_ms + wait;
     }
-    pthread_mutex_unlock(&table_mu);
+    pthread_mutex_unlock(&g.mu);
 }
 
 void admin_guard_succeeded(const struct sockaddr *addr)
 {
-    unsigned char key[16];
+    unsigned char key[KEY_LEN];
 
-    if (key_of(addr, key) != 0)
-        return;
-    pthread_mutex_lock(&table_mu);
-    slot *s = slot_of(key);
-    if (memcmp(s->key, key, 16) == 0) {
-        s->failures = 0;
-        s->until_ms = 0;
+    pthread_mutex_lock(&g.mu);
+    budget_give_back();
+    int32_t i = key_of(addr, key) == 0 ? find(key) : 0;
+    if (i != 0) {
+        forget(i);
+        REC(i)->chain = g.free_list;
+        g.free_list = i;
     }
-    pthread_mutex_unlock(&table_mu);
+    pthread_mutex_unlock(&g.mu);
+}
+
+void admin_guard_cancel(void)
+{
+    pthread_mutex_lock(&g.mu);
+    budget_give_back();
+    pthread_mutex_unlock(&g.mu);
 }

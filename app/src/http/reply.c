@@ -143,7 +143,7 @@ int reply_outcome(request *rq, claim_result r, const char *detail)
     char msg[512];
 
     /* Rows whose detail is lock or store text answer their fixed message
-     * only (claim/outcome.h); the caller logs the detail. */
+     * only (outcome.h); the caller logs the detail. */
     if (o->detail && detail != NULL && detail[0] != '\0')
         snprintf(msg, sizeof msg, "%s: %s", o->msg, detail);
     else

@@ -8,7 +8,7 @@
 #include <jansson.h>
 
 #include "api.h"
-#include "claim/outcome.h"
+#include "outcome.h"
 #include "http/request.h"
 
 /* Queue {"code", "msg", "data"} with the given status. Steals data (may be
@@ -21,7 +21,7 @@ int reply_error(request *rq, unsigned status, int code, const char *fmt, ...)
 /* The same with a Retry-After of retry_s seconds (0: none), whatever the status. */
 int reply_error_retry(request *rq, unsigned status, int code, unsigned retry_s, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-/* The row of the claim outcome table (claim/outcome.h) as an error reply:
+/* The row of the claim outcome table (outcome.h) as an error reply:
  * its status, code, Retry-After and msg, with ": detail" when detail is
  * neither NULL nor empty and the row lets a reply carry it (lock and store
  * rows do not: their detail is for the log). */

@@ -81,13 +81,21 @@ static int check_auth(request *rq, int *ret)
         return -1;
     }
     /* Checked before the token, so a blocked guesser learns nothing. */
-    if (admin_guard_blocked(addr, now, &retry_s)) {
+    switch (admin_guard_enter(addr, now, &retry_s)) {
+    case ADMIN_GUARD_OPEN:
+        break;
+    case ADMIN_GUARD_ADDRESS:
         *ret = reply_error_retry(rq, MHD_HTTP_TOO_MANY_REQUESTS, API_AUTH, retry_s,
                                  "too many failed admin attempts from this address; retry in %u s", retry_s);
+        return -1;
+    case ADMIN_GUARD_GLOBAL:
+        *ret = reply_error_retry(rq, MHD_HTTP_TOO_MANY_REQUESTS, API_AUTH, retry_s,
+                                 "too many failed admin attempts from all addresses; retry in %u s", retry_s);
         return -1;
     }
     const char *given = bearer_token(rq, &why);
     if (given == NULL) {
+        admin_guard_cancel(); /* no guess was made */
         *ret = reply_error(rq, MHD_HTTP_UNAUTHORIZED, API_AUTH, "%s", why);
         return -1;
     }

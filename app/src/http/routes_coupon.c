@@ -84,7 +84,7 @@ static int reply_claim(request *rq, claim_result r, const claim_out *out, int64_
         log_event_line(LOG_WARN, LOG_EV_LOCK_ERROR, "claim on coupon %" PRId64 ": lock service unavailable: %s",
                        coupon_id, out->detail);
     /* Status, code, Retry-After and msg come from the one outcome table
-     * (claim/outcome.h). Only the rows about the request itself carry a
+     * (outcome.h). Only the rows about the request itself carry a
      * detail (which user, which parameter); lock and store text was logged
      * above and stays out of the reply. */
     char detail[sizeof out->detail + 96];
@@ -92,6 +92,17 @@ static int reply_claim(request *rq, claim_result r, const claim_out *out, int64_
         snprintf(detail, sizeof detail, "user_id %s", uid);
     else
         snprintf(detail, sizeof detail, "%s", out->detail);
+    return reply_outcome(rq, r, detail);
+}
+
+/* A claim refused before it reached a strategy (bad parameters, the
+ * sold-out fast path): counted and answered by its row of the outcome
+ * table like any other claim, so coupon_claims_total sees every claim. */
+static int reply_refused(request *rq, claim_result r, const char *detail)
+{
+    metrics_claim(r);
+    if (r == CLAIM_SOLD_OUT)
+        metrics_sold_out(1);
     return reply_outcome(rq, r, detail);
 }
 
@@ -121,14 +132,13 @@ int route_claim(request *rq)
     lookup_param(rq, "coupon_id", cid_buf, sizeof cid_buf, &cid);
     lookup_param(rq, "user_id", uid_buf, sizeof uid_buf, &uid);
     if (cid == NULL)
-        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "missing parameter coupon_id");
+        return reply_refused(rq, CLAIM_INVALID, "missing coupon_id");
     if (parse_coupon_id(cid, &coupon_id) != 0)
-        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM,
-                           "invalid coupon_id: must be a positive integer");
+        return reply_refused(rq, CLAIM_INVALID, "coupon_id must be a positive integer");
     if (uid == NULL)
-        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "missing parameter user_id");
+        return reply_refused(rq, CLAIM_INVALID, "missing user_id");
     if (!valid_user_id(uid))
-        return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "invalid user_id: must be " USER_ID_RULE);
+        return reply_refused(rq, CLAIM_INVALID, "user_id must be " USER_ID_RULE);
 
     /* The sold-out fast path, the only one, before any strategy and so
      * before the lock. Safe because stock only ever decreases: a 0 read is
@@ -139,15 +149,10 @@ int route_claim(request *rq)
      * late request on one Redis key (and in the claim queue). A failed peek
      * falls through likewise. */
     db_status peek = db_peek_stock(rq->w->db, coupon_id, &stock);
-    if (peek == DB_NOT_FOUND) {
-        metrics_claim(CLAIM_NOT_FOUND);
-        return reply_outcome(rq, CLAIM_NOT_FOUND, NULL);
-    }
-    if (peek == DB_OK && stock <= 0) {
-        metrics_claim(CLAIM_SOLD_OUT);
-        metrics_sold_out(1);
-        return reply_outcome(rq, CLAIM_SOLD_OUT, NULL);
-    }
+    if (peek == DB_NOT_FOUND)
+        return reply_refused(rq, CLAIM_NOT_FOUND, NULL);
+    if (peek == DB_OK && stock <= 0)
+        return reply_refused(rq, CLAIM_SOLD_OUT, NULL);
 
     claim_job *job = &rq->job;
     memset(job, 0, sizeof *job);

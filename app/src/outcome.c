@@ -1,6 +1,6 @@
 /* outcome.c - which lock error and which store status answers which row of
  * the claim outcome table (outcome.h): the only place that decides it. */
-#include "claim/outcome.h"
+#include "outcome.h"
 
 static const claim_outcome ROWS[CLAIM__COUNT] = {
 #define CLAIM_OUTCOME_ROW(row, label, http, code, retry, detail, msg) [CLAIM_##row] = {label, http, code, retry, detail, msg},
@@ -66,4 +66,15 @@ claim_result claim_from_lock(dlock_err e, lock_error_kind *kind)
     }
     *kind = LOCK_ERROR_OTHER;
     return CLAIM_ERROR;
+}
+
+claim_result claim_from_wait(claim_result waited, dlock_err last_seen, lock_error_kind *kind)
+{
+    /* The wait ended while the service had no quorum: waiting longer would
+     * not have helped, and the client must hear that the service is down
+     * (1006), as the claim that saw it failing did, not "held by others". */
+    if (last_seen != DLOCK_OK && claim_from_lock(last_seen, kind) == CLAIM_LOCK_UNAVAILABLE)
+        return CLAIM_LOCK_UNAVAILABLE;
+    *kind = LOCK_ERROR_TIMEOUT;
+    return waited;
 }

@@ -8,13 +8,15 @@
  *         that this one could not get the lock in time either); the
  *         service is fine, retrying later may succeed;
  *   1006  a backing service is down: no quorum / Redis unreachable, or SQLite
- *         locked past its busy timeout; the server refuses, it never guesses;
+ *         locked past its busy timeout; the server refuses, it never guesses.
+ *         A claim whose wait ran out while the lock service had no quorum
+ *         is told this too, not 1005 (claim_from_wait);
  *   1010  our lease ran out inside the critical section and a newer holder
  *         read the coupon first: the fence refused us and nothing was applied.
  * Which lock error (dlock_err) and which store status (db_status) lands on
  * which row is decided in outcome.c, and nowhere else. */
-#ifndef APP_CLAIM_OUTCOME_H
-#define APP_CLAIM_OUTCOME_H
+#ifndef APP_OUTCOME_H
+#define APP_OUTCOME_H
 
 #include "coupon_db.h"
 #include "dlock.h"
@@ -91,5 +93,11 @@ const char *lock_error_label(lock_error_kind k);
 claim_result claim_from_db(db_status st);
 /* The row a failed acquisition lands on, and the lock error it counts as. */
 claim_result claim_from_lock(dlock_err e, lock_error_kind *kind);
+/* The row of a claim whose wait ran out before an acquisition of its own
+ * answered (queued behind another claim of its coupon: LOCK_TIMEOUT; in
+ * the claim queue: QUEUE_TIMEOUT), given the lock service's last seen
+ * failure (core/lockstate.h; DLOCK_OK: a quorum answered): that row, or
+ * the failure's own (1006) when the service had no quorum as it ended. */
+claim_result claim_from_wait(claim_result waited, dlock_err last_seen, lock_error_kind *kind);
 
-#endif /* APP_CLAIM_OUTCOME_H */
+#endif /* APP_OUTCOME_H */
