@@ -62,7 +62,7 @@
     X(NUM,    int,      claim_queue,      "claim-queue",       "COUPON_CLAIM_QUEUE",       "N",              1, 100000,            1024,                             \
       "claims accepted and waiting for a claim worker; one more is answered 503 / 1005 at once")                                                                \
     X(CUSTOM, -,        admin_token,      "admin-token",       "COUPON_ADMIN_TOKEN",       "TOKEN",          0, 0,                 NULL,                             \
-      "bearer token for the admin endpoints, at least " CONFIG_STR(CONFIG_MIN_ADMIN_TOKEN) " characters of [A-Za-z0-9-._~+/=] (unset: they answer 403)")                                                                                          \
+      "bearer token for the admin endpoints (a warning below " CONFIG_STR(CONFIG_MIN_ADMIN_TOKEN) " characters) of [A-Za-z0-9-._~+/=] (unset: they answer 403)")                                                                                          \
     X(NUM,    unsigned, work_us,          "work-us",           "COUPON_WORK_US",           "US",             0, 10000000,          0,                                \
       "the business step of the critical section, between the stock read and the write")                                                                        \
     X(ALIAS,  unsigned, work_us,          "unsafe-delay-us",   "COUPON_UNSAFE_DELAY_US",   "US",             0, 10000000,          0,                                \
