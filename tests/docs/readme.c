@@ -42,47 +42,61 @@ struct example {
     char dir[256];
     char exe[300];
     char expected[256]; /* the line the README says a first run prints */
+    char error[4096];   /* why it could not be built; "" when it was */
 };
 
-/* Cuts the first ```c block out of readme into <dir>/example.c, and the
- * text between "prints `" and "`" after the block into expected. */
-static void extract(const char *readme, struct example *ex, char *src, size_t srclen)
+/* Cuts the first ```c block out of readme into src, and the text between
+ * "prints `" and "`" after the block into ex->expected. 0, or -1 with
+ * ex->error set. */
+static int extract(const char *readme, struct example *ex, const char *src)
 {
     const char *open = strstr(readme, "\n```c\n");
-    cr_assert_not_null(open, "README.md has no ```c block");
+    if (open == NULL)
+        return snprintf(ex->error, sizeof ex->error, "README.md has no ```c block"), -1;
     const char *code = open + strlen("\n```c\n");
     const char *close = strstr(code, "\n```\n");
-    cr_assert_not_null(close, "README.md's ```c block is not closed");
+    if (close == NULL)
+        return snprintf(ex->error, sizeof ex->error, "README.md's ```c block is not closed"), -1;
 
     const char *says = strstr(close, "prints `");
-    cr_assert_not_null(says, "README.md does not say what its program prints (\"prints `...`\")");
+    const char *says_end = says ? strchr(says + strlen("prints `"), '`') : NULL;
+    if (says_end == NULL || (size_t)(says_end - says) >= sizeof ex->expected)
+        return snprintf(ex->error, sizeof ex->error,
+                        "README.md does not say what its program prints (\"prints `...`\")"),
+               -1;
     says += strlen("prints `");
-    const char *says_end = strchr(says, '`');
-    cr_assert(says_end != NULL && (size_t)(says_end - says) < sizeof ex->expected,
-              "README.md's \"prints `...`\" is not closed or too long");
     snprintf(ex->expected, sizeof ex->expected, "%.*s", (int)(says_end - says), says);
 
-    snprintf(src, srclen, "%s/example.c", ex->dir);
     FILE *f = fopen(src, "w");
-    cr_assert_not_null(f, "cannot write %s", src);
+    if (f == NULL)
+        return snprintf(ex->error, sizeof ex->error, "cannot write %s", src), -1;
     size_t len = (size_t)(close - code) + 1; /* with the block's last newline */
-    cr_assert_eq(fwrite(code, 1, len, f), len, "short write to %s", src);
-    cr_assert_eq(fclose(f), 0, "cannot close %s", src);
+    int ok = fwrite(code, 1, len, f) == len;
+    if (fclose(f) != 0 || !ok)
+        return snprintf(ex->error, sizeof ex->error, "cannot write %s", src), -1;
+    return 0;
 }
 
-/* Extracts and compiles the README's program into ex->exe. */
-static void build_example(struct example *ex)
+/* Extracts and compiles the README's program into ex->exe: 0, or -1 with
+ * ex->error set. Asserts nothing, so that the fixture's clean-up runs. */
+static int build_example(struct example *ex)
 {
     const char *source_dir = getenv("DLOCK_SOURCE_DIR");
     char path[512], src[300], rpath[600];
 
-    cr_assert_not_null(source_dir, "DLOCK_SOURCE_DIR is not set (run through ctest)");
-    cr_assert_eq(test_mkdtemp(ex->dir, sizeof ex->dir, "docs_readme."), 0);
+    if (source_dir == NULL)
+        return snprintf(ex->error, sizeof ex->error, "DLOCK_SOURCE_DIR is not set (run through ctest)"), -1;
+    if (test_mkdtemp(ex->dir, sizeof ex->dir, "docs_readme.") != 0)
+        return snprintf(ex->error, sizeof ex->error, "no temp dir"), -1;
     snprintf(path, sizeof path, "%s/README.md", source_dir);
     char *readme = read_text(path);
-    cr_assert_not_null(readme, "cannot read %s", path);
-    extract(readme, ex, src, sizeof src);
+    if (readme == NULL)
+        return snprintf(ex->error, sizeof ex->error, "cannot read %s", path), -1;
+    snprintf(src, sizeof src, "%s/example.c", ex->dir);
+    int rc = extract(readme, ex, src);
     free(readme);
+    if (rc != 0)
+        return -1;
 
     snprintf(ex->exe, sizeof ex->exe, "%s/example", ex->dir);
     snprintf(rpath, sizeof rpath, "-Wl,-rpath,%s", DOCS_DLOCK_LIB_DIR);
@@ -92,10 +106,12 @@ static void build_example(struct example *ex)
                           "-I", DOCS_DLOCK_INCLUDE, src, "-o", ex->exe, DOCS_DLOCK_LIB, rpath,
                           "-lsqlite3", DOCS_SAN_FLAGS[0] != '\0' ? DOCS_SAN_FLAGS : NULL, NULL};
     char *out = NULL;
-    int rc = run_command(argv, 120000, &out);
-    cr_assert_eq(rc, 0, "compiling README.md's program (%s) exited %d:\n%s", src, rc,
-                 out ? out : "");
+    rc = run_command(argv, 120000, &out);
+    if (rc != 0)
+        snprintf(ex->error, sizeof ex->error, "compiling README.md's program (%s) exited %d:\n%s",
+                 src, rc, out ? out : "");
     free(out);
+    return rc == 0 ? 0 : -1;
 }
 
 /* Runs the example with the arguments; returns its exit status, *out its
@@ -116,6 +132,9 @@ static void setup(void)
     build_example(&ex);
 }
 
+/* Every test starts here: the program must have been built. */
+#define REQUIRE_BUILT() cr_assert_eq(ex.error[0], '\0', "%s", ex.error)
+
 static void teardown(void)
 {
     redis_stop(&redis);
@@ -126,6 +145,7 @@ Test(docs_readme, prints_what_the_readme_says, .init = setup, .fini = teardown)
 {
     char db[320], *out = NULL;
 
+    REQUIRE_BUILT();
     cr_assert_eq(redis_start(&redis), 0);
     snprintf(db, sizeof db, "%s/shop.db", ex.dir);
     int rc = run_example(&ex, redis.addr, db, &out);
@@ -150,6 +170,7 @@ Test(docs_readme, fails_fast_without_redis, .init = setup, .fini = teardown)
     char db[320], *out = NULL;
     int port = free_loopback_port();
 
+    REQUIRE_BUILT();
     cr_assert_gt(port, 0);
     char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
@@ -178,6 +199,7 @@ Test(docs_readme, valgrind_clean, .init = setup, .fini = teardown)
         cr_skip_test("%s is not installed", vg);
     fclose(probe);
 
+    REQUIRE_BUILT();
     cr_assert_eq(redis_start(&redis), 0);
     snprintf(db, sizeof db, "%s/shop.db", ex.dir);
     const char *argv[] = {vg, "-q", "--leak-check=full", "--show-leak-kinds=all",
