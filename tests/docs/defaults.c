@@ -379,6 +379,9 @@ static void check_page(const char *source_dir, const char *rel, char *fails, siz
             owner = cand[i];
         }
         checked++;
+        if (getenv("DOCS_DEFAULTS_LIST") != NULL) /* to see what was compared */
+            cr_log_info("%s:%d: %s of %s: \"%s\" vs \"%s\"", rel, line, flag,
+                        owner && hf ? owner->name : "?", value, hf ? hf->deflt : "?");
         if (hf == NULL) {
             append(fails, cap, "%s:%d: %s: no --help knows this option (asked %s%s%s)\n", rel, line,
                    flag, cand[0] ? cand[0]->name : "", own ? " and " : "", own ? own : "");
