@@ -251,8 +251,8 @@ DLOCK_API dlock_err dlock_fence_raise(dlock_client *c, const char *resource, uin
  * CLOCK_MONOTONIC: build it as dlock_now_ms() + wait, or call
  * dlock_acquire_for with the wait itself). The deadline rule:
  *   deadline_ms <= 0               try once (as dlock_try_acquire)
- *   earlier than the instant the library was loaded (for a program linked
- *   with it: before main), but > 0
+ *   > 0 but more than DLOCK_DEADLINE_SLACK_MS (60 s) before the instant
+ *   the library was loaded (for a program linked with it: before main)
  *                                  DLOCK_ERR_ARG, nothing sent: no instant
  *                                  this process took from dlock_now_ms()
  *                                  lies there, so it is almost surely a
@@ -262,7 +262,7 @@ DLOCK_API dlock_err dlock_fence_raise(dlock_client *c, const char *resource, uin
  *   any later instant <= now       try once
  *   later than now                 retry until then
  * (The check cannot catch a relative wait that happens to be later than
- * the load instant - a program started in the first seconds after boot -
+ * that bound - a program started in the first minute or so after boot -
  * so use dlock_acquire_for for waits.)
  * Between attempts: exponential backoff with full jitter (or the fixed delay
  * of the options), never sleeping past the deadline; with wake_on_release
@@ -290,6 +290,10 @@ DLOCK_API dlock_err dlock_acquire_for(dlock_client *c, const char *resource, uin
 /* Try once: dlock_acquire with a deadline already passed. */
 DLOCK_API dlock_err dlock_try_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
                                       dlock_lock **out);
+
+/* How far before the library was loaded a deadline may lie and still be
+ * taken as an instant ("try once"); see dlock_acquire. */
+#define DLOCK_DEADLINE_SLACK_MS 60000
 
 /* Most resources one dlock_acquire_multi may take. */
 #define DLOCK_MAX_MULTI 64

@@ -61,14 +61,19 @@ int dlock__deadline_check(int64_t deadline_ms, const char *op, char *errbuf)
     int64_t now;
 
     /* <= 0 is the explicit "try once" (dlock_try_acquire passes INT64_MIN);
-     * it can be no clock reading, and as a relative wait 0 means the same. */
-    if (deadline_ms <= 0 || since == 0 || deadline_ms >= since)
+     * it can be no clock reading, and as a relative wait 0 means the same.
+     * The slack keeps "a little in the past" legal in a process that has
+     * just started (dlock_now_ms() - 1000 as "try once", a deadline taken
+     * by a parent just before it forked), while a relative wait passed on
+     * a host up for more than a few minutes still lies far before it. */
+    if (deadline_ms <= 0 || since == 0 || deadline_ms >= since - DLOCK_DEADLINE_SLACK_MS)
         return 0;
     now = dlock_now_ms();
     dlock__errf(errbuf,
                 "%s: deadline_ms is an absolute instant on dlock_now_ms()'s clock "
-                "(CLOCK_BOOTTIME); %lld is %lld ms in the past, before this process loaded "
-                "libdlock - use %s_for for a relative wait, or dlock_now_ms() + wait",
+                "(CLOCK_BOOTTIME); %lld is %lld ms in the past, over a minute before this "
+                "process loaded libdlock - use %s_for for a relative wait, or "
+                "dlock_now_ms() + wait",
                 op, (long long)deadline_ms, (long long)(now - deadline_ms), op);
     return -1;
 }
