@@ -34,6 +34,7 @@
 #define DLOCK__ADDR_TEXT_LEN 512
 #define DLOCK__MAX_SENTINELS 8
 #define DLOCK__MASTER_NAME_LEN 128
+#define DLOCK__CRED_LEN 256
 
 typedef struct dlock__hostport {
     char host[DLOCK__HOST_LEN];      /* IPv6 without brackets */
@@ -50,11 +51,17 @@ typedef struct dlock__addr {
     size_t n_sentinels;              /* 1..DLOCK__MAX_SENTINELS */
     dlock__hostport sentinels[DLOCK__MAX_SENTINELS]; /* asked in this order */
     char master_name[DLOCK__MASTER_NAME_LEN];
-    char text[DLOCK__ADDR_TEXT_LEN]; /* as given, for error messages */
+    /* redis://user:password@host: the credentials of the URL (client.c
+     * makes them the client's; one client has one set). */
+    int has_auth;
+    char user[DLOCK__CRED_LEN];
+    char password[DLOCK__CRED_LEN];
+    char text[DLOCK__ADDR_TEXT_LEN]; /* as given (a URL's password as ***), for error messages */
 } dlock__addr;
 
-/* Parses "host:port", "[v6]:port", "unix:/path" or
- * "sentinel://host:port[,host:port...]/name". 0 on success, -1 with a
+/* Parses "host[:port]", "[v6][:port]", "redis://[[user]:password@]host[:port][/0]",
+ * "unix:/path" or "sentinel://host[:port][,host[:port]...]/name" (port
+ * 6379, sentinels 26379, when none is written). 0 on success, -1 with a
  * reason in err otherwise. */
 int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen);
 
