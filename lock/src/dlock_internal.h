@@ -325,11 +325,17 @@ void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id
                              const char *const *keys, int nkeys, const char *const *args,
                              int nargs);
 
-/* ---- keys and validity (acquire.c) ---- */
+/* ---- keys.c: the key names (dlock.h, "Keys") ---- */
 #define DLOCK__KEY_BUF (DLOCK_MAX_KEY_LEN + 8) /* room for the "fence:" namespace word */
-/* <prefix>lock:<resource> and <prefix>fence:<resource> (dlock.h, "Keys"). */
+/* <prefix>lock:<resource> and <prefix>fence:<resource>: 0, or -1 when it
+ * does not fit in out[outlen]. */
 int dlock__lock_key(const dlock_client *c, const char *resource, char *out, size_t outlen);
 int dlock__fence_key(const dlock_client *c, const char *resource, char *out, size_t outlen);
+/* <prefix><kind><resource>, kind DLOCK_WAKE_NS or DLOCK_WAITERS_NS. */
+int dlock__wake_key(const dlock_client *c, const char *kind, const char *resource, char *out,
+                    size_t outlen);
+
+/* ---- validity and ownership (acquire.c, lock.c) ---- */
 /* 0 when lock was acquired by c; else -1 with why in errbuf ("<op>: ..."). */
 int dlock__check_owner(const dlock_client *c, const dlock_lock *lock, const char *op,
                        char *errbuf);
@@ -359,8 +365,6 @@ int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi);
 
 /* ---- wake.c ---- */
 #define DLOCK__NONCE_LEN DLOCK_TOKEN_LEN
-int dlock__wake_key(const dlock_client *c, const char *kind, const char *resource, char *out,
-                    size_t outlen);
 dlock__waker *dlock__waker_take(dlock_client *c);
 void dlock__waker_put(dlock_client *c, dlock__waker *w);
 void dlock__wakers_free(dlock_client *c);
