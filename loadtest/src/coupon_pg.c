@@ -3,6 +3,7 @@
  * independent of db/, in one REPEATABLE READ READ ONLY transaction (one
  * snapshot), every statement sent asynchronously and waited for with a
  * deadline so a server that stops answering cannot hang the audit. */
+#include "common.h"
 #include "loadtest.h"
 
 #include <errno.h>
@@ -12,20 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define LT_PG_TIMEOUT_MS 5000
 
 struct lt_pg {
     PGconn *conn;
 };
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void one_line(char *dst, size_t len, const char *msg)
 {
@@ -38,7 +31,7 @@ static PGresult *run(PGconn *c, const char *sql, int n, const int64_t *params, c
 {
     char text[2][24];
     const char *vals[2] = {text[0], text[1]};
-    int64_t deadline = mono_ms() + LT_PG_TIMEOUT_MS + 1000;
+    int64_t deadline = cm_now_ms() + LT_PG_TIMEOUT_MS + 1000;
     PGresult *r, *kept = NULL;
 
     for (int i = 0; i < n && i < 2; i++)
@@ -50,7 +43,7 @@ static PGresult *run(PGconn *c, const char *sql, int n, const int64_t *params, c
     for (;;) {
         while (PQisBusy(c)) {
             struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
-            int64_t left = deadline - mono_ms();
+            int64_t left = deadline - cm_now_ms();
             int w;
             if (left <= 0) {
                 snprintf(err, errlen, "no answer from PostgreSQL within %d ms", LT_PG_TIMEOUT_MS + 1000);
