@@ -231,7 +231,12 @@ typedef struct dlock_lock dlock_lock;     /* one acquisition: resource, token, f
  * without case, or the same unix socket path) are bad options: that node
  * would count twice toward the quorum, so one node could grant a lock that
  * Redlock means to need a majority for.
- * On success *out owns the client: free with dlock_client_free(). */
+ * On success *out owns the client: free with dlock_client_free().
+ * Every node unreachable is still DLOCK_OK (the first calls then fail as
+ * unavailable, and the client reconnects by itself when the nodes come
+ * up). To fail fast at start-up instead, ask right after:
+ *   if (dlock_ping(c, NULL) != DLOCK_OK) { report dlock_client_errstr; exit }
+ * dlock_ping answers DLOCK_OK only when a quorum answered PING (and AUTH). */
 DLOCK_API dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out,
                                      char *errbuf, size_t errbuf_len);
 
