@@ -55,8 +55,10 @@ static int connect_first(recipe_conn *c, char *detail, size_t len)
 {
     snprintf(detail, len, "no Redis address accepted a connection");
     for (size_t i = 0; i < c->n_addrs; i++) {
-        char host[256], why[DLOCK_ERRSTR_LEN];
+        char host[256], why[DLOCK_ERRSTR_LEN], shown[256];
         int port = 0;
+        /* Messages name the address without a redis:// password. */
+        dlock_addr_shown(c->addrs[i], shown, sizeof shown);
         /* libdlock's own address rules: one syntax across the project. */
         if (dlock_addr_parse(c->addrs[i], host, sizeof host, &port, why, sizeof why) != DLOCK_OK) {
             snprintf(detail, len, "%s", why);
@@ -64,17 +66,17 @@ static int connect_first(recipe_conn *c, char *detail, size_t len)
         }
         if (port < 0) {
             /* The seed recipes talk to one fixed Redis: no Sentinel. */
-            snprintf(detail, len, "%s: the recipes do not resolve sentinel:// addresses", c->addrs[i]);
+            snprintf(detail, len, "%s: the recipes do not resolve sentinel:// addresses", shown);
             continue;
         }
         struct timeval ct = ms_to_tv(c->connect_ms);
         redisContext *ctx = port == 0 ? redisConnectUnixWithTimeout(host, ct) : redisConnectWithTimeout(host, port, ct);
         if (ctx == NULL) {
-            snprintf(detail, len, "%s: out of memory", c->addrs[i]);
+            snprintf(detail, len, "%s: out of memory", shown);
             continue;
         }
         if (ctx->err != 0 || redisSetTimeout(ctx, ms_to_tv(c->command_ms)) != REDIS_OK) {
-            snprintf(detail, len, "%s: %s", c->addrs[i], ctx->err ? ctx->errstr : "cannot set the timeout");
+            snprintf(detail, len, "%s: %s", shown, ctx->err ? ctx->errstr : "cannot set the timeout");
             redisFree(ctx);
             continue;
         }
@@ -85,7 +87,7 @@ static int connect_first(recipe_conn *c, char *detail, size_t len)
             redisReply *r = user[0] != '\0' ? redisCommand(ctx, "AUTH %s %s", user, pass)
                                             : redisCommand(ctx, "AUTH %s", pass);
             int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-            snprintf(detail, len, "%s: AUTH %s", c->addrs[i],
+            snprintf(detail, len, "%s: AUTH %s", shown,
                      r == NULL ? ctx->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
             if (r != NULL)
                 freeReplyObject(r);
