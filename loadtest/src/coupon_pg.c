@@ -3,6 +3,7 @@
  * independent of db/, in one REPEATABLE READ READ ONLY transaction (one
  * snapshot), every statement sent asynchronously and waited for with a
  * deadline so a server that stops answering cannot hang the audit. */
+#include "common.h"
 #include "loadtest.h"
 
 #include <errno.h>

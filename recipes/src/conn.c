@@ -55,8 +55,10 @@ static int connect_first(recipe_conn *c, char *detail, size_t len)
 {
     snprintf(detail, len, "no Redis address accepted a connection");
     for (size_t i = 0; i < c->n_addrs; i++) {
-        char host[256], why[DLOCK_ERRSTR_LEN];
+        char host[256], why[DLOCK_ERRSTR_LEN], shown[256];
         int port = 0;
+        /* Messages name the address without a redis:// password. */
+        dlock_addr_shown(c->addrs[i], shown, sizeof shown);
         /* libdlock's own address rules: one syntax across the project. */
         if (dlock_addr_parse(c->addrs[i], host, sizeof host, &port, why, sizeof why) != DLOCK_OK) {
             snprintf(detail, len, "%s", why);
@@ -64,19 +66,36 @@ static int connect_first(recipe_conn *c, char *detail, size_t len)
         }
         if (port < 0) {
             /* The seed recipes talk to one fixed Redis: no Sentinel. */
-            snprintf(detail, len, "%s: the recipes do not resolve sentinel:// addresses", c->addrs[i]);
+            snprintf(detail, len, "%s: the recipes do not resolve sentinel:// addresses", shown);
             continue;
         }
         struct timeval ct = ms_to_tv(c->connect_ms);
         redisContext *ctx = port == 0 ? redisConnectUnixWithTimeout(host, ct) : redisConnectWithTimeout(host, port, ct);
         if (ctx == NULL) {
-            snprintf(detail, len, "%s: out of memory", c->addrs[i]);
+            snprintf(detail, len, "%s: out of memory", shown);
             continue;
         }
         if (ctx->err != 0 || redisSetTimeout(ctx, ms_to_tv(c->command_ms)) != REDIS_OK) {
-            snprintf(detail, len, "%s: %s", c->addrs[i], ctx->err ? ctx->errstr : "cannot set the timeout");
+            snprintf(detail, len, "%s: %s", shown, ctx->err ? ctx->errstr : "cannot set the timeout");
             redisFree(ctx);
             continue;
+        }
+        /* redis://user:password@host: the same AUTH libdlock sends. */
+        char user[256], pass[256];
+        if (dlock_addr_credentials(c->addrs[i], user, sizeof user, pass, sizeof pass, why,
+                                   sizeof why) == DLOCK_OK && pass[0] != '\0') {
+            redisReply *r = user[0] != '\0' ? redisCommand(ctx, "AUTH %s %s", user, pass)
+                                            : redisCommand(ctx, "AUTH %s", pass);
+            int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+            snprintf(detail, len, "%s: AUTH %s", shown,
+                     r == NULL ? ctx->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            if (r != NULL)
+                freeReplyObject(r);
+            memset(pass, 0, sizeof pass);
+            if (!ok) {
+                redisFree(ctx);
+                continue;
+            }
         }
         c->ctx = ctx;
         return 0;

@@ -313,3 +313,32 @@ Test(app_health_metrics, counters_move_exactly, .timeout = 30)
     scrape_free(&c);
     scrape_free(&d);
 }
+
+/* --redis as people write it: redis://:password@host:port against a Redis
+ * with requirepass. The lock works with the URL's password, and what the
+ * server tells the world about a node that is down (/healthz) names it
+ * with the password as ***. */
+Test(app_health_metrics, redis_url_with_password, .timeout = 30)
+{
+    char url[160];
+    http_reply r;
+
+    APP_SETUP_OK();
+    memset(&g_app.redis[0], 0, sizeof g_app.redis[0]);
+    snprintf(g_app.redis[0].password, sizeof g_app.redis[0].password, "hm-s3cret");
+    cr_assert_eq(redis_start(&g_app.redis[0]), 0);
+    g_app.nredis = 1;
+    snprintf(url, sizeof url, "redis://:hm-s3cret@localhost:%d", g_app.redis[0].port);
+    app_server_up(&g_app.srv[0], "--db", g_app.db, "--redis", url, "--admin-token", APP_TOKEN,
+                  "--lock-wait", "200", NULL);
+    expect_health(200, "ok", "ok", 1, 1);
+    long long id = app_create_coupon(&g_app.srv[0], "url", 3, 1);
+    app_claim_expect(&g_app.srv[0], "POST", id, "u1", 200, 0, 0);
+
+    cr_assert_eq(redis_kill(&g_app.redis[0]), 0);
+    app_request(&g_app.srv[0], "GET", "/healthz", NULL, NULL, &r);
+    cr_assert_eq(r.status, 503, "%s", r.body);
+    cr_assert(strstr(r.body, "hm-s3cret") == NULL, "password in /healthz: %s", r.body);
+    cr_assert(strstr(r.body, "redis://:***@localhost:") != NULL, "%s", r.body);
+    http_reply_free(&r);
+}

@@ -95,3 +95,35 @@ Test(ctl_ping, wrong_password_is_down_right_password_is_up)
     free(out);
     redis_stop(&secured);
 }
+
+/* redis://[user]:password@host:port: dlockctl authenticates with the URL's
+ * credentials (password only, and an ACL user), reports a wrong one as
+ * AUTH, and never prints the password. */
+Test(ctl_ping, url_credentials)
+{
+    redis_proc secured = {0};
+    char *out = NULL, url[160], out_s[64];
+    const char *setuser[] = {"ACL", "SETUSER", "ops", "on", ">opspw", "~*", "+@all"};
+    snprintf(secured.password, sizeof secured.password, "s3cret");
+    cr_assert_eq(redis_start(&secured), 0);
+    cr_assert_eq(redis_cmd(&secured, out_s, sizeof out_s, 7, setuser), 0);
+
+    snprintf(url, sizeof url, "redis://:s3cret@127.0.0.1:%d", secured.port);
+    int rc = ctl_run(&out, "--redis", url, "ping", NULL);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "s3cret") == NULL, "password printed: %s", out);
+    free(out);
+    out = NULL;
+    snprintf(url, sizeof url, "redis://ops:opspw@localhost:%d/0", secured.port);
+    rc = ctl_run(&out, "--redis", url, "ping", NULL);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "opspw") == NULL, "password printed: %s", out);
+    free(out);
+    out = NULL;
+    snprintf(url, sizeof url, "redis://ops:wrongpw@127.0.0.1:%d", secured.port);
+    rc = ctl_run(&out, "--redis", url, "ping", NULL);
+    cr_expect_eq(rc, 1, "%s", out);
+    cr_expect(strstr(out, "AUTH") != NULL && strstr(out, "wrongpw") == NULL, "%s", out);
+    free(out);
+    redis_stop(&secured);
+}

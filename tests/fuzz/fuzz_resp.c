@@ -1,7 +1,8 @@
 /* fuzz_resp.c - libdlock on whatever bytes a broken or hostile "Redis"
  * answers: the harness listens on a unix socket, answers every command the
  * library sends with the fuzz input (RESP or not) and closes, and drives the
- * public API through it: connect, ping, acquire, extend, release. No crash,
+ * public API through it: connect, ping, acquire, extend, release, and the
+ * same for a set of three (dlock_acquire_multi). No crash,
  * no leak, no hang, and every outcome a code of the enum. */
 #include <errno.h>
 #include <poll.h>
@@ -127,6 +128,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_code(rc);
     FUZZ_CHECK((rc == DLOCK_OK) == (l != NULL));
     if (l != NULL) {
+        check_code(dlock_extend(c, l, 1000));
+        check_code(dlock_release(c, l));
+        dlock_lock_free(l);
+    }
+    /* A set of resources: its replies are arrays of fences, parsed by
+     * multi.c; any shape must be refused cleanly. */
+    const char *set[3] = {"fa", "fb", "fc"};
+    l = NULL;
+    rc = dlock_acquire_multi(c, set, 3, 1000, 0, &l);
+    check_code(rc);
+    FUZZ_CHECK((rc == DLOCK_OK) == (l != NULL));
+    if (l != NULL) {
+        FUZZ_CHECK(dlock_lock_count(l) == 3);
         check_code(dlock_extend(c, l, 1000));
         check_code(dlock_release(c, l));
         dlock_lock_free(l);
