@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "app.h"
+#include "claim/bundle.h"
 #include "claim/claimq.h"
 #include "claim/hold_log.h"
 #include "claim/section.h"
@@ -133,6 +134,12 @@ int main(int argc, char **argv)
     }
     a.cfg = &cfg;
     a.strat = strategy_by_name(cfg.strategy);
+    /* --bundle-lock resolved before the pool: its lock ways need a lock client per slot. */
+    if (bundle_setup(&cfg, a.strat->uses_lock, err, sizeof err) != 0) {
+        fprintf(stderr, "coupon-server: %s\n", err);
+        rc = 2;
+        goto out;
+    }
     /* Before any thread: the log's descriptor is then only read by them. */
     if (hold_log_open(cfg.hold_log, err, sizeof err) != 0) {
         fprintf(stderr, "coupon-server: %s\n", err);
@@ -161,7 +168,7 @@ int main(int argc, char **argv)
 
     /* One slot per HTTP thread (checked out per request: a thread never
      * waits for a slot) and one per claim worker (held for its life). */
-    switch (pool_new(&cfg, (size_t)cfg.threads + (size_t)cfg.claim_workers, a.strat->uses_lock, &pool, err,
+    switch (pool_new(&cfg, (size_t)cfg.threads + (size_t)cfg.claim_workers, a.strat->uses_lock || bundle_uses_lock(), &pool, err,
                      sizeof err)) {
     case POOL_OK:
         break;

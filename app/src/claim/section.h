@@ -20,6 +20,11 @@
 db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fence_mode mode, uint64_t fence,
                       db_claim_req *reqs, size_t n);
 
+/* The business step and the pause fault alone, for a section the store
+ * runs another way (the bundle's, claim/bundle.c): a db_work_fn whose arg
+ * is the const app_config. */
+void section_business_step(void *cfg, size_t n_claims);
+
 /* --fault-pause-ms MS:signal: the next section to run stalls MS (called
  * from the SIGUSR1 handler: async-signal-safe). */
 void section_fault_arm(void);

@@ -57,6 +57,9 @@
       "claims accepted and waiting for a claim worker; one more is answered 503 / 1005 at once")                                                                \
     X(CUSTOM, -,        admin_token,      "admin-token",       "COUPON_ADMIN_TOKEN",       "TOKEN",          0, 0,                 NULL,                             \
       "bearer token for the admin endpoints (unset: they answer 403)")                                                                                          \
+    X(STR,    char *,   bundle_lock,      "bundle-lock",       "COUPON_BUNDLE_LOCK",       "NAME",           0, 0,                 NULL,                             \
+      "how a bundle (POST /api/v1/coupon/bundle) locks its coupons: request-order, sorted, multi, atomic-sql "           \
+      "(default multi; atomic-sql under a --strategy without a lock)")                                                     \
     X(NUM,    unsigned, work_us,          "work-us",           "COUPON_WORK_US",           "US",             0, 10000000,          0,                                \
       "the business step of the critical section, between the stock read and the write")                                                                        \
     X(ALIAS,  unsigned, work_us,          "unsafe-delay-us",   "COUPON_UNSAFE_DELAY_US",   "US",             0, 10000000,          0,                                \
