@@ -246,24 +246,97 @@ DLOCK_API dlock_err dlock_ping_nodes(dlock_client *c, uint32_t *up_mask);
  * DLOCK_ERR_ARG for a NULL / empty / oversized resource or a larger value. */
 DLOCK_API dlock_err dlock_fence_raise(dlock_client *c, const char *resource, uint64_t at_least);
 
-/* Acquire `resource` for ttl_ms, trying until the absolute CLOCK_MONOTONIC
- * deadline (ms, from dlock_now_ms()); deadline <= now means try once.
+/* Acquire `resource` for ttl_ms, trying until deadline_ms: an ABSOLUTE
+ * instant in ms on the library's clock (CLOCK_BOOTTIME, else
+ * CLOCK_MONOTONIC: build it as dlock_now_ms() + wait, or call
+ * dlock_acquire_for with the wait itself). The deadline rule:
+ *   deadline_ms <= 0               try once (as dlock_try_acquire)
+ *   > 0 but more than DLOCK_DEADLINE_SLACK_MS (60 s) before the instant
+ *   the library was loaded (for a program linked with it: before main)
+ *                                  DLOCK_ERR_ARG, nothing sent: no instant
+ *                                  this process took from dlock_now_ms()
+ *                                  lies there, so it is almost surely a
+ *                                  relative wait such as 2000 (which would
+ *                                  silently mean "try once"); the errstr
+ *                                  says so and names dlock_acquire_for
+ *   any later instant <= now       try once
+ *   later than now                 retry until then
+ * (The check cannot catch a relative wait that happens to be later than
+ * that bound - a program started in the first minute or so after boot -
+ * so use dlock_acquire_for for waits.)
  * Between attempts: exponential backoff with full jitter (or the fixed delay
- * of the options), never sleeping past the deadline.
+ * of the options), never sleeping past the deadline; with wake_on_release
+ * a waiter blocks until a release wakes it instead (see dlock_options).
  * On DLOCK_OK, *out is a new lock the caller owns (dlock_lock_free), with a
  * validity > 0 and a fence. Otherwise *out is NULL and the result is:
  *   DLOCK_ERR_TAKEN   held by someone else until the deadline
  *   DLOCK_ERR_EXPIRED quorum reached but no validity left (never handed out)
  *   unavailable codes (see dlock_err_is_unavailable) when nodes failed
- *   DLOCK_ERR_ARG     NULL, empty or oversized resource, ttl_ms == 0
+ *   DLOCK_ERR_ARG     NULL, empty or oversized resource, ttl_ms == 0, a
+ *                     deadline before the library was loaded (above)
  *   DLOCK_ERR_NOMEM   no memory for the handle
  * Thread-safe (serialised per client). */
 DLOCK_API dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
                                   int64_t deadline_ms, dlock_lock **out);
 
+/* dlock_acquire with a RELATIVE wait: tries for up to wait_ms from now
+ * (wait_ms <= 0: try once; a wait too long for the clock: for ever).
+ * Same results and handle as dlock_acquire. The call to reach for first:
+ *   dlock_acquire_for(c, "order:42", 10000, 2000, &lock)
+ * takes the lock for 10 s, waiting at most 2 s for it. */
+DLOCK_API dlock_err dlock_acquire_for(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                                      int64_t wait_ms, dlock_lock **out);
+
 /* Try once: dlock_acquire with a deadline already passed. */
 DLOCK_API dlock_err dlock_try_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
                                       dlock_lock **out);
+
+/* How far before the library was loaded a deadline may lie and still be
+ * taken as an instant ("try once"); see dlock_acquire. */
+#define DLOCK_DEADLINE_SLACK_MS 60000
+
+/* Most resources one dlock_acquire_multi may take. */
+#define DLOCK_MAX_MULTI 64
+
+/* Several resources as ONE lock: all of resources[0..n) or none.
+ * - n is 1..DLOCK_MAX_MULTI; each name as for dlock_acquire; two equal
+ *   names in one call are DLOCK_ERR_ARG (which ones: errstr). The order
+ *   does not matter: {a,b} and {b,a} are the same request.
+ * - Each attempt is one round: one script per node over all 2n keys, that
+ *   sets every lock key (our token, PX ttl_ms) and raises every fence
+ *   counter only if no lock key is present, else changes nothing. Nothing
+ *   is ever held while waiting for the rest, so two callers asking for
+ *   overlapping sets in any order cannot deadlock, and a partial set is
+ *   never left behind (docs/single-instance.md, "Several resources at
+ *   once"). Redlock: the set is ours when a quorum granted ALL of it in one
+ *   round, validity = TTL - elapsed - drift as for one resource; a failed
+ *   round is undone on every node that may have set the keys.
+ * - deadline_ms: as dlock_acquire (the same rule and the same refusal);
+ *   dlock_acquire_multi_for takes a relative wait.
+ * - Waiting: retry with backoff (retry_* options), never the wake queue of
+ *   dlock_options.wake_on_release. A hand-off passes one key to one
+ *   waiter; a multi waiter needs all its keys free at once, and queueing
+ *   it on one key would have it hold that key while the others are busy -
+ *   the hold-and-wait that deadlocks. Single-resource waiters queued on a
+ *   key the multi lock held are still handed that key on its release. So
+ *   under steady contention for one of its resources a multi acquirer can
+ *   lose to queued single waiters for as long as that contention lasts.
+ * - Results and the handle as dlock_acquire. dlock_lock_count() is n,
+ *   dlock_lock_resource_of(lock, i) and dlock_lock_fence_of(lock, i) give
+ *   resource i (in the caller's order) and its own fence, strictly greater
+ *   than every earlier fence of that resource (each resource keeps its own
+ *   counter, shared with single acquisitions of it). dlock_lock_resource
+ *   and dlock_lock_fence give resource 0.
+ * - dlock_release, dlock_extend and dlock_auto_renew act on all n keys at
+ *   once, each token-checked: extend succeeds on a node only when every key
+ *   there still holds our token (otherwise that node extends none), and
+ *   release deletes every key that still holds it.
+ * Thread-safe (serialised per client). */
+DLOCK_API dlock_err dlock_acquire_multi(dlock_client *c, const char *const *resources, size_t n,
+                                        uint32_t ttl_ms, int64_t deadline_ms, dlock_lock **out);
+DLOCK_API dlock_err dlock_acquire_multi_for(dlock_client *c, const char *const *resources,
+                                            size_t n, uint32_t ttl_ms, int64_t wait_ms,
+                                            dlock_lock **out);
 
 /* Release: deletes the key on every node where it still holds our token
  * (token-checked script). Stops automatic renewal first.
@@ -309,9 +382,18 @@ DLOCK_API void dlock_lock_free(dlock_lock *lock);
 DLOCK_API const char *dlock_lock_resource(const dlock_lock *lock); /* without the key prefix */
 DLOCK_API const char *dlock_lock_token(const dlock_lock *lock);    /* 32 hex digits */
 DLOCK_API uint64_t dlock_lock_fence(const dlock_lock *lock);       /* fencing token, >= 1 */
+/* Resources in the lock: 1 for dlock_acquire, n for dlock_acquire_multi
+ * (0 for NULL). */
+DLOCK_API size_t dlock_lock_count(const dlock_lock *lock);
+/* Resource i (0 <= i < dlock_lock_count) and its fence, in the order the
+ * acquire was given them; "" and 0 for NULL or i out of range. For i == 0
+ * the same as dlock_lock_resource / dlock_lock_fence. */
+DLOCK_API const char *dlock_lock_resource_of(const dlock_lock *lock, size_t i);
+DLOCK_API uint64_t dlock_lock_fence_of(const dlock_lock *lock, size_t i);
 /* Remaining validity in ms at this instant (0 once used up, released or lost). */
 DLOCK_API int64_t dlock_lock_validity_ms(const dlock_lock *lock);
-/* Absolute CLOCK_MONOTONIC ms at which the validity ends. */
+/* Absolute instant (ms, dlock_now_ms()'s clock: CLOCK_BOOTTIME, else
+ * CLOCK_MONOTONIC) at which the validity ends. */
 DLOCK_API int64_t dlock_lock_valid_until_ms(const dlock_lock *lock);
 /* Nonzero while the lock is held: not released, not found lost (by release,
  * extend or the watchdog), and validity left. Thread-safe (the watchdog

@@ -229,10 +229,7 @@ out:
     if (rc != DLOCK_OK && (ok_mask | maybe_mask) != 0)
         dlock__script_send_only(c, ok_mask | maybe_mask, DLOCK__SCRIPT_RELEASE, keys, 1,
                                 rel_args, 1);
-    if (lock != NULL) {
-        free(lock->resource);
-        free(lock);
-    }
+    dlock__lock_destroy(lock);
     dlock__results_clear(res, DLOCK_MAX_NODES);
     return rc;
 }
@@ -293,6 +290,10 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
         else
             dlock__errf(c->errstr, "acquire: key prefix + resource is %zu bytes, longer than %d",
                         c->prefix_len + strlen(resource), DLOCK_MAX_KEY_LEN);
+        pthread_mutex_unlock(&c->mu);
+        return DLOCK_ERR_ARG;
+    }
+    if (dlock__deadline_check(deadline_ms, "dlock_acquire", c->errstr) != 0) {
         pthread_mutex_unlock(&c->mu);
         return DLOCK_ERR_ARG;
     }
@@ -367,4 +368,22 @@ dlock_err dlock_try_acquire(dlock_client *c, const char *resource, uint32_t ttl_
                             dlock_lock **out)
 {
     return dlock_acquire(c, resource, ttl_ms, INT64_MIN, out);
+}
+
+int64_t dlock__deadline_after(int64_t wait_ms)
+{
+    int64_t now = dlock_now_ms();
+
+    /* No wait is "try once"; INT64_MIN is the plainest deadline that says
+     * so and passes dlock__deadline_check. */
+    if (wait_ms <= 0)
+        return INT64_MIN;
+    /* A wait so long that now + wait_ms would overflow is "for ever". */
+    return wait_ms > INT64_MAX - now ? INT64_MAX : now + wait_ms;
+}
+
+dlock_err dlock_acquire_for(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                            int64_t wait_ms, dlock_lock **out)
+{
+    return dlock_acquire(c, resource, ttl_ms, dlock__deadline_after(wait_ms), out);
 }

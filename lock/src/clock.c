@@ -1,9 +1,10 @@
 /* clock.c - the library's clock (CLOCK_BOOTTIME, else CLOCK_MONOTONIC) in
- * milliseconds, its conversion for condition variables, and an EINTR-safe
- * sleep. */
+ * milliseconds, the check that a deadline is an instant on it, its
+ * conversion for condition variables, and an EINTR-safe sleep. */
 #include "dlock_internal.h"
 
 #include <errno.h>
+#include <sys/time.h>
 #include <time.h>
 
 /* Never wall-clock: a lease measured on a clock that NTP or an operator can
@@ -42,6 +43,41 @@ int64_t dlock_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The instant the library was loaded (for a program linked with it: before
+ * its main ran). No deadline this process built from dlock_now_ms() can lie
+ * before it, so one that does was not built that way: most likely a
+ * relative wait ("2000") passed where an absolute instant belongs, which
+ * would silently mean "try once" (see dlock__deadline_check). */
+static _Atomic int64_t loaded_ms = 0;
+
+__attribute__((constructor)) static void note_load_time(void)
+{
+    atomic_store(&loaded_ms, dlock_now_ms());
+}
+
+int dlock__deadline_check(int64_t deadline_ms, const char *op, char *errbuf)
+{
+    int64_t since = atomic_load(&loaded_ms);
+    int64_t now;
+
+    /* <= 0 is the explicit "try once" (dlock_try_acquire passes INT64_MIN);
+     * it can be no clock reading, and as a relative wait 0 means the same.
+     * The slack keeps "a little in the past" legal in a process that has
+     * just started (dlock_now_ms() - 1000 as "try once", a deadline taken
+     * by a parent just before it forked), while a relative wait passed on
+     * a host up for more than a few minutes still lies far before it. */
+    if (deadline_ms <= 0 || since == 0 || deadline_ms >= since - DLOCK_DEADLINE_SLACK_MS)
+        return 0;
+    now = dlock_now_ms();
+    dlock__errf(errbuf,
+                "%s: deadline_ms is an absolute instant on dlock_now_ms()'s clock "
+                "(CLOCK_BOOTTIME); %lld is %lld ms in the past, over a minute before this "
+                "process loaded libdlock - use %s_for for a relative wait, or "
+                "dlock_now_ms() + wait",
+                op, (long long)deadline_ms, (long long)(now - deadline_ms), op);
+    return -1;
+}
+
 void dlock__cond_deadline(int64_t at_ms, struct timespec *ts)
 {
     int64_t wait = at_ms - dlock_now_ms();
@@ -60,6 +96,17 @@ void dlock__cond_deadline(int64_t at_ms, struct timespec *ts)
         ts->tv_sec++;
         ts->tv_nsec -= 1000000000L;
     }
+}
+
+struct timeval dlock__tv_ms(int64_t ms)
+{
+    struct timeval tv;
+
+    if (ms < 0)
+        ms = 0;
+    tv.tv_sec = (time_t)(ms / 1000);
+    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
+    return tv;
 }
 
 void dlock__sleep_ms(int64_t ms)

@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include <hiredis/hiredis.h>
@@ -141,6 +142,10 @@ typedef enum dlock__script_id {
     DLOCK__SCRIPT_ENTER,
     DLOCK__SCRIPT_PASS,
     DLOCK__SCRIPT_LEAVE,
+    DLOCK__SCRIPT_MULTI_ACQUIRE,
+    DLOCK__SCRIPT_MULTI_RELEASE,
+    DLOCK__SCRIPT_MULTI_EXTEND,
+    DLOCK__SCRIPT_MULTI_FENCE_SYNC,
     DLOCK__SCRIPT_COUNT
 } dlock__script_id;
 
@@ -202,8 +207,17 @@ struct dlock_client {
     dlock_lock *renew_head;           /* registry of auto-renewed locks (singly linked) */
 };
 
+/* The resources of a multi lock beyond what struct dlock_lock keeps for
+ * resource 0 (multi.c). */
+typedef struct dlock__multi {
+    size_t n;                         /* 1..DLOCK_MAX_MULTI resources */
+    char **names;                     /* owned copies, the caller's order; names[0] is lock->resource */
+    uint64_t *fences;                 /* fences[i] of names[i]; fences[0] == lock->fence */
+} dlock__multi;
+
 struct dlock_lock {
-    char *resource;                   /* owned copy, without the key prefix */
+    char *resource;                   /* owned copy, without the key prefix (multi: resource 0) */
+    dlock__multi *multi;              /* dlock_acquire_multi: every resource; NULL for one resource */
     char token[DLOCK_TOKEN_LEN];      /* 32 hex digits + NUL */
     uint64_t fence;
     char handoff[DLOCK_TOKEN_LEN];    /* the hand-off nonce this lock was taken with ("" if none; wake.c) */
@@ -233,6 +247,12 @@ const char *dlock__strerror(int err, char *buf, size_t len);
 
 /* ---- clock.c ---- */
 void dlock__sleep_ms(int64_t ms);
+/* 0 when deadline_ms may be an instant on dlock_now_ms()'s clock: <= 0
+ * (try once) or not before the library was loaded. Else -1 with why in
+ * errbuf ("<op>: ... use <op>_for ..."): DLOCK_ERR_ARG for the caller. */
+int dlock__deadline_check(int64_t deadline_ms, const char *op, char *errbuf);
+/* ms as a struct timeval (hiredis timeouts); negative counts as 0. */
+struct timeval dlock__tv_ms(int64_t ms);
 /* The CLOCK_MONOTONIC timespec for the dlock_now_ms() instant at_ms, for
  * pthread_cond_timedwait (condvars take only REALTIME or MONOTONIC). */
 void dlock__cond_deadline(int64_t at_ms, struct timespec *ts);
@@ -307,6 +327,9 @@ int dlock__fence_key(const dlock_client *c, const char *resource, char *out, siz
 int dlock__check_owner(const dlock_client *c, const dlock_lock *lock, const char *op,
                        char *errbuf);
 int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms);
+/* The deadline of a relative wait: INT64_MIN (try once) for wait_ms <= 0,
+ * INT64_MAX when now + wait_ms would overflow. */
+int64_t dlock__deadline_after(int64_t wait_ms);
 size_t dlock__count_int(const dlock__result *res, size_t n, long long value, uint32_t *mask_out);
 int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);
 
@@ -360,6 +383,39 @@ int dlock__pass_prepare(const dlock_client *c, const char *resource, const char 
 dlock_lock *dlock__lock_new(const dlock_client *c, const char *resource, const char *token,
                             uint64_t fence, uint32_t ttl_ms, int64_t base_ms,
                             int64_t valid_until_ms, uint32_t may_hold);
+
+/* ---- lock.c ---- */
+/* Frees the handle's memory (no unregistering, no waiting); NULL ok. */
+void dlock__lock_destroy(dlock_lock *lock);
+
+/* ---- multi.c (several resources as one lock) ---- */
+/* The release round of a multi lock on the nodes of mask: deletes every key
+ * still holding its token; a key a single-resource waiter is listed on is
+ * handed on as dlock_release would (dlock__release_round). ones_mask:
+ * nodes where every key held the token; zeros_mask: nodes that answered
+ * otherwise. Client mutex held. */
+void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_t mask,
+                                uint32_t reach, uint32_t *ones_mask, uint32_t *zeros_mask,
+                                dlock__result *res);
+/* The keys of lock's resources for multi_extend.lua / multi_release.lua:
+ * keys[0..n) the lock keys; with waiters also keys[n..2n) the waiters
+ * sets. NULL when out of memory; free with free(). */
+typedef struct dlock__multi_keys {
+    size_t n;
+    const char *keys[2 * DLOCK_MAX_MULTI];
+    char buf[2 * DLOCK_MAX_MULTI][DLOCK__KEY_BUF + 16];
+} dlock__multi_keys;
+dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const dlock_lock *lock,
+                                         int waiters);
+
+/* ---- release.c ---- */
+/* The release of one resource (lock key + the wake or queue keys that
+ * hand it to a waiter) on the nodes of mask; as dlock_release's round.
+ * ones_mask / zeros_mask: nodes that answered 1 (deleted or handed on) or
+ * 0 (not our token). Client mutex held. */
+void dlock__release_round(dlock_client *c, const char *resource, const char *token,
+                          const char *handoff, uint32_t mask, uint32_t reach,
+                          uint32_t *ones_mask, uint32_t *zeros_mask, dlock__result *res);
 
 /* ---- extend.c ---- */
 dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms,

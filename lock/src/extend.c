@@ -2,6 +2,7 @@
 #include "dlock_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Extends lock to ttl_ms on every node that still holds its token; client
@@ -12,9 +13,13 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
 {
     dlock_err rc = DLOCK_ERR_ARG;
     dlock__result res[DLOCK_MAX_NODES];
-    char key[DLOCK__KEY_BUF], ttl_s[16];
-    const char *keys[1] = {key};
+    char key[DLOCK__KEY_BUF], ttl_s[16], n_s[24];
+    const char *one_key[1] = {key};
+    const char *const *keys = one_key;
     const char *args[2];
+    dlock__multi_keys *mk = NULL;
+    dlock__script_id extend_id = DLOCK__SCRIPT_EXTEND, release_id = DLOCK__SCRIPT_RELEASE;
+    int nkeys = 1;
     uint32_t ones_mask = 0, zeros_mask = 0;
     int64_t t0, elapsed, drift, validity;
     size_t ones;
@@ -29,7 +34,20 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
         c->stats.lost++;
         goto out;
     }
-    if (dlock__lock_key(c, lock->resource, key, sizeof(key)) != 0) {
+    if (lock->multi != NULL) {
+        /* Every key of the set, in one script: the set is extended on a
+         * node only where all of it still holds our token. */
+        mk = dlock__multi_keys_new(c, lock, 0);
+        if (mk == NULL) {
+            dlock__errf(errbuf, "extend: out of memory for the keys");
+            rc = DLOCK_ERR_NOMEM;
+            goto out;
+        }
+        keys = mk->keys;
+        nkeys = (int)mk->n;
+        extend_id = DLOCK__SCRIPT_MULTI_EXTEND;
+        release_id = DLOCK__SCRIPT_MULTI_RELEASE;
+    } else if (dlock__lock_key(c, lock->resource, key, sizeof(key)) != 0) {
         dlock__errf(errbuf, "extend: key longer than %d bytes", DLOCK_MAX_KEY_LEN);
         goto out;
     }
@@ -39,7 +57,7 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
     /* Same validity rule as acquire: the new TTL starts no earlier than t0
      * on any node, minus the time the round took and the clock drift. */
     t0 = dlock_now_ms();
-    dlock__script_round(c, dlock__all_nodes(c), 0, DLOCK__SCRIPT_EXTEND, keys, 1, args, 2, res,
+    dlock__script_round(c, dlock__all_nodes(c), 0, extend_id, keys, nkeys, args, 2, res,
                         dlock__quorum_of_ones, &c->quorum);
     elapsed = dlock_now_ms() - t0;
     drift = dlock__drift_ms(c, ttl_ms);
@@ -86,9 +104,23 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
     /* The lock is gone, but the nodes that did extend now keep our key for
      * a whole new TTL: release them so the minority does not block the next
      * owner for that long. */
-    if (ones_mask != 0)
-        dlock__script_send_only(c, ones_mask, DLOCK__SCRIPT_RELEASE, keys, 1, args, 1);
+    if (lock->multi != NULL) {
+        /* A multi lock is lost when one key of the set is gone, but the
+         * nodes that answered 0 still hold the rest of the set under our
+         * token until it expires: free those keys too. */
+        ones_mask |= zeros_mask;
+    }
+    if (ones_mask != 0) {
+        /* multi_release.lua's ARGV[2] is the number of resources; given
+         * only the lock keys it deletes each that holds our token (no
+         * hand-off). */
+        snprintf(n_s, sizeof(n_s), "%d", nkeys);
+        args[1] = n_s;
+        dlock__script_send_only(c, ones_mask, release_id, keys, nkeys, args,
+                                release_id == DLOCK__SCRIPT_RELEASE ? 1 : 2);
+    }
 out:
+    free(mk);
     dlock__results_clear(res, DLOCK_MAX_NODES);
     return rc;
 }

@@ -42,6 +42,21 @@ void dlock_lock_free(dlock_lock *lock)
         dlock__renew_unregister_locked(c, lock);
         pthread_mutex_unlock(&c->mu);
     }
+    dlock__lock_destroy(lock);
+}
+
+void dlock__lock_destroy(dlock_lock *lock)
+{
+    if (lock == NULL)
+        return;
+    if (lock->multi != NULL) {
+        /* names[0] is lock->resource: freed once, below. */
+        for (size_t i = 1; i < lock->multi->n; i++)
+            free(lock->multi->names[i]);
+        free(lock->multi->names);
+        free(lock->multi->fences);
+        free(lock->multi);
+    }
     free(lock->resource);
     free(lock);
 }
@@ -59,6 +74,27 @@ const char *dlock_lock_token(const dlock_lock *lock)
 uint64_t dlock_lock_fence(const dlock_lock *lock)
 {
     return lock != NULL ? lock->fence : 0;
+}
+
+size_t dlock_lock_count(const dlock_lock *lock)
+{
+    if (lock == NULL)
+        return 0;
+    return lock->multi != NULL ? lock->multi->n : 1;
+}
+
+const char *dlock_lock_resource_of(const dlock_lock *lock, size_t i)
+{
+    if (lock == NULL || i >= dlock_lock_count(lock))
+        return "";
+    return i == 0 ? lock->resource : lock->multi->names[i];
+}
+
+uint64_t dlock_lock_fence_of(const dlock_lock *lock, size_t i)
+{
+    if (lock == NULL || i >= dlock_lock_count(lock))
+        return 0;
+    return i == 0 ? lock->fence : lock->multi->fences[i];
 }
 
 int64_t dlock_lock_valid_until_ms(const dlock_lock *lock)

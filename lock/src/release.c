@@ -1,22 +1,78 @@
-/* release.c - dlock_release: token-checked delete on every node in parallel. */
+/* release.c - dlock_release: token-checked delete on every node in parallel
+ * (a multi lock's round is in multi.c). */
 #include "dlock_internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
-dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
+void dlock__release_round(dlock_client *c, const char *resource, const char *token,
+                          const char *handoff, uint32_t mask, uint32_t reach,
+                          uint32_t *ones_mask, uint32_t *zeros_mask, dlock__result *res)
 {
-    dlock_err rc = DLOCK_ERR_ARG;
-    dlock__result res[DLOCK_MAX_NODES];
     char key[DLOCK__KEY_BUF], list[DLOCK__KEY_BUF + 16], waiters[DLOCK__KEY_BUF + 16];
     char nonce[DLOCK__NONCE_LEN], handoff_s[16];
     const char *keys[3] = {key, list, waiters};
-    const char *args[4] = {NULL, nonce, handoff_s, NULL};
+    const char *args[4] = {token, nonce, handoff_s, handoff};
     const char *const *kv = keys, *const *av = args;
     dlock__script_id script = DLOCK__SCRIPT_RELEASE;
     dlock__pass_buf pb;
     int nkeys = 1, nargs = 1;
-    uint32_t ones_mask = 0, zeros_mask = 0, unknown = 0;
+    uint32_t unknown = 0;
+
+    *ones_mask = 0;
+    *zeros_mask = 0;
+    if (dlock__lock_key(c, resource, key, sizeof(key)) != 0)
+        return; /* checked at acquire: cannot happen */
+    if (c->n == 1) {
+        /* One node: pass.lua hands the key straight to the oldest listed
+         * waiter (queue.c), or deletes it when none is listed. Also from a
+         * polling client (wake_on_release = 0): how a client waits is its
+         * own choice, but its release must not strand the waiters queued
+         * behind it until its key would have expired. */
+        if (dlock__pass_prepare(c, resource, token, &pb) == 0) {
+            script = DLOCK__SCRIPT_PASS;
+            kv = pb.keys;
+            av = pb.args;
+            nkeys = 3;
+            nargs = 3;
+        }
+    } else if (c->wake_on_release && dlock__wake_key(c, DLOCK_WAKE_NS, resource, list, sizeof(list)) == 0 &&
+        dlock__wake_key(c, DLOCK_WAITERS_NS, resource, waiters, sizeof(waiters)) == 0 &&
+        dlock__token_new(nonce) == 0) {
+        snprintf(handoff_s, sizeof(handoff_s), "%d", c->handoff_ms);
+        nkeys = 3;
+        nargs = 4;
+    }
+    /* On every node, not only those that granted the lock: a node that timed
+     * out during acquire may still have set the key (distlock page,
+     * "releasing the lock"). The script deletes only our token's key. A
+     * node whose breaker is open is asked only if the acquire may have
+     * landed there (may_hold); then the release queues behind it. */
+    dlock__script_round(c, mask, reach, script, kv, nkeys, av, nargs, res,
+                        dlock__quorum_of_ones, &c->quorum);
+    /* A node that has not answered may yet answer NOSCRIPT (its script
+     * cache emptied, or this script never run there before), and then the
+     * release never runs there and nobody resends it: send the body behind
+     * it. Running twice is harmless: the token check makes the second run
+     * a no-op (tokens are never reused). One node only: with Redlock a
+     * lagging minority would get a second command queued per release. */
+    for (size_t i = 0; c->n == 1 && i < c->n; i++)
+        if ((mask & (1u << i)) &&
+            (res[i].status == DLOCK__R_TIMEOUT || res[i].status == DLOCK__R_PENDING))
+            unknown |= 1u << i;
+    if (unknown != 0)
+        dlock__script_send_only(c, unknown, script, kv, nkeys, av, nargs);
+    dlock__count_int(res, c->n, 1, ones_mask);
+    dlock__count_int(res, c->n, 0, zeros_mask);
+    *ones_mask &= mask;
+    *zeros_mask &= mask;
+}
+
+dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
+{
+    dlock_err rc = DLOCK_ERR_ARG;
+    dlock__result res[DLOCK_MAX_NODES];
+    uint32_t ones_mask = 0, zeros_mask = 0, all;
     size_t ones;
 
     if (c == NULL)
@@ -39,11 +95,6 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
      * no extension can be in flight or start after this point, so nothing
      * prolongs the lock behind our back once it is released. */
     dlock__renew_unregister_locked(c, lock);
-    if (dlock__lock_key(c, lock->resource, key, sizeof(key)) != 0) {
-        dlock__errf(c->errstr, "release: key longer than %d bytes", DLOCK_MAX_KEY_LEN);
-        goto out;
-    }
-    args[0] = lock->token;
     /* From here on the lock is not held, whatever this round answers: a
      * delete that a node has not answered may still run at any moment and
      * free the key for the next owner, so a holder that kept going after a
@@ -51,47 +102,13 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
     lock->release_sent = 1;
     if (atomic_load(&lock->state) == DLOCK__HELD)
         atomic_store(&lock->state, DLOCK__RELEASED);
-    args[3] = lock->handoff;
-    if (c->n == 1) {
-        /* One node: pass.lua hands the key straight to the oldest listed
-         * waiter (queue.c), or deletes it when none is listed. Also from a
-         * polling client (wake_on_release = 0): how a client waits is its
-         * own choice, but its release must not strand the waiters queued
-         * behind it until its key would have expired. */
-        if (dlock__pass_prepare(c, lock->resource, lock->token, &pb) == 0) {
-            script = DLOCK__SCRIPT_PASS;
-            kv = pb.keys;
-            av = pb.args;
-            nkeys = 3;
-            nargs = 3;
-        }
-    } else if (c->wake_on_release && dlock__wake_key(c, DLOCK_WAKE_NS, lock->resource, list, sizeof(list)) == 0 &&
-        dlock__wake_key(c, DLOCK_WAITERS_NS, lock->resource, waiters, sizeof(waiters)) == 0 &&
-        dlock__token_new(nonce) == 0) {
-        snprintf(handoff_s, sizeof(handoff_s), "%d", c->handoff_ms);
-        nkeys = 3;
-        nargs = 4;
-    }
-    /* On every node, not only those that granted the lock: a node that timed
-     * out during acquire may still have set the key (distlock page,
-     * "releasing the lock"). The script deletes only our token's key. A
-     * node whose breaker is open is asked only if the acquire may have
-     * landed there (may_hold); then the release queues behind it. */
-    dlock__script_round(c, dlock__all_nodes(c), lock->may_hold, script, kv, nkeys, av, nargs, res,
-                        dlock__quorum_of_ones, &c->quorum);
-    /* A node that has not answered may yet answer NOSCRIPT (its script
-     * cache emptied, or this script never run there before), and then the
-     * release never runs there and nobody resends it: send the body behind
-     * it. Running twice is harmless: the token check makes the second run
-     * a no-op (tokens are never reused). One node only: with Redlock a
-     * lagging minority would get a second command queued per release. */
-    for (size_t i = 0; c->n == 1 && i < c->n; i++)
-        if (res[i].status == DLOCK__R_TIMEOUT || res[i].status == DLOCK__R_PENDING)
-            unknown |= 1u << i;
-    if (unknown != 0)
-        dlock__script_send_only(c, unknown, script, kv, nkeys, av, nargs);
-    ones = dlock__count_int(res, c->n, 1, &ones_mask);
-    dlock__count_int(res, c->n, 0, &zeros_mask);
+    all = dlock__all_nodes(c);
+    if (lock->multi != NULL)
+        dlock__multi_release_round(c, lock, all, lock->may_hold, &ones_mask, &zeros_mask, res);
+    else
+        dlock__release_round(c, lock->resource, lock->token, lock->handoff, all, lock->may_hold,
+                             &ones_mask, &zeros_mask, res);
+    ones = dlock__popcount(ones_mask);
     if (ones >= c->quorum) {
         c->stats.releases++;
         rc = DLOCK_OK;
@@ -107,7 +124,7 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
                     lock->resource, ones, c->n, c->quorum);
         rc = DLOCK_ERR_LOST;
     } else {
-        rc = dlock__unavailable(c, res, dlock__all_nodes(c), ones_mask | zeros_mask, c->errstr);
+        rc = dlock__unavailable(c, res, all, ones_mask | zeros_mask, c->errstr);
         c->stats.errors++;
     }
 out:

@@ -87,8 +87,7 @@ static void mark_lost(dlock_client *c, dlock_lock *lock, dlock_err why)
      * report it again. */
     dlock__renew_unregister_locked(c, lock);
     if (free_it) {
-        free(lock->resource);
-        free(lock);
+        dlock__lock_destroy(lock);
     }
     pthread_cond_broadcast(&c->cb_cond);
 }

@@ -70,7 +70,20 @@
  * KEYS, which a standalone Redis allows). The woken waiter holds the lock
  * when its BLPOP returns: no round to claim it. leave.lua is a waiter
  * giving up: it takes its listing off and reports a key a release handed
- * to it in the meantime, which the waiter then takes (never leaked). */
+ * to it in the meantime, which the waiter then takes (never leaked).
+ *
+ * Several resources as one lock (multi.c): multi_acquire.lua takes KEYS =
+ * n lock keys then their n fence keys; only if no lock key exists does it
+ * SET every one (ARGV[1] token, PX ARGV[2]) and INCR every fence, replying
+ * {1, fence_1..fence_n}; else it changes nothing and replies {0, i} (i:
+ * the first key found held). Checking all before setting any, in one
+ * atomic script, is what makes the set all-or-nothing on a node and what
+ * rules out hold-and-wait (no deadlock). multi_extend.lua PEXPIREs the
+ * keys only when every one holds the token. multi_release.lua deletes each
+ * key holding the token (ARGV[1]; ARGV[2] = n), except, when the n waiters
+ * keys follow, a key that single-resource waiters are listed on: its index
+ * is returned for the single release (pass.lua / release.lua) to hand it
+ * on. multi_fence_sync.lua is fence_sync.lua per key. */
 #include "dlock_scripts.h"
 
 void dlock__scripts_init(dlock_client *c)
@@ -79,12 +92,20 @@ void dlock__scripts_init(dlock_client *c)
                                                             DLOCK__LUA_EXTEND,
                                                             DLOCK__LUA_FENCE_SYNC, DLOCK__LUA_WAIT,
                                                             DLOCK__LUA_ENTER, DLOCK__LUA_PASS,
-                                                            DLOCK__LUA_LEAVE};
+                                                            DLOCK__LUA_LEAVE,
+                                                            DLOCK__LUA_MULTI_ACQUIRE,
+                                                            DLOCK__LUA_MULTI_RELEASE,
+                                                            DLOCK__LUA_MULTI_EXTEND,
+                                                            DLOCK__LUA_MULTI_FENCE_SYNC};
     static const char *const shas[DLOCK__SCRIPT_COUNT] = {DLOCK__SHA1_ACQUIRE, DLOCK__SHA1_RELEASE,
                                                           DLOCK__SHA1_EXTEND,
                                                           DLOCK__SHA1_FENCE_SYNC, DLOCK__SHA1_WAIT,
                                                           DLOCK__SHA1_ENTER, DLOCK__SHA1_PASS,
-                                                          DLOCK__SHA1_LEAVE};
+                                                          DLOCK__SHA1_LEAVE,
+                                                          DLOCK__SHA1_MULTI_ACQUIRE,
+                                                          DLOCK__SHA1_MULTI_RELEASE,
+                                                          DLOCK__SHA1_MULTI_EXTEND,
+                                                          DLOCK__SHA1_MULTI_FENCE_SYNC};
 
     for (int i = 0; i < DLOCK__SCRIPT_COUNT; i++) {
         c->scripts[i].body = bodies[i];
@@ -92,7 +113,9 @@ void dlock__scripts_init(dlock_client *c)
     }
 }
 
-#define DLOCK__MAX_SCRIPT_ARGS 8
+/* Keys + arguments of one script call: a multi lock's script has two keys
+ * per resource (multi.c) plus its few arguments. */
+#define DLOCK__MAX_SCRIPT_ARGS (2 * DLOCK_MAX_MULTI + 8)
 
 static int build_argv(const dlock_client *c, dlock__script_id id, int by_sha,
                       const char *const *keys, int nkeys, const char *const *args, int nargs,
@@ -128,7 +151,8 @@ static void note_ttl(dlock_client *c, dlock__script_id id, const char *const *ar
 {
     unsigned long ttl;
 
-    if ((id != DLOCK__SCRIPT_ACQUIRE && id != DLOCK__SCRIPT_EXTEND && id != DLOCK__SCRIPT_ENTER) ||
+    if ((id != DLOCK__SCRIPT_ACQUIRE && id != DLOCK__SCRIPT_EXTEND && id != DLOCK__SCRIPT_ENTER &&
+         id != DLOCK__SCRIPT_MULTI_ACQUIRE && id != DLOCK__SCRIPT_MULTI_EXTEND) ||
         nargs < 2)
         return;
     ttl = strtoul(args[1], NULL, 10);

@@ -69,15 +69,6 @@ void dlock__wakers_free(dlock_client *c)
     }
 }
 
-static struct timeval tv_ms(int64_t ms)
-{
-    struct timeval tv;
-
-    tv.tv_sec = (time_t)(ms / 1000);
-    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
-    return tv;
-}
-
 /* One command on a blocking connection, bounded by timeout_ms (hiredis
  * sets SO_RCVTIMEO / SO_SNDTIMEO). NULL when the connection failed: it is
  * then closed, to be reopened by the next wait. */
@@ -86,7 +77,7 @@ static redisReply *call(dlock__waker *w, size_t i, int64_t timeout_ms, int argc,
 {
     redisReply *r;
 
-    if (redisSetTimeout(w->ctx[i], tv_ms(timeout_ms)) != REDIS_OK) {
+    if (redisSetTimeout(w->ctx[i], dlock__tv_ms(timeout_ms)) != REDIS_OK) {
         waker_close(w, i);
         return NULL;
     }
@@ -102,7 +93,7 @@ static redisReply *call(dlock__waker *w, size_t i, int64_t timeout_ms, int argc,
 static int ensure(const dlock_client *c, dlock__waker *w, size_t i)
 {
     const dlock__addr *a = &c->nodes[i].addr;
-    struct timeval tv = tv_ms(c->connect_timeout_ms);
+    struct timeval tv = dlock__tv_ms(c->connect_timeout_ms);
     redisReply *r;
 
     if (w->ctx[i] != NULL)

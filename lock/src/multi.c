@@ -1,0 +1,485 @@
+/* multi.c - several resources as one lock: dlock_acquire_multi (all of the
+ * resources or none, one script round per attempt), the keys of such a lock
+ * and its release round (extend.c runs its extension; renewal goes through
+ * extend.c, so it needs nothing here).
+ *
+ * Why one script over every key, and not one dlock_acquire per resource in
+ * a fixed order: a script is atomic on its node, so a node grants the whole
+ * set or nothing, and a caller never holds part of a set while it waits
+ * for the rest. Without that hold-and-wait, two callers asking for {a,b}
+ * and {b,a} cannot deadlock whatever their order, and a failed attempt
+ * leaves nothing behind for others to trip over (docs/single-instance.md,
+ * "Several resources at once"; tests/lock/multi.c). */
+#include "dlock_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* keys[0..n) the lock keys of names, and with second != NULL also
+ * keys[n..2n) the keys of that namespace (fence counters, waiters sets). */
+static int keys_fill(const dlock_client *c, const char *const *names, size_t n,
+                     const char *second, dlock__multi_keys *mk)
+{
+    mk->n = n;
+    for (size_t i = 0; i < n; i++) {
+        if (dlock__lock_key(c, names[i], mk->buf[i], sizeof(mk->buf[i])) != 0)
+            return -1;
+        mk->keys[i] = mk->buf[i];
+        if (second == NULL)
+            continue;
+        if (dlock__wake_key(c, second, names[i], mk->buf[n + i], sizeof(mk->buf[n + i])) != 0)
+            return -1;
+        mk->keys[n + i] = mk->buf[n + i];
+    }
+    return 0;
+}
+
+dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const dlock_lock *lock,
+                                         int waiters)
+{
+    dlock__multi_keys *mk = malloc(sizeof(*mk));
+
+    if (mk == NULL)
+        return NULL;
+    /* The names were checked for length at acquire: this cannot fail. */
+    if (keys_fill(c, (const char *const *)lock->multi->names, lock->multi->n,
+                  waiters ? DLOCK_WAITERS_NS : NULL, mk) != 0) {
+        free(mk);
+        return NULL;
+    }
+    return mk;
+}
+
+/* ---- acquire ---- */
+
+/* multi_acquire.lua's answers: {1, fence_1..fence_n} = the whole set is
+ * ours on that node; {0, i} = resource i (1-based) is held there, nothing
+ * was set. */
+static int granted(const dlock__result *r, size_t n)
+{
+    const redisReply *x = r->reply;
+
+    if (r->status != DLOCK__R_REPLY || x->type != REDIS_REPLY_ARRAY || x->elements != n + 1 ||
+        x->element[0]->type != REDIS_REPLY_INTEGER || x->element[0]->integer != 1)
+        return 0;
+    for (size_t i = 1; i <= n; i++)
+        if (x->element[i]->type != REDIS_REPLY_INTEGER || x->element[i]->integer <= 0)
+            return 0;
+    return 1;
+}
+
+/* 0 when not refused, else the 1-based index of the held resource. */
+static size_t refused_at(const dlock__result *r, size_t n)
+{
+    const redisReply *x = r->reply;
+
+    if (r->status != DLOCK__R_REPLY || x->type != REDIS_REPLY_ARRAY || x->elements != 2 ||
+        x->element[0]->type != REDIS_REPLY_INTEGER || x->element[0]->integer != 0 ||
+        x->element[1]->type != REDIS_REPLY_INTEGER || x->element[1]->integer < 1 ||
+        (size_t)x->element[1]->integer > n)
+        return 0;
+    return (size_t)x->element[1]->integer;
+}
+
+typedef struct decide_arg {
+    size_t quorum;
+    size_t n;
+} decide_arg;
+
+static int multi_decided(const dlock__result *res, size_t nodes, void *arg)
+{
+    const decide_arg *d = arg;
+    size_t ok = 0;
+
+    for (size_t i = 0; i < nodes; i++)
+        ok += (size_t)granted(&res[i], d->n);
+    return ok >= d->quorum;
+}
+
+/* The fence sync of acquire.c (why: see fence_sync there), per resource:
+ * the nodes of ok_mask whose counters are below fences[] for any resource
+ * get every counter raised (multi_fence_sync.lua only ever raises).
+ * Returns the mask of nodes known to hold >= fences[i] for every i. */
+static uint32_t fences_sync(dlock_client *c, uint32_t ok_mask, const uint64_t *fences, size_t n,
+                            const dlock__multi_keys *mk, dlock__result *res)
+{
+    char fence_s[DLOCK_MAX_MULTI][24];
+    const char *args[DLOCK_MAX_MULTI];
+    uint32_t synced = 0, lagging = 0, ones;
+
+    for (size_t i = 0; i < c->n; i++) {
+        int behind = 0;
+
+        if (!(ok_mask & (1u << i)))
+            continue;
+        for (size_t j = 0; j < n; j++)
+            behind |= (uint64_t)res[i].reply->element[j + 1]->integer != fences[j];
+        if (behind)
+            lagging |= 1u << i;
+        else
+            synced |= 1u << i;
+    }
+    if (lagging == 0)
+        return synced;
+    for (size_t j = 0; j < n; j++) {
+        snprintf(fence_s[j], sizeof(fence_s[j]), "%" PRIu64, fences[j]);
+        args[j] = fence_s[j];
+    }
+    dlock__script_round(c, lagging, 0, DLOCK__SCRIPT_MULTI_FENCE_SYNC, mk->keys + n, (int)n, args,
+                        (int)n, res, NULL, NULL);
+    dlock__count_int(res, c->n, 1, &ones);
+    return synced | (ones & lagging);
+}
+
+/* The handle: dlock__lock_new for resource 0, plus every name and fence. */
+static dlock_lock *multi_lock_new(const dlock_client *c, const char *const *names, size_t n,
+                                  const char *token, const uint64_t *fences, uint32_t ttl_ms,
+                                  int64_t t0, int64_t valid_until_ms, uint32_t may_hold)
+{
+    dlock_lock *lock = dlock__lock_new(c, names[0], token, fences[0], ttl_ms, t0, valid_until_ms,
+                                       may_hold);
+    dlock__multi *m;
+
+    if (lock == NULL)
+        return NULL;
+    m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        goto fail;
+    lock->multi = m;
+    m->names = calloc(n, sizeof(*m->names));
+    m->fences = calloc(n, sizeof(*m->fences));
+    if (m->names == NULL || m->fences == NULL)
+        goto fail;
+    m->names[0] = lock->resource;
+    m->fences[0] = fences[0];
+    /* n stays at the names made so far, so a failure frees exactly those. */
+    m->n = 1;
+    for (size_t i = 1; i < n; i++) {
+        m->names[i] = strdup(names[i]);
+        if (m->names[i] == NULL)
+            goto fail;
+        m->fences[i] = fences[i];
+        m->n = i + 1;
+    }
+    return lock;
+fail:
+    dlock__lock_destroy(lock);
+    return NULL;
+}
+
+/* One attempt; client mutex held. mk holds the lock keys then the fence
+ * keys of names. errbuf gets the detail on failure. */
+static dlock_err multi_once(dlock_client *c, const char *const *names, size_t n, uint32_t ttl_ms,
+                            const dlock__multi_keys *mk, dlock_lock **out, char *errbuf)
+{
+    dlock_err rc = DLOCK_ERR_NOMEM;
+    dlock__result res[DLOCK_MAX_NODES];
+    char token[DLOCK_TOKEN_LEN] = "", ttl_s[16], n_s[24];
+    const char *args[2] = {token, ttl_s};
+    uint64_t fences[DLOCK_MAX_MULTI] = {0};
+    uint32_t ok_mask = 0, maybe_mask = 0, answered = 0, all = dlock__all_nodes(c);
+    size_t busy = 0;
+    decide_arg d = {c->quorum, n};
+    int64_t t0, elapsed, drift, validity;
+
+    memset(res, 0, sizeof(res));
+    snprintf(ttl_s, sizeof(ttl_s), "%" PRIu32, ttl_ms);
+    /* A fresh token per acquisition (acquire.c says why). */
+    if (dlock__token_new(token) != 0) {
+        dlock__errf(errbuf, "no randomness for the token");
+        goto out;
+    }
+    /* As for one resource: every key is set at or after t0. */
+    t0 = dlock_now_ms();
+    dlock__script_round(c, all, 0, DLOCK__SCRIPT_MULTI_ACQUIRE, mk->keys, (int)(2 * n), args, 2,
+                        res, multi_decided, &d);
+    for (size_t i = 0; i < c->n; i++) {
+        size_t at;
+
+        if (granted(&res[i], n)) {
+            ok_mask |= 1u << i;
+            for (size_t j = 0; j < n; j++)
+                if ((uint64_t)res[i].reply->element[j + 1]->integer > fences[j])
+                    fences[j] = (uint64_t)res[i].reply->element[j + 1]->integer;
+        } else if ((at = refused_at(&res[i], n)) != 0) {
+            answered |= 1u << i;
+            busy = at;
+        } else if (res[i].status != DLOCK__R_DOWN && res[i].status != DLOCK__R_AUTH) {
+            /* Unknown outcome or an error after some SETs: the set may be
+             * ours there (acquire.c, the same case). */
+            maybe_mask |= 1u << i;
+        }
+    }
+    answered |= ok_mask;
+
+    if (dlock__popcount(ok_mask) >= c->quorum) {
+        uint32_t synced = fences_sync(c, ok_mask, fences, n, mk, res);
+
+        elapsed = dlock_now_ms() - t0;
+        drift = dlock__drift_ms(c, ttl_ms);
+        validity = (int64_t)ttl_ms - elapsed - drift;
+        if (dlock__popcount(synced) < c->quorum) {
+            char why[DLOCK_ERRSTR_LEN];
+
+            (void)dlock__unavailable(c, res, ok_mask, synced, why);
+            dlock__errf(errbuf,
+                        "%zu resources (\"%s\", ...) acquired on %zu/%zu nodes, but their fence "
+                        "counters were raised on only %zu of them (quorum %zu): %s",
+                        n, names[0], dlock__popcount(ok_mask), c->n, dlock__popcount(synced),
+                        c->quorum, why);
+            rc = DLOCK_ERR_FENCE_SYNC;
+            goto out;
+        }
+        if (validity <= 0) {
+            dlock__errf(errbuf,
+                        "quorum reached but validity used up: elapsed %lld ms + drift %lld ms "
+                        ">= ttl %" PRIu32 " ms",
+                        (long long)elapsed, (long long)drift, ttl_ms);
+            rc = DLOCK_ERR_EXPIRED;
+            goto out;
+        }
+        *out = multi_lock_new(c, names, n, token, fences, ttl_ms, t0,
+                              t0 + (int64_t)ttl_ms - drift, ok_mask | maybe_mask);
+        if (*out == NULL) {
+            dlock__errf(errbuf, "out of memory for the lock handle");
+            rc = DLOCK_ERR_NOMEM;
+            goto out;
+        }
+        rc = DLOCK_OK;
+        goto out;
+    }
+    if (dlock__popcount(answered) >= c->quorum) {
+        dlock__errf(errbuf,
+                    "\"%s\" (resource %zu of %zu) is held by another owner (the whole set "
+                    "granted on %zu/%zu nodes, quorum %zu)",
+                    busy > 0 ? names[busy - 1] : "?", busy > 0 ? busy - 1 : 0, n,
+                    dlock__popcount(ok_mask), c->n, c->quorum);
+        rc = DLOCK_ERR_TAKEN;
+    } else {
+        rc = dlock__unavailable(c, res, all, answered, errbuf);
+    }
+out:
+    /* Undo a failed attempt where the set may have landed (acquire.c, the
+     * distlock page's step 5). Only the lock keys: multi_release.lua then
+     * deletes each one holding our token, handing none on. */
+    if (rc != DLOCK_OK && (ok_mask | maybe_mask) != 0) {
+        const char *rel_args[2] = {token, n_s};
+
+        snprintf(n_s, sizeof(n_s), "%zu", n);
+        dlock__script_send_only(c, ok_mask | maybe_mask, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys,
+                                (int)n, rel_args, 2);
+    }
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    return rc;
+}
+
+/* The arguments, checked before anything is sent; client mutex held. 0, or
+ * -1 with why in c->errstr. */
+static int check_args(dlock_client *c, const char *const *names, size_t n, uint32_t ttl_ms,
+                      dlock_lock **out)
+{
+    if (out == NULL) {
+        dlock__errf(c->errstr, "acquire_multi: out is NULL");
+        return -1;
+    }
+    if (names == NULL || n == 0 || n > DLOCK_MAX_MULTI) {
+        dlock__errf(c->errstr, "acquire_multi: %s", names == NULL ? "resources is NULL"
+                    : n == 0 ? "n is 0" : "n is larger than DLOCK_MAX_MULTI (64)");
+        return -1;
+    }
+    if (ttl_ms == 0) {
+        dlock__errf(c->errstr, "acquire_multi: ttl_ms is 0");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (names[i] == NULL || names[i][0] == '\0') {
+            dlock__errf(c->errstr, "acquire_multi: resources[%zu] is NULL or empty", i);
+            return -1;
+        }
+        if (c->prefix_len + strlen(names[i]) > DLOCK_MAX_KEY_LEN) {
+            dlock__errf(c->errstr,
+                        "acquire_multi: key prefix + resources[%zu] is %zu bytes, longer than %d",
+                        i, c->prefix_len + strlen(names[i]), DLOCK_MAX_KEY_LEN);
+            return -1;
+        }
+        /* A name twice would have the script SET its key twice and INCR
+         * its fence twice, handing out two fences for one resource. The
+         * caller's list is wrong; say so rather than guess what was meant.
+         * n <= 64 keeps the quadratic scan trivial. */
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(names[i], names[j]) == 0) {
+                dlock__errf(c->errstr, "acquire_multi: resources[%zu] and resources[%zu] are both \"%s\"",
+                            j, i, names[i]);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+dlock_err dlock_acquire_multi(dlock_client *c, const char *const *resources, size_t n,
+                              uint32_t ttl_ms, int64_t deadline_ms, dlock_lock **out)
+{
+    dlock_err rc = DLOCK_ERR_ARG;
+    dlock__multi_keys *mk = NULL;
+    unsigned attempt = 0;
+
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return DLOCK_ERR_ARG;
+    pthread_mutex_lock(&c->mu);
+    if (check_args(c, resources, n, ttl_ms, out) != 0 ||
+        dlock__deadline_check(deadline_ms, "dlock_acquire_multi", c->errstr) != 0)
+        goto out;
+    mk = malloc(sizeof(*mk));
+    if (mk == NULL) {
+        dlock__errf(c->errstr, "acquire_multi: out of memory for the keys");
+        rc = DLOCK_ERR_NOMEM;
+        goto out;
+    }
+    if (keys_fill(c, resources, n, DLOCK_FENCE_NS, mk) != 0) {
+        dlock__errf(c->errstr, "acquire_multi: a key is longer than %d bytes", DLOCK_MAX_KEY_LEN);
+        goto out;
+    }
+    /* Retry with backoff only, never the wake queue: dlock.h says why. */
+    for (;;) {
+        int64_t now;
+
+        c->stats.attempts++;
+        if (attempt > 0)
+            c->stats.retries++;
+        rc = multi_once(c, resources, n, ttl_ms, mk, out, c->errstr);
+        if (rc == DLOCK_OK)
+            c->stats.acquires++;
+        else if (rc == DLOCK_ERR_TAKEN)
+            c->stats.taken++;
+        now = dlock_now_ms();
+        if (now >= deadline_ms ||
+            !(rc == DLOCK_ERR_TAKEN || rc == DLOCK_ERR_EXPIRED ||
+              (c->retry_unavailable && dlock_err_is_unavailable(rc))))
+            break;
+        dlock__backoff_sleep(c, attempt, now, deadline_ms);
+        attempt++;
+    }
+    if (dlock_err_is_unavailable(rc))
+        c->stats.errors++;
+out:
+    free(mk);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+dlock_err dlock_acquire_multi_for(dlock_client *c, const char *const *resources, size_t n,
+                                  uint32_t ttl_ms, int64_t wait_ms, dlock_lock **out)
+{
+    return dlock_acquire_multi(c, resources, n, ttl_ms, dlock__deadline_after(wait_ms), out);
+}
+
+/* ---- release ---- */
+
+/* multi_release.lua's answer: {1 if every key held our token, else 0,
+ * then the 1-based indexes of keys kept for a waiter}. */
+static int all_ours(const dlock__result *r)
+{
+    const redisReply *x = r->reply;
+
+    return r->status == DLOCK__R_REPLY && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
+           x->element[0]->type == REDIS_REPLY_INTEGER && x->element[0]->integer == 1;
+}
+
+static int some_not_ours(const dlock__result *r)
+{
+    const redisReply *x = r->reply;
+
+    return r->status == DLOCK__R_REPLY && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
+           x->element[0]->type == REDIS_REPLY_INTEGER && x->element[0]->integer == 0;
+}
+
+static int release_decided(const dlock__result *res, size_t nodes, void *arg)
+{
+    size_t ok = 0;
+
+    for (size_t i = 0; i < nodes; i++)
+        ok += (size_t)all_ours(&res[i]);
+    return ok >= *(const size_t *)arg;
+}
+
+void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_t mask,
+                                uint32_t reach, uint32_t *ones_mask, uint32_t *zeros_mask,
+                                dlock__result *res)
+{
+    const dlock__multi *m = lock->multi;
+    /* Waiters can be listed on one node whatever the flag (queue.c: a
+     * release hands over to queued waiters always), with Redlock only when
+     * this client wakes them. */
+    int waiters = c->n == 1 || c->wake_on_release;
+    dlock__multi_keys *mk = dlock__multi_keys_new(c, lock, waiters);
+    uint32_t deferred[DLOCK_MAX_MULTI] = {0}, unknown = 0;
+    char n_s[24];
+    const char *args[2] = {lock->token, n_s};
+    int nkeys;
+
+    *ones_mask = 0;
+    *zeros_mask = 0;
+    if (mk == NULL) {
+        /* No memory for the keys: release them one by one (no allocation
+         * needed); a node counts as "ours" only where every key was. */
+        uint32_t ones, zeros;
+
+        *ones_mask = mask;
+        for (size_t j = 0; j < m->n; j++) {
+            dlock__release_round(c, m->names[j], lock->token, "", mask, reach, &ones, &zeros, res);
+            *ones_mask &= ones;
+            *zeros_mask |= zeros;
+        }
+        return;
+    }
+    snprintf(n_s, sizeof(n_s), "%zu", m->n);
+    nkeys = (int)(waiters ? 2 * m->n : m->n);
+    dlock__script_round(c, mask, reach, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys, nkeys, args, 2, res,
+                        release_decided, &c->quorum);
+    for (size_t i = 0; i < c->n; i++) {
+        const redisReply *x = res[i].reply;
+
+        if (!(mask & (1u << i)))
+            continue;
+        if (all_ours(&res[i]))
+            *ones_mask |= 1u << i;
+        else if (some_not_ours(&res[i]))
+            *zeros_mask |= 1u << i;
+        /* One node: a release not answered may yet meet NOSCRIPT (release.c). */
+        if (c->n == 1 && (res[i].status == DLOCK__R_TIMEOUT || res[i].status == DLOCK__R_PENDING))
+            unknown |= 1u << i;
+        if (res[i].status != DLOCK__R_REPLY || x->type != REDIS_REPLY_ARRAY)
+            continue;
+        for (size_t e = 1; e < x->elements; e++) {
+            long long at = x->element[e]->type == REDIS_REPLY_INTEGER ? x->element[e]->integer : 0;
+
+            if (at >= 1 && (size_t)at <= m->n)
+                deferred[at - 1] |= 1u << i;
+        }
+    }
+    if (unknown != 0)
+        dlock__script_send_only(c, unknown, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys, nkeys, args, 2);
+    /* Keys that single-resource waiters are listed on are still ours on
+     * those nodes: the single release hands each to its first waiter
+     * (pass.lua on one node, the wake nonce with Redlock), as a release of
+     * that resource alone would. The outcome above is already decided; a
+     * round of its own per such key, so waiters are never stranded until
+     * our TTL would have freed the key. */
+    for (size_t j = 0; j < m->n; j++) {
+        dlock__result more[DLOCK_MAX_NODES];
+        uint32_t o, z;
+
+        if (deferred[j] == 0)
+            continue;
+        memset(more, 0, sizeof(more));
+        dlock__release_round(c, m->names[j], lock->token, "", deferred[j], deferred[j], &o, &z,
+                             more);
+        dlock__results_clear(more, DLOCK_MAX_NODES);
+    }
+    free(mk);
+}
