@@ -12,7 +12,7 @@
 #include "core/metrics.h"
 
 
-const int bundle_multi_available = 0;
+const int bundle_multi_available = 1;
 
 /* order[k]: the item locked k-th. */
 static void lock_order(const bundle_job *job, bundle_lock_kind kind, size_t *order)
@@ -53,10 +53,44 @@ static void lock_failure(worker *w, bundle_job *job, dlock_err e, int64_t coupon
     lock_error_kind kind;
     char why[DLOCK_ERRSTR_LEN];
 
-    snprintf(job->base.out.detail, sizeof job->base.out.detail, "coupon %" PRId64 ": %s: %s", coupon_id,
-             dlock_strerror(e), dlock_client_errstr(w->lock, why, sizeof why));
+    char what[40] = "every coupon at once";
+    if (coupon_id > 0)
+        snprintf(what, sizeof what, "coupon %" PRId64, coupon_id);
+    snprintf(job->base.out.detail, sizeof job->base.out.detail, "%s: %s: %s", what, dlock_strerror(e),
+             dlock_client_errstr(w->lock, why, sizeof why));
     *lock_failed = claim_from_lock(e, &kind); /* 1005 or 1006: claim/outcome.c */
     metrics_lock_error(kind);
+}
+
+/* multi: every coupon in one acquisition, one round per node, all or
+ * none; nothing is held while the rest is waited for, so no order of the
+ * ids can deadlock, and each coupon still gets its own fence. */
+static db_status under_one_lock(worker *w, const app_config *cfg, bundle_job *job, db_bundle_item *items,
+                                int64_t deadline, int64_t t0, claim_result *lock_failed, bundle_section_fn section)
+{
+    char names[BUNDLE_MAX][32];
+    const char *resources[BUNDLE_MAX];
+    dlock_lock *lock = NULL;
+    db_status st = DB_ERROR;
+
+    for (size_t i = 0; i < job->n; i++) {
+        snprintf(names[i], sizeof names[i], "coupon:%" PRId64, job->ids[i]);
+        resources[i] = names[i];
+    }
+    dlock_err e = dlock_acquire_multi(w->lock, resources, job->n, cfg->lock_ttl_ms, deadline, &lock);
+    metrics_lock_wait_us(cm_now_us() - t0);
+    if (e != DLOCK_OK) {
+        lock_failure(w, job, e, 0, lock_failed);
+        return DB_ERROR;
+    }
+    metrics_lock_acquired();
+    /* --fault-crash-after-lock: dying here leaves every key to its TTL. */
+    fault_lock_acquired(cfg);
+    for (size_t i = 0; i < job->n; i++)
+        items[i].fence = dlock_lock_fence_of(lock, i); /* resource i in the caller's order */
+    st = section(w, cfg, job, items);
+    release_all(w, &lock, 1);
+    return st;
 }
 
 db_status bundle_under_locks(worker *w, const app_config *cfg, bundle_lock_kind kind, bundle_job *job,
@@ -71,12 +105,8 @@ db_status bundle_under_locks(worker *w, const app_config *cfg, bundle_lock_kind 
     int64_t deadline = dlock_now_ms() + (deadline_us - t0) / 1000;
 
     *lock_failed = CLAIM_OK;
-    if (kind == BUNDLE_LOCK_MULTI) {
-        /* bundle_setup refuses multi in a build without it. */
-        *lock_failed = CLAIM_ERROR;
-        snprintf(job->base.out.detail, sizeof job->base.out.detail, "dlock_acquire_multi is not available");
-        return DB_ERROR;
-    }
+    if (kind == BUNDLE_LOCK_MULTI)
+        return under_one_lock(w, cfg, job, items, deadline, t0, lock_failed, section);
     lock_order(job, kind, order);
     for (size_t k = 0; k < job->n; k++) {
         size_t i = order[k];
