@@ -126,6 +126,10 @@ db_status bundle_under_locks(worker *w, const app_config *cfg, bundle_lock_kind 
          * far to their TTL, and nothing of the bundle written. */
         fault_lock_acquired(cfg);
         items[i].fence = dlock_lock_fence(locks[i]);
+        /* --fault-bundle-gap-ms: a slow round between two locks, so that a
+         * test can hold two opposite bundles in the deadlock for certain. */
+        if (cfg->fault_bundle_gap_ms > 0 && k + 1 < job->n)
+            (void)cm_sleep_ms(cfg->fault_bundle_gap_ms); /* only EINTR ends it early, and it resumes */
     }
     metrics_lock_wait_us(cm_now_us() - t0);
     st = section(w, cfg, job, items);
