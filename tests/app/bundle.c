@@ -4,6 +4,7 @@
  * GET (405) and unknown ids (404) write nothing; /metrics counts bundles.
  * Built twice: on SQLite (app_bundle) and on PostgreSQL (app_bundle_pg). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -174,4 +175,34 @@ Test(BUNDLE_SUITE, an_unknown_bundle_lock_is_refused_at_start_up)
     cr_assert_eq(st, 2, "exit %d: %s", st, out ? out : "");
     cr_assert_not_null(strstr(out, "--bundle-lock: unknown way 'alphabetical'"), "%s", out);
     free(out);
+}
+
+/* coupon-loadtest's bundle load on this store (the SQLite file, or the
+ * PostgreSQL database of app_bundle_pg): it reads every record of its users
+ * back from the store and finds every bundle whole. */
+Test(BUNDLE_SUITE, the_load_tester_audits_bundles_from_the_store)
+{
+    APP_SETUP_OK();
+    const char *bin = getenv("COUPON_LOADTEST_BIN");
+    cr_assert(bin != NULL && bin[0] != '\0', "COUPON_LOADTEST_BIN is not set");
+    app_env_server_up(&g_app, 0, "--bundle-lock", "multi", NULL);
+    long long first = app_create_coupon(&g_app.srv[0], "a", 60, 1);
+    for (int i = 1; i < 4; i++)
+        (void)app_create_coupon(&g_app.srv[0], "more", 60, 1);
+    char coupon[32], line[256], *report = NULL;
+    snprintf(coupon, sizeof coupon, "%lld", first);
+    const char *argv[] = {bin, "--url", g_app.srv[0].url, "--coupon", coupon, "--coupons", "4", "--bundle", "2",
+                          "--threads", "4", "--requests", "200", "--db", g_app.db, "--quiet", NULL};
+    int st = run_command(argv, 120000, &report);
+    cr_assert_not_null(report);
+    cr_log_info("%s", report);
+    cr_assert_eq(st, 0, "coupon-loadtest exit %d:\n%s", st, report);
+    cr_assert_eq(text_line(report, "verdict:", "NO OVERSELL", line, sizeof line), 0, "%s", report);
+    cr_assert_eq(text_line(report, "bundles:", "partial, 0 200s without", line, sizeof line), 0, "%s", report);
+    cr_assert_not_null(strstr(line, " 0 partial"), "%s", line);
+    /* Two records per bundle issued, and nothing else, whatever the draw. */
+    long long issued = atoll(line + strlen("bundles:"));
+    cr_assert_gt(issued, 0, "%s", line);
+    cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record"), 2 * issued);
+    free(report);
 }
