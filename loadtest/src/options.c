@@ -346,7 +346,7 @@ int lt_options_parse(int argc, char **argv, lt_options *o, char *err, size_t err
         return 0;
     }
     if (cl.coupon == 0 && cl.coupons == NULL)
-        return cm_fail(err, errlen, "give --coupon ID or --coupons (see --help)");
+        return cm_fail(err, errlen, "missing --coupon ID (or --coupons, see --help)");
     if (cl.coupons == NULL && (cl.o.zipf > 0 || cl.bundle > 0))
         return cm_fail(err, errlen, "--zipf and --bundle need --coupons");
     if (cl.coupons != NULL && (cl.o.rate > 0 || cl.o.timeline_path != NULL || cl.o.audit_only || cl.o.warmup_s > 0))
