@@ -38,6 +38,8 @@ typedef struct ctl_node {
     char addr[320];       /* as given in --redis */
     char host[300];       /* host name / IP, or the unix socket path */
     int port;             /* 0 = unix socket */
+    char user[256];       /* redis://user:password@ credentials ("" when none) */
+    char password[256];
     redisContext *ctx;    /* owned; NULL when the connection failed or broke */
     char err[256];        /* last failure on this node, "" when none */
 } ctl_node;

@@ -38,6 +38,30 @@ int ctl_nodes_parse(const ctl_opts *o, ctl_nodes *ns, char *err, size_t errlen)
             snprintf(err, errlen, "--redis: %s", why);
             return -1;
         }
+        if (dlock_addr_credentials(n->addr, n->user, sizeof(n->user), n->password,
+                                   sizeof(n->password), why, sizeof(why)) != DLOCK_OK) {
+            snprintf(err, errlen, "--redis: %s", why);
+            return -1;
+        }
+        if (n->password[0] != '\0') {
+            /* One set of credentials for every node, as libdlock's client
+             * has: --password or the URLs, and the URLs alike. */
+            const char *pw = o->password != NULL ? o->password : ns->n > 0 ? ns->node[0].password : NULL;
+            const char *us = o->password != NULL ? (o->user != NULL ? o->user : "")
+                                                 : ns->n > 0 ? ns->node[0].user : NULL;
+            if (pw != NULL && (strcmp(pw, n->password) != 0 || strcmp(us, n->user) != 0)) {
+                snprintf(err, errlen, "--redis: address %zu: its user or password differs from "
+                         "the others' (or --password's); give one set for every node", ns->n + 1);
+                return -1;
+            }
+            /* What is printed about the node never shows the password. */
+            char shown[sizeof(n->addr)];
+            int v6 = strchr(n->host, ':') != NULL;
+
+            snprintf(shown, sizeof(shown), "redis://%.100s:***@%s%.100s%s:%d", n->user,
+                     v6 ? "[" : "", n->host, v6 ? "]" : "", n->port);
+            memcpy(n->addr, shown, sizeof(shown));
+        }
         if (n->port < 0) {
             /* dlockctl talks to fixed nodes: it does not follow Sentinel. */
             snprintf(err, errlen, "--redis: \"%s\": give the master's host:port, dlockctl does not "
@@ -104,12 +128,19 @@ static int node_auth(const ctl_opts *o, ctl_node *n)
     redisReply *r;
     int ok;
 
-    if (o->password == NULL)
+    if (o->password == NULL && n->password[0] == '\0')
         return 0;
     argc = 1;
-    if (o->user != NULL)
-        argv[argc++] = o->user;
-    argv[argc++] = o->password;
+    if (o->password != NULL) {
+        if (o->user != NULL)
+            argv[argc++] = o->user;
+        argv[argc++] = o->password;
+    } else {
+        /* The credentials of a redis://user:password@host address. */
+        if (n->user[0] != '\0')
+            argv[argc++] = n->user;
+        argv[argc++] = n->password;
+    }
     r = ctl_node_cmd(n, argc, argv);
     if (r == NULL)
         return -1;

@@ -117,9 +117,23 @@ typedef enum dlock_err {
 DLOCK_API const char *dlock_strerror(dlock_err err);
 
 /* Node addresses. One address is one node (one vote of the quorum):
- *   "host:port", "[v6]:port"   a Redis master over TCP
+ *   "host:port", "[v6]:port"   a Redis master over TCP; without ":port"
+ *   "host", "[v6]", "localhost" (e.g.) port 6379
+ *   "redis://[[user]:password@]host[:port][/0]"
+ *                              the same as a URL, as Redis clients write
+ *                              it. The credentials become the client's
+ *                              (AUTH user password, or AUTH password for
+ *                              ":password@"): one client has one set, so
+ *                              the options' username/password and every
+ *                              URL that gives credentials must agree, else
+ *                              dlock_client_new answers DLOCK_ERR_ARG. In
+ *                              the user and the password, %XX escapes are
+ *                              decoded (write ',' as %2C in a --redis
+ *                              list, '@' may stay). A database other than
+ *                              0, a query (?...) and rediss:// (TLS) are
+ *                              refused. Messages show the password as ***.
  *   "unix:/path"               a Redis master over a unix socket
- *   "sentinel://host:port[,host:port...]/name"
+ *   "sentinel://host[:port][,host[:port]...]/name" (port 26379 if none)
  *                              the master that Redis Sentinel calls `name`:
  *                              1..8 sentinels, asked in order (without AUTH)
  *                              on every (re)connect; the address they give is
@@ -141,6 +155,21 @@ DLOCK_API dlock_err dlock_addr_check(const char *addr, char *err, size_t errlen)
  * sentinels). */
 DLOCK_API dlock_err dlock_addr_parse(const char *addr, char *host, size_t hostlen, int *port, char *err,
                                      size_t errlen);
+/* The credentials of a redis://user:password@host address: user ("" when
+ * the URL gives only ":password") into user[userlen], the password into
+ * password[passlen], both "" for an address without credentials. For a
+ * program that connects by itself (dlockctl). DLOCK_OK, or DLOCK_ERR_ARG
+ * with the reason in err (NULL ok) for a bad address or short buffers. */
+DLOCK_API dlock_err dlock_addr_credentials(const char *addr, char *user, size_t userlen,
+                                           char *password, size_t passlen, char *err,
+                                           size_t errlen);
+
+/* The address as logs and replies may show it: a redis:// password
+ * replaced by *** ("redis://u:***@h:1"), other forms as given, "(bad
+ * address)" for one that does not parse. Into out[outlen] (truncated,
+ * NUL-terminated); returns out ("" when out is NULL or outlen is 0). */
+DLOCK_API const char *dlock_addr_shown(const char *addr, char *out, size_t outlen);
+
 /* The length of the first address of a comma-separated list such as
  * "h1:6379,sentinel://s1:26379,s2:26379/m,unix:/s": up to the first comma,
  * except that a sentinel:// address keeps the commas of its sentinel list

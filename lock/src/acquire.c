@@ -1,35 +1,13 @@
 /* acquire.c - one acquisition attempt (the Redlock algorithm, N = 1 being
- * the single-instance lock) and dlock_acquire / dlock_try_acquire with the
- * retry loop around it. */
+ * the single-instance lock: prepare, one round, tally, grant or undo) and
+ * dlock_acquire / dlock_acquire_for / dlock_try_acquire with the retry
+ * loop around it. The keys are named in keys.c; several resources at once
+ * are multi.c. */
 #include "dlock_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The key layout (dlock.h, "Keys"): every key starts with the prefix and
- * then a namespace word, so a lock key and a fence key can never be the same
- * string whatever the resource names are ("lock:" and "fence:" differ in
- * their first byte). With the counter at "<resource>:fence" instead, the
- * resource "coll:fence" was the fence counter of "coll": an INCRed integer
- * with no TTL that SET NX refused forever. */
-static int key_in(const dlock_client *c, const char *space, const char *resource, char *out,
-                  size_t outlen)
-{
-    int len = snprintf(out, outlen, "%s%s%s", c->prefix, space, resource);
-
-    return (len < 0 || (size_t)len >= outlen) ? -1 : 0;
-}
-
-int dlock__lock_key(const dlock_client *c, const char *resource, char *out, size_t outlen)
-{
-    return key_in(c, DLOCK_LOCK_NS, resource, out, outlen);
-}
-
-int dlock__fence_key(const dlock_client *c, const char *resource, char *out, size_t outlen)
-{
-    return key_in(c, DLOCK_FENCE_NS, resource, out, outlen);
-}
 
 /* The distlock page's CLOCK_DRIFT: clocks of the client and of the Redis
  * nodes run at slightly different rates, so a key may expire on a node a
@@ -99,137 +77,170 @@ static uint32_t fence_sync(dlock_client *c, uint32_t ok_mask, uint64_t fence, co
     return synced | (ones & lagging);
 }
 
-/* One attempt; client mutex held. errbuf gets the detail on failure. */
-static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t ttl_ms,
-                              const char *nonce, const char *waiter_id, dlock_lock **out,
-                              char *errbuf)
-{
-    dlock_err rc = DLOCK_ERR_NOMEM;
-    dlock__result res[DLOCK_MAX_NODES];
+/* One attempt at one resource: its keys and arguments, and what the
+ * round's answers said. */
+typedef struct attempt {
+    const char *resource;
+    uint32_t ttl_ms;
+    const char *nonce; /* the hand-off nonce a release woke us with ("" if none; wake.c) */
     char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF], ttl_s[16];
     char waiters[DLOCK__KEY_BUF + 16];
-    char token[DLOCK_TOKEN_LEN] = "";
-    const char *keys[3] = {key, fkey, waiters};
-    int nkeys = 2;
-    /* nonce: the hand-off nonce a release woke us with ("" if none), which
-     * lets us take the key the release reserved for us (wake.c). */
-    const char *args[4] = {token, ttl_s, nonce, waiter_id};
-    const char *rel_args[1] = {token};
-    uint32_t ok_mask = 0, maybe_mask = 0, answered = 0, all = dlock__all_nodes(c);
-    uint64_t fence = 0;
-    int64_t t0, elapsed, drift, validity;
-    dlock_lock *lock = NULL;
+    char token[DLOCK_TOKEN_LEN];
+    const char *keys[3];
+    int nkeys;
+    const char *args[4];
+    uint32_t ok_mask;    /* nodes that set the key (and INCRed the fence) */
+    uint32_t maybe_mask; /* nodes where the key may be ours: outcome unknown */
+    uint32_t answered;   /* nodes that answered set or not set */
+    uint64_t fence;      /* the largest fence the ok nodes answered */
+    int64_t t0;          /* before the first SET was sent */
+} attempt;
 
-    memset(res, 0, sizeof(res));
-    if (dlock__lock_key(c, resource, key, sizeof(key)) != 0 ||
-        dlock__fence_key(c, resource, fkey, sizeof(fkey)) != 0) {
+/* Keys, a fresh token and the script's arguments. DLOCK_OK, or ARG / NOMEM
+ * with the detail in errbuf. */
+static dlock_err attempt_prepare(dlock_client *c, attempt *a, const char *waiter_id, char *errbuf)
+{
+    if (dlock__lock_key(c, a->resource, a->key, sizeof(a->key)) != 0 ||
+        dlock__fence_key(c, a->resource, a->fkey, sizeof(a->fkey)) != 0) {
         dlock__errf(errbuf, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
-        rc = DLOCK_ERR_ARG;
-        goto out;
+        return DLOCK_ERR_ARG;
     }
-    snprintf(ttl_s, sizeof(ttl_s), "%u", ttl_ms);
+    snprintf(a->ttl_s, sizeof(a->ttl_s), "%u", a->ttl_ms);
+    a->keys[0] = a->key;
+    a->keys[1] = a->fkey;
+    a->keys[2] = a->waiters;
+    a->nkeys = 2;
     /* A waiter (wake.c) takes its listing off the waiters set in the same
      * script, won or not: releases must not reserve the key for a waiter
      * that is not blocked (wait.lua lists it again before it blocks). */
-    if (waiter_id[0] != '\0' && dlock__wake_key(c, DLOCK_WAITERS_NS, resource, waiters, sizeof(waiters)) == 0)
-        nkeys = 3;
+    if (waiter_id[0] != '\0' &&
+        dlock__wake_key(c, DLOCK_WAITERS_NS, a->resource, a->waiters, sizeof(a->waiters)) == 0)
+        a->nkeys = 3;
     /* A fresh token per acquisition, not per client: a token reused across
      * acquisitions would let an old, expired acquisition of ours release or
      * extend a newer one. */
-    if (dlock__token_new(token) != 0) {
+    if (dlock__token_new(a->token) != 0) {
         dlock__errf(errbuf, "no randomness for the token");
-        rc = DLOCK_ERR_NOMEM;
-        goto out;
+        return DLOCK_ERR_NOMEM;
     }
+    a->args[0] = a->token;
+    a->args[1] = a->ttl_s;
+    a->args[2] = a->nonce;
+    a->args[3] = waiter_id;
+    return DLOCK_OK;
+}
 
-    /* Redlock step 1: the time before the first SET is sent; every key is
-     * set at or after t0, so t0 + TTL bounds the earliest expiry. */
-    t0 = dlock_now_ms();
-    dlock__script_round(c, all, 0, DLOCK__SCRIPT_ACQUIRE, keys, nkeys, args, 4, res, acquire_decided,
-                        &c->quorum);
+/* Sorts the nodes by their answer to acquire.lua. */
+static void attempt_tally(const dlock_client *c, attempt *a, const dlock__result *res)
+{
     for (size_t i = 0; i < c->n; i++) {
         if (acquired(&res[i])) {
-            ok_mask |= 1u << i;
-            if ((uint64_t)res[i].reply->integer > fence)
-                fence = (uint64_t)res[i].reply->integer;
+            a->ok_mask |= 1u << i;
+            if ((uint64_t)res[i].reply->integer > a->fence)
+                a->fence = (uint64_t)res[i].reply->integer;
         } else if (refused(&res[i])) {
-            answered |= 1u << i;
+            a->answered |= 1u << i;
         } else if (res[i].status != DLOCK__R_DOWN && res[i].status != DLOCK__R_AUTH) {
             /* Sent but the answer is unknown (timeout, broken connection,
              * still pending) or an error that may have come after the SET
              * (INCR on a corrupted fence key): the key may be ours there. */
-            maybe_mask |= 1u << i;
+            a->maybe_mask |= 1u << i;
         }
     }
-    answered |= ok_mask;
+    a->answered |= a->ok_mask;
+}
 
-    if (dlock__popcount(ok_mask) >= c->quorum) {
-        uint32_t synced = fence_sync(c, ok_mask, fence, fkey, res);
+/* A quorum set the key: sync the fences, check the validity left, make
+ * the handle. */
+static dlock_err attempt_grant(dlock_client *c, attempt *a, dlock__result *res, dlock_lock **out,
+                               char *errbuf)
+{
+    uint32_t synced = fence_sync(c, a->ok_mask, a->fence, a->fkey, res);
+    /* Redlock steps 3-4: the lock is ours only if a majority holds it AND
+     * time is left: validity = TTL - elapsed - drift. Keys set early in the
+     * round expire first; elapsed covers the whole round. */
+    int64_t elapsed = dlock_now_ms() - a->t0;
+    int64_t drift = dlock__drift_ms(c, a->ttl_ms);
+    int64_t validity = (int64_t)a->ttl_ms - elapsed - drift;
+    dlock_lock *lock;
 
-        /* Redlock steps 3-4: the lock is ours only if a majority holds it
-         * AND time is left: validity = TTL - elapsed - drift. Keys set early
-         * in the round expire first; elapsed covers the whole round. */
-        elapsed = dlock_now_ms() - t0;
-        drift = dlock__drift_ms(c, ttl_ms);
-        validity = (int64_t)ttl_ms - elapsed - drift;
-        if (dlock__popcount(synced) < c->quorum) {
-            /* A quorum granted the lock, so this is not NO_QUORUM: the
-             * counters of the lagging nodes could not be raised (the sync
-             * round timed out there or was refused), and a fence that a
-             * later quorum might undercut is no fence. Its own code lets
-             * an operator look at the right thing. */
-            char why[DLOCK_ERRSTR_LEN];
-            (void)dlock__unavailable(c, res, ok_mask, synced, why);
-            dlock__errf(errbuf,
-                        "\"%s\" acquired on %zu/%zu nodes, but the fence counter reached %llu "
-                        "on only %zu of them (quorum %zu): %s",
-                        resource, dlock__popcount(ok_mask), c->n, (unsigned long long)fence,
-                        dlock__popcount(synced), c->quorum, why);
-            rc = DLOCK_ERR_FENCE_SYNC;
-            goto out;
-        }
-        if (validity <= 0) {
-            dlock__errf(errbuf,
-                        "quorum reached but validity used up: elapsed %lld ms + drift %lld ms "
-                        ">= ttl %u ms",
-                        (long long)elapsed, (long long)drift, ttl_ms);
-            rc = DLOCK_ERR_EXPIRED;
-            goto out;
-        }
-        lock = dlock__lock_new(c, resource, token, fence, ttl_ms, t0, t0 + (int64_t)ttl_ms - drift,
-                               ok_mask | maybe_mask);
-        if (lock == NULL) {
-            dlock__errf(errbuf, "out of memory for the lock handle");
-            rc = DLOCK_ERR_NOMEM;
-            goto out;
-        }
-        snprintf(lock->handoff, sizeof(lock->handoff), "%s", nonce);
-        *out = lock;
-        lock = NULL;
-        rc = DLOCK_OK;
-        goto out;
+    if (dlock__popcount(synced) < c->quorum) {
+        /* A quorum granted the lock, so this is not NO_QUORUM: the counters
+         * of the lagging nodes could not be raised (the sync round timed
+         * out there or was refused), and a fence that a later quorum might
+         * undercut is no fence. Its own code lets an operator look at the
+         * right thing. */
+        char why[DLOCK_ERRSTR_LEN];
+        (void)dlock__unavailable(c, res, a->ok_mask, synced, why);
+        dlock__errf(errbuf,
+                    "\"%s\" acquired on %zu/%zu nodes, but the fence counter reached %llu "
+                    "on only %zu of them (quorum %zu): %s",
+                    a->resource, dlock__popcount(a->ok_mask), c->n, (unsigned long long)a->fence,
+                    dlock__popcount(synced), c->quorum, why);
+        return DLOCK_ERR_FENCE_SYNC;
     }
+    if (validity <= 0) {
+        dlock__errf(errbuf,
+                    "quorum reached but validity used up: elapsed %lld ms + drift %lld ms "
+                    ">= ttl %u ms",
+                    (long long)elapsed, (long long)drift, a->ttl_ms);
+        return DLOCK_ERR_EXPIRED;
+    }
+    lock = dlock__lock_new(c, a->resource, a->token, a->fence, a->ttl_ms, a->t0,
+                           a->t0 + (int64_t)a->ttl_ms - drift, a->ok_mask | a->maybe_mask);
+    if (lock == NULL) {
+        dlock__errf(errbuf, "out of memory for the lock handle");
+        return DLOCK_ERR_NOMEM;
+    }
+    snprintf(lock->handoff, sizeof(lock->handoff), "%s", a->nonce);
+    *out = lock;
+    return DLOCK_OK;
+}
 
-    if (dlock__popcount(answered) >= c->quorum) {
+/* One attempt; client mutex held. errbuf gets the detail on failure.
+ * nonce: the hand-off nonce a release woke us with ("" if none), which
+ * lets us take the key the release reserved for us (wake.c). */
+static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                              const char *nonce, const char *waiter_id, dlock_lock **out,
+                              char *errbuf)
+{
+    dlock__result res[DLOCK_MAX_NODES];
+    attempt a;
+    dlock_err rc;
+
+    memset(res, 0, sizeof(res));
+    memset(&a, 0, sizeof(a));
+    a.resource = resource;
+    a.ttl_ms = ttl_ms;
+    a.nonce = nonce;
+    rc = attempt_prepare(c, &a, waiter_id, errbuf);
+    if (rc != DLOCK_OK)
+        return rc;
+    /* Redlock step 1: the time before the first SET is sent; every key is
+     * set at or after t0, so t0 + TTL bounds the earliest expiry. */
+    a.t0 = dlock_now_ms();
+    dlock__script_round(c, dlock__all_nodes(c), 0, DLOCK__SCRIPT_ACQUIRE, a.keys, a.nkeys, a.args,
+                        4, res, acquire_decided, &c->quorum);
+    attempt_tally(c, &a, res);
+    if (dlock__popcount(a.ok_mask) >= c->quorum) {
+        rc = attempt_grant(c, &a, res, out, errbuf);
+    } else if (dlock__popcount(a.answered) >= c->quorum) {
         dlock__errf(errbuf,
                     "\"%s\" is held by another owner (acquired on %zu/%zu nodes, quorum %zu)",
-                    resource, dlock__popcount(ok_mask), c->n, c->quorum);
+                    resource, dlock__popcount(a.ok_mask), c->n, c->quorum);
         rc = DLOCK_ERR_TAKEN;
     } else {
-        rc = dlock__unavailable(c, res, all, answered, errbuf);
+        rc = dlock__unavailable(c, res, dlock__all_nodes(c), a.answered, errbuf);
     }
-
-out:
     /* Redlock step 5: undo a failed acquisition at once, so others need not
      * wait for our keys to expire. Only where the SET may have landed: a
      * node that answered "not set" certainly holds no key of ours (the
      * token is new), and skipping it saves work. Nobody waits for these
      * replies - the attempt has already failed - so the clean-up costs no
      * round-trip time; the next round discards the answers. */
-    if (rc != DLOCK_OK && (ok_mask | maybe_mask) != 0)
-        dlock__script_send_only(c, ok_mask | maybe_mask, DLOCK__SCRIPT_RELEASE, keys, 1,
-                                rel_args, 1);
-    dlock__lock_destroy(lock);
+    if (rc != DLOCK_OK && (a.ok_mask | a.maybe_mask) != 0)
+        dlock__script_send_only(c, a.ok_mask | a.maybe_mask, DLOCK__SCRIPT_RELEASE, a.keys, 1,
+                                a.args, 1);
     dlock__results_clear(res, DLOCK_MAX_NODES);
     return rc;
 }
@@ -259,11 +270,60 @@ dlock_lock *dlock__lock_new(const dlock_client *c, const char *resource, const c
     return lock;
 }
 
+/* Blocks until the holder's release wakes us, on a connection of our own
+ * and without the mutex (wake.c); client mutex held on entry and return.
+ * -1 means no wait was possible and the backoff is the fallback. */
+static int wait_for_wake(dlock_client *c, const char *resource, char waiter_id[DLOCK_TOKEN_LEN],
+                         int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN])
+{
+    dlock__waker *w = dlock__waker_take(c);
+    int woke = -1;
+
+    if (waiter_id[0] == '\0' && dlock__token_new(waiter_id) != 0)
+        waiter_id[0] = '\0';
+    if (w != NULL && waiter_id[0] != '\0') {
+        dlock__sigpipe_guard g;
+        uint32_t skip = 0;
+
+        /* Breaker state is guarded by the mutex: read it now. */
+        for (size_t i = 0; i < c->n; i++)
+            if (c->nodes[i].breaker.open)
+                skip |= 1u << i;
+
+        pthread_mutex_unlock(&c->mu);
+        /* A blocking write to a closed socket must give EPIPE, not kill the process. */
+        dlock__sigpipe_block(&g);
+        woke = dlock__wake_wait(c, w, skip, resource, waiter_id, deadline_ms, nonce);
+        dlock__sigpipe_restore(&g);
+        pthread_mutex_lock(&c->mu);
+    }
+    dlock__waker_put(c, w);
+    return woke;
+}
+
 static int should_retry(const dlock_client *c, dlock_err rc)
 {
     if (rc == DLOCK_ERR_TAKEN || rc == DLOCK_ERR_EXPIRED)
         return 1;
     return c->retry_unavailable && dlock_err_is_unavailable(rc);
+}
+
+/* Client mutex held. 0, or -1 with why in c->errstr: nothing is sent. */
+static int check_args(dlock_client *c, const char *resource, uint32_t ttl_ms, int64_t deadline_ms,
+                      dlock_lock **out)
+{
+    if (out == NULL)
+        dlock__errf(c->errstr, "acquire: out is NULL");
+    else if (resource == NULL || resource[0] == '\0')
+        dlock__errf(c->errstr, "acquire: resource is NULL or empty");
+    else if (ttl_ms == 0)
+        dlock__errf(c->errstr, "acquire: ttl_ms is 0");
+    else if (c->prefix_len + strlen(resource) > DLOCK_MAX_KEY_LEN)
+        dlock__errf(c->errstr, "acquire: key prefix + resource is %zu bytes, longer than %d",
+                    c->prefix_len + strlen(resource), DLOCK_MAX_KEY_LEN);
+    else
+        return dlock__deadline_check(deadline_ms, "dlock_acquire", c->errstr);
+    return -1;
 }
 
 dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
@@ -279,21 +339,7 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
     if (c == NULL)
         return DLOCK_ERR_ARG;
     pthread_mutex_lock(&c->mu);
-    if (out == NULL || resource == NULL || resource[0] == '\0' || ttl_ms == 0 ||
-        c->prefix_len + strlen(resource) > DLOCK_MAX_KEY_LEN) {
-        if (out == NULL)
-            dlock__errf(c->errstr, "acquire: out is NULL");
-        else if (resource == NULL || resource[0] == '\0')
-            dlock__errf(c->errstr, "acquire: resource is NULL or empty");
-        else if (ttl_ms == 0)
-            dlock__errf(c->errstr, "acquire: ttl_ms is 0");
-        else
-            dlock__errf(c->errstr, "acquire: key prefix + resource is %zu bytes, longer than %d",
-                        c->prefix_len + strlen(resource), DLOCK_MAX_KEY_LEN);
-        pthread_mutex_unlock(&c->mu);
-        return DLOCK_ERR_ARG;
-    }
-    if (dlock__deadline_check(deadline_ms, "dlock_acquire", c->errstr) != 0) {
+    if (check_args(c, resource, ttl_ms, deadline_ms, out) != 0) {
         pthread_mutex_unlock(&c->mu);
         return DLOCK_ERR_ARG;
     }
@@ -328,36 +374,10 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
             pthread_mutex_unlock(&c->mu);
             return rc;
         }
-        if (rc == DLOCK_ERR_TAKEN && c->wake_on_release) {
-            /* Block until the holder's release wakes us, on a connection of
-             * our own and without the mutex (wake.c); -1 means no wait was
-             * possible and the backoff below is the fallback. */
-            dlock__waker *w = dlock__waker_take(c);
-            int woke = -1;
-
-            if (waiter_id[0] == '\0' && dlock__token_new(waiter_id) != 0)
-                waiter_id[0] = '\0';
-            if (w != NULL && waiter_id[0] != '\0') {
-                dlock__sigpipe_guard g;
-                uint32_t skip = 0;
-
-                /* Breaker state is guarded by the mutex: read it now. */
-                for (size_t i = 0; i < c->n; i++)
-                    if (c->nodes[i].breaker.open)
-                        skip |= 1u << i;
-
-                pthread_mutex_unlock(&c->mu);
-                /* A blocking write to a closed socket must give EPIPE, not kill the process. */
-                dlock__sigpipe_block(&g);
-                woke = dlock__wake_wait(c, w, skip, resource, waiter_id, deadline_ms, nonce);
-                dlock__sigpipe_restore(&g);
-                pthread_mutex_lock(&c->mu);
-            }
-            dlock__waker_put(c, w);
-            if (woke >= 0) {
-                attempt++;
-                continue;
-            }
+        if (rc == DLOCK_ERR_TAKEN && c->wake_on_release &&
+            wait_for_wake(c, resource, waiter_id, deadline_ms, nonce) >= 0) {
+            attempt++;
+            continue;
         }
         dlock__backoff_sleep(c, attempt, now, deadline_ms);
         attempt++;

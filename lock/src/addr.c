@@ -1,18 +1,25 @@
-/* addr.c - parsing of node addresses: "host:port", "[v6]:port", "unix:/path"
- * and "sentinel://host:port[,host:port...]/name" (one node: the master the
+/* addr.c - parsing of node addresses: "host[:port]", "[v6][:port]",
+ * "redis://[[user]:password@]host[:port][/0]", "unix:/path" and
+ * "sentinel://host:port[,host:port...]/name" (one node: the master the
  * sentinels name, see sentinel.c). */
 #include "dlock_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
 
 #define SENTINEL_SCHEME "sentinel://"
+#define REDIS_SCHEME "redis://"
+/* Redis's own default port: "localhost" means "localhost:6379", as it does
+ * to redis-cli and every client library. */
+#define REDIS_DEFAULT_PORT 6379
 
-/* One TCP "host:port" or "[v6]:port" (item, NUL-terminated) into host and
- * *port; messages name the whole address (whole). */
-static int parse_tcp(const char *item, const char *whole, char *host, size_t hostcap, int *port,
-                     char *err, size_t errlen)
+/* One TCP "host[:port]" or "[v6][:port]" (item, NUL-terminated) into host
+ * and *port (defport when none is written); messages name the whole
+ * address (whole). */
+static int parse_tcp(const char *item, const char *whole, int defport, char *host,
+                     size_t hostcap, int *port, char *err, size_t errlen)
 {
     const char *colon, *h, *port_s;
     size_t host_len;
@@ -20,31 +27,51 @@ static int parse_tcp(const char *item, const char *whole, char *host, size_t hos
 
     if (item[0] == '[') {
         const char *close = strchr(item, ']');
-        if (close == NULL || close[1] != ':') {
-            snprintf(err, errlen, "address \"%s\": expected [ipv6]:port", whole);
+        if (close == NULL) {
+            snprintf(err, errlen, "address \"%s\": expected [ipv6] or [ipv6]:port", whole);
             return -1;
         }
         h = item + 1;
         host_len = (size_t)(close - h);
         port_s = close + 2;
-    } else {
-        colon = strrchr(item, ':');
-        if (colon == NULL) {
-            snprintf(err, errlen, "address \"%s\": expected host:port or unix:/path", whole);
+        if (close[1] == '\0') {
+            port_s = NULL; /* "[v6]": the default port */
+        } else if (close[1] != ':') {
+            snprintf(err, errlen, "address \"%s\": expected [ipv6] or [ipv6]:port", whole);
             return -1;
         }
+    } else {
+        colon = strchr(item, ':');
         h = item;
-        host_len = (size_t)(colon - item);
-        port_s = colon + 1;
+        host_len = colon != NULL ? (size_t)(colon - item) : strlen(item);
+        port_s = colon != NULL ? colon + 1 : NULL;
         /* A bare IPv6 address is ambiguous (is the last group the port?). */
-        if (memchr(h, ':', host_len) != NULL) {
-            snprintf(err, errlen, "address \"%s\": write IPv6 hosts as [addr]:port", whole);
+        if (colon != NULL && strchr(colon + 1, ':') != NULL) {
+            snprintf(err, errlen, "address \"%s\": write IPv6 hosts as [addr] or [addr]:port",
+                     whole);
             return -1;
         }
     }
     if (host_len == 0 || host_len >= hostcap) {
-        snprintf(err, errlen, "address \"%s\": bad host", whole);
+        snprintf(err, errlen, "address \"%s\": bad host (%s)", whole,
+                 host_len == 0 ? "none given" : "too long");
         return -1;
+    }
+    for (size_t k = 0; k < host_len; k++) {
+        /* A host name or address literal never holds these; seen here they
+         * are a typo or a URL this parser does not take (say which). */
+        unsigned char ch = (unsigned char)h[k];
+        if (ch <= ' ' || ch == 0x7f || ch == '/' || ch == '@' || ch == '[' || ch == ']' ||
+            ch == ',') {
+            snprintf(err, errlen, "address \"%s\": bad character in host", whole);
+            return -1;
+        }
+    }
+    if (port_s == NULL) {
+        memcpy(host, h, host_len);
+        host[host_len] = '\0';
+        *port = defport;
+        return 0;
     }
     if (port_s[0] == '\0' || strlen(port_s) > 5) {
         snprintf(err, errlen, "address \"%s\": bad port", whole);
@@ -118,7 +145,8 @@ static int parse_sentinel(const char *s, dlock__addr *out, char *err, size_t err
         memcpy(item, p, (size_t)(end - p));
         item[end - p] = '\0';
         hp = &out->sentinels[out->n_sentinels];
-        if (parse_tcp(item, s, hp->host, sizeof(hp->host), &hp->port, err, errlen) != 0)
+        /* A sentinel's own default port, as in redis-cli and sentinel.conf. */
+        if (parse_tcp(item, s, 26379, hp->host, sizeof(hp->host), &hp->port, err, errlen) != 0)
             return -1;
         out->n_sentinels++;
         p = comma != NULL ? comma + 1 : slash;
@@ -130,6 +158,88 @@ static int parse_sentinel(const char *s, dlock__addr *out, char *err, size_t err
     memcpy(out->master_name, name, strlen(name) + 1);
     out->is_sentinel = 1;
     return 0;
+}
+
+/* %XX escapes of a URL's user-info part, from [from, to) into out[cap].
+ * 0, or -1 on a bad escape, a NUL byte or an overlong result. */
+static int unescape(const char *from, const char *to, char *out, size_t cap)
+{
+    size_t n = 0;
+
+    for (const char *p = from; p < to; p++) {
+        unsigned v = (unsigned char)*p;
+
+        if (*p == '%') {
+            char hex[3];
+            char *end;
+
+            if (to - p < 3)
+                return -1;
+            hex[0] = p[1];
+            hex[1] = p[2];
+            hex[2] = '\0';
+            v = (unsigned)strtoul(hex, &end, 16);
+            if (end != hex + 2 || v == 0)
+                return -1;
+            p += 2;
+        }
+        if (n + 1 >= cap)
+            return -1;
+        out[n++] = (char)v;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+/* "redis://" already matched: [[user]:password@]host[:port][/0]. The text
+ * kept for messages hides the password (out->text). */
+static int parse_url(const char *s, dlock__addr *out, char *err, size_t errlen)
+{
+    const char *rest = s + strlen(REDIS_SCHEME);
+    /* The last '@': a host never holds one, a password may (unescaped). */
+    const char *at = strrchr(rest, '@');
+    const char *hp = at != NULL ? at + 1 : rest;
+    const char *end = hp + strcspn(hp, "/?#");
+    char item[DLOCK__ADDR_TEXT_LEN];
+
+    if (at != NULL) {
+        const char *colon = memchr(rest, ':', (size_t)(at - rest));
+
+        snprintf(out->text, sizeof(out->text), "%s%.*s***@%s", REDIS_SCHEME,
+                 colon != NULL ? (int)(colon - rest + 1) : 0, rest, hp);
+        if (colon == NULL) {
+            snprintf(err, errlen, "address \"%s\": a user without a password; write "
+                     "redis://user:password@host or redis://:password@host", out->text);
+            return -1;
+        }
+        if (unescape(rest, colon, out->user, sizeof(out->user)) != 0 ||
+            unescape(colon + 1, at, out->password, sizeof(out->password)) != 0) {
+            snprintf(err, errlen, "address \"%s\": bad %%XX escape, or user (%zu) or password "
+                     "(%zu bytes) too long", out->text, sizeof(out->user) - 1,
+                     sizeof(out->password) - 1);
+            return -1;
+        }
+        if (out->password[0] == '\0') {
+            snprintf(err, errlen, "address \"%s\": empty password", out->text);
+            return -1;
+        }
+        out->has_auth = 1;
+    }
+    if (*end == '?' || *end == '#' || (*end == '/' && strcmp(end, "/") != 0 && strcmp(end, "/0") != 0)) {
+        /* Locks live in database 0 on every node (SELECT is never sent);
+         * silently ignoring "/3" would put them where the user did not look. */
+        snprintf(err, errlen, "address \"%s\": only redis://host[:port] with an optional /0 is "
+                 "taken (libdlock uses database 0, and no URL options)", out->text);
+        return -1;
+    }
+    if ((size_t)(end - hp) >= sizeof(item)) {
+        snprintf(err, errlen, "address \"%s\": too long", out->text);
+        return -1;
+    }
+    memcpy(item, hp, (size_t)(end - hp));
+    item[end - hp] = '\0';
+    return parse_tcp(item, out->text, REDIS_DEFAULT_PORT, out->host, sizeof(out->host),
+                     &out->port, err, errlen);
 }
 
 int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen)
@@ -146,6 +256,17 @@ int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen)
     memcpy(out->text, s, strlen(s) + 1);
     if (strncmp(s, SENTINEL_SCHEME, strlen(SENTINEL_SCHEME)) == 0)
         return parse_sentinel(s, out, err, errlen);
+    if (strncmp(s, REDIS_SCHEME, strlen(REDIS_SCHEME)) == 0)
+        return parse_url(s, out, err, errlen);
+    if (strstr(s, "://") != NULL) {
+        /* Not a host: a URL of a scheme we do not speak. rediss:// (TLS)
+         * would need hiredis_ssl; without it, say so rather than fail at
+         * connect time. The text may hold a password: not repeated. */
+        snprintf(err, errlen, "address \"%.*s...\": %s", (int)(strstr(s, "://") - s + 3), s,
+                 strncmp(s, "rediss://", 9) == 0 ? "TLS (rediss://) is not supported"
+                 : "unknown scheme; use host[:port], redis://, unix: or sentinel://");
+        return -1;
+    }
     if (strncmp(s, "unix:", 5) == 0) {
         const char *path = s + 5;
         struct sockaddr_un sun;
@@ -163,7 +284,8 @@ int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen)
         memcpy(out->host, path, strlen(path) + 1);
         return 0;
     }
-    return parse_tcp(s, s, out->host, sizeof(out->host), &out->port, err, errlen);
+    return parse_tcp(s, s, REDIS_DEFAULT_PORT, out->host, sizeof(out->host), &out->port, err,
+                     errlen);
 }
 
 dlock_err dlock_addr_parse(const char *addr, char *host, size_t hostlen, int *port, char *err, size_t errlen)
@@ -191,6 +313,58 @@ dlock_err dlock_addr_parse(const char *addr, char *host, size_t hostlen, int *po
     if (port != NULL)
         *port = parsed.is_sentinel ? -1 : parsed.is_unix ? 0 : parsed.port;
     return DLOCK_OK;
+}
+
+dlock_err dlock_addr_credentials(const char *addr, char *user, size_t userlen, char *password,
+                                 size_t passlen, char *err, size_t errlen)
+{
+    dlock__addr parsed;
+    char scratch[DLOCK_ERRSTR_LEN];
+    dlock_err rc = DLOCK_ERR_ARG;
+
+    if (err == NULL || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    if (user != NULL && userlen > 0)
+        user[0] = '\0';
+    if (password != NULL && passlen > 0)
+        password[0] = '\0';
+    if (user == NULL || password == NULL || userlen == 0 || passlen == 0) {
+        snprintf(err, errlen, "user and password buffers are required");
+        goto out;
+    }
+    if (dlock__addr_parse(addr, &parsed, err, errlen) != 0)
+        goto out;
+    if (strlen(parsed.user) >= userlen || strlen(parsed.password) >= passlen) {
+        snprintf(err, errlen, "address \"%s\": credentials longer than the caller's buffers",
+                 parsed.text);
+        goto out;
+    }
+    memcpy(user, parsed.user, strlen(parsed.user) + 1);
+    memcpy(password, parsed.password, strlen(parsed.password) + 1);
+    rc = DLOCK_OK;
+out:
+    /* The parse copied the password to the stack: leave no copy behind. */
+    memset(&parsed, 0, sizeof(parsed));
+    return rc;
+}
+
+const char *dlock_addr_shown(const char *addr, char *out, size_t outlen)
+{
+    dlock__addr parsed;
+    char why[DLOCK_ERRSTR_LEN];
+
+    if (out == NULL || outlen == 0)
+        return "";
+    /* A bad address is shown as nothing of it: it may hold a password the
+     * parse could not find. */
+    if (dlock__addr_parse(addr, &parsed, why, sizeof(why)) != 0)
+        snprintf(out, outlen, "(bad address)");
+    else
+        snprintf(out, outlen, "%s", parsed.text);
+    memset(&parsed, 0, sizeof(parsed));
+    return out;
 }
 
 dlock_err dlock_addr_check(const char *addr, char *err, size_t errlen)

@@ -104,6 +104,40 @@ static int same_node(const dlock__addr *a, const dlock__addr *b)
     return a->port == b->port && strcasecmp(a->host, b->host) == 0;
 }
 
+/* The client's credentials: the options', or those of the redis:// URLs
+ * (redis://user:password@host). One client sends one AUTH to every node,
+ * so wherever they are given they must agree: a list with two different
+ * passwords is refused rather than half of it failing AUTH later. */
+static int pick_credentials(const dlock_options *o, const dlock_client *c, const char **user,
+                            const char **pass, char *why, size_t whylen)
+{
+    const char *from = "the options";
+    char where[32];
+
+    *user = set(o->username) ? o->username : NULL;
+    *pass = set(o->password) ? o->password : NULL;
+    for (size_t i = 0; i < c->n; i++) {
+        const dlock__addr *a = &c->nodes[i].addr;
+
+        if (!a->has_auth)
+            continue;
+        if (*pass == NULL) {
+            *user = a->user[0] != '\0' ? a->user : NULL;
+            *pass = a->password;
+            snprintf(where, sizeof(where), "addrs[%zu]", i);
+            from = where;
+            continue;
+        }
+        if (strcmp(*pass, a->password) != 0 || strcmp(*user != NULL ? *user : "", a->user) != 0) {
+            snprintf(why, whylen, "addrs[%zu] \"%.100s\": its user or password differs from %s'; "
+                     "one client authenticates to every node with one user and password", i,
+                     a->text, from);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static char *dup_or_null(const char *s, int *oom)
 {
     char *d;
@@ -125,6 +159,7 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
     pthread_condattr_t ca;
     char why[DLOCK_ERRSTR_LEN] = "";
     int oom = 0;
+    const char *user = NULL, *pass = NULL;
     int ca_ok;
 
     memset(res, 0, sizeof(res));
@@ -194,8 +229,10 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
             }
         }
     }
-    c->username = dup_or_null(opts->username, &oom);
-    c->password = dup_or_null(opts->password, &oom);
+    if (pick_credentials(opts, c, &user, &pass, why, sizeof(why)) != 0)
+        goto out;
+    c->username = dup_or_null(user, &oom);
+    c->password = dup_or_null(pass, &oom);
     c->prefix = strdup(opts->key_prefix != NULL ? opts->key_prefix : "");
     if (oom || c->prefix == NULL) {
         rc = DLOCK_ERR_NOMEM;

@@ -34,6 +34,7 @@
 #define DLOCK__ADDR_TEXT_LEN 512
 #define DLOCK__MAX_SENTINELS 8
 #define DLOCK__MASTER_NAME_LEN 128
+#define DLOCK__CRED_LEN 256
 
 typedef struct dlock__hostport {
     char host[DLOCK__HOST_LEN];      /* IPv6 without brackets */
@@ -50,11 +51,17 @@ typedef struct dlock__addr {
     size_t n_sentinels;              /* 1..DLOCK__MAX_SENTINELS */
     dlock__hostport sentinels[DLOCK__MAX_SENTINELS]; /* asked in this order */
     char master_name[DLOCK__MASTER_NAME_LEN];
-    char text[DLOCK__ADDR_TEXT_LEN]; /* as given, for error messages */
+    /* redis://user:password@host: the credentials of the URL (client.c
+     * makes them the client's; one client has one set). */
+    int has_auth;
+    char user[DLOCK__CRED_LEN];
+    char password[DLOCK__CRED_LEN];
+    char text[DLOCK__ADDR_TEXT_LEN]; /* as given (a URL's password as ***), for error messages */
 } dlock__addr;
 
-/* Parses "host:port", "[v6]:port", "unix:/path" or
- * "sentinel://host:port[,host:port...]/name". 0 on success, -1 with a
+/* Parses "host[:port]", "[v6][:port]", "redis://[[user]:password@]host[:port][/0]",
+ * "unix:/path" or "sentinel://host[:port][,host[:port]...]/name" (port
+ * 6379, sentinels 26379, when none is written). 0 on success, -1 with a
  * reason in err otherwise. */
 int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen);
 
@@ -318,11 +325,17 @@ void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id
                              const char *const *keys, int nkeys, const char *const *args,
                              int nargs);
 
-/* ---- keys and validity (acquire.c) ---- */
+/* ---- keys.c: the key names (dlock.h, "Keys") ---- */
 #define DLOCK__KEY_BUF (DLOCK_MAX_KEY_LEN + 8) /* room for the "fence:" namespace word */
-/* <prefix>lock:<resource> and <prefix>fence:<resource> (dlock.h, "Keys"). */
+/* <prefix>lock:<resource> and <prefix>fence:<resource>: 0, or -1 when it
+ * does not fit in out[outlen]. */
 int dlock__lock_key(const dlock_client *c, const char *resource, char *out, size_t outlen);
 int dlock__fence_key(const dlock_client *c, const char *resource, char *out, size_t outlen);
+/* <prefix><kind><resource>, kind DLOCK_WAKE_NS or DLOCK_WAITERS_NS. */
+int dlock__wake_key(const dlock_client *c, const char *kind, const char *resource, char *out,
+                    size_t outlen);
+
+/* ---- validity and ownership (acquire.c, lock.c) ---- */
 /* 0 when lock was acquired by c; else -1 with why in errbuf ("<op>: ..."). */
 int dlock__check_owner(const dlock_client *c, const dlock_lock *lock, const char *op,
                        char *errbuf);
@@ -352,8 +365,6 @@ int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi);
 
 /* ---- wake.c ---- */
 #define DLOCK__NONCE_LEN DLOCK_TOKEN_LEN
-int dlock__wake_key(const dlock_client *c, const char *kind, const char *resource, char *out,
-                    size_t outlen);
 dlock__waker *dlock__waker_take(dlock_client *c);
 void dlock__waker_put(dlock_client *c, dlock__waker *w);
 void dlock__wakers_free(dlock_client *c);

@@ -8,7 +8,7 @@
  * that value, so the caller hands it here and the next acquisition draws a
  * fence above it. Raising is always safe: fences must only grow, and a
  * counter already higher is left alone. The counter's key is
- * dlock__fence_key's (acquire.c: "<prefix>fence:<resource>"). */
+ * dlock__fence_key's (keys.c: "<prefix>fence:<resource>"). */
 #include "dlock_internal.h"
 
 #include <inttypes.h>

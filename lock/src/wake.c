@@ -17,15 +17,6 @@
 #include <string.h>
 #include <sys/time.h>
 
-/* kind: DLOCK_WAKE_NS or DLOCK_WAITERS_NS (dlock.h, "Keys"). */
-int dlock__wake_key(const dlock_client *c, const char *kind, const char *resource, char *out,
-                    size_t outlen)
-{
-    int len = snprintf(out, outlen, "%s%s%s", c->prefix, kind, resource);
-
-    return (len < 0 || (size_t)len >= outlen) ? -1 : 0;
-}
-
 /* Client mutex held. NULL when out of memory: the caller polls instead. */
 dlock__waker *dlock__waker_take(dlock_client *c)
 {

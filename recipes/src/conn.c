@@ -78,6 +78,23 @@ static int connect_first(recipe_conn *c, char *detail, size_t len)
             redisFree(ctx);
             continue;
         }
+        /* redis://user:password@host: the same AUTH libdlock sends. */
+        char user[256], pass[256];
+        if (dlock_addr_credentials(c->addrs[i], user, sizeof user, pass, sizeof pass, why,
+                                   sizeof why) == DLOCK_OK && pass[0] != '\0') {
+            redisReply *r = user[0] != '\0' ? redisCommand(ctx, "AUTH %s %s", user, pass)
+                                            : redisCommand(ctx, "AUTH %s", pass);
+            int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+            snprintf(detail, len, "%s: AUTH %s", c->addrs[i],
+                     r == NULL ? ctx->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+            if (r != NULL)
+                freeReplyObject(r);
+            memset(pass, 0, sizeof pass);
+            if (!ok) {
+                redisFree(ctx);
+                continue;
+            }
+        }
         c->ctx = ctx;
         return 0;
     }

@@ -39,7 +39,9 @@ Test(ctl_args, unknown_command_and_option)
 
 Test(ctl_args, bad_addresses_use_libdlock_rules)
 {
-    EXPECT_USAGE("--redis: address \"localhost\"", "--redis", "localhost", "ping");
+    EXPECT_USAGE("--redis: address \"fe80::1\": write IPv6 hosts as [addr]", "--redis", "fe80::1",
+                 "ping");
+    EXPECT_USAGE("TLS (rediss://) is not supported", "--redis", "rediss://:pw@h", "ping");
     EXPECT_USAGE("--redis", "--redis", "127.0.0.1:99999", "ping");
     EXPECT_USAGE("--redis", "--redis", "127.0.0.1:6379,", "ping");
     EXPECT_USAGE("empty unix socket path", "--redis", "unix:", "ping");

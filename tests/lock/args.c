@@ -69,7 +69,9 @@ Test(lock_args, client_new_rejects_bad_options, .timeout = 10)
     cr_assert_eq(new_with((const char *const[]){node.addr}, 0, &c), DLOCK_ERR_ARG);
     cr_assert_null(c);
 
-    const char *bad[] = {"",          "nohost",          "127.0.0.1:",      "127.0.0.1:abc",
+    /* ("nohost" is a host on port 6379 now: issue 21, addresses as people
+     * write them; tests/lock/addr.c has the accepted forms.) */
+    const char *bad[] = {"",          "no host",         "127.0.0.1:",      "127.0.0.1:abc",
                          "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:-1",    ":6379",
                          "unix:",     "127.0.0.1:6379x", "[::1:6379"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -93,7 +95,7 @@ Test(lock_args, client_new_rejects_bad_options, .timeout = 10)
 
     /* An error buffer of size 1 still gets a terminated (empty) string. */
     char tiny[1] = {'x'};
-    o.addrs = (const char *const[]){"nohost"};
+    o.addrs = (const char *const[]){"no host"};
     o.n_addrs = 1;
     c = SENTINEL;
     cr_assert_eq(dlock_client_new(&o, &c, tiny, sizeof tiny), DLOCK_ERR_ARG);
@@ -277,7 +279,6 @@ Test(lock_args, sentinel_address_form, .timeout = 10)
         {"sentinel://a:0/m", "port out of range"},
         {"sentinel://a:65536/m", "port out of range"},
         {"sentinel://a:x/m", "bad port"},
-        {"sentinel://a/m", "expected host:port"},
         {"sentinel://:1/m", "bad host"},
         {"sentinel://a:1/my master", "space or control byte"},
         {"sentinel://a:1/x/y", "bad port"},

@@ -523,7 +523,9 @@ static void describe_custom(const app_config *cfg, enum opt_id id, char *out, si
         size_t n = 0;
         out[0] = '\0';
         for (size_t i = 0; i < cfg->n_redis && n < len; i++) {
-            int m = snprintf(out + n, len - n, "%s%s", i ? "," : "", cfg->redis[i]);
+            char shown[512]; /* the start-up line never shows a redis:// password */
+            int m = snprintf(out + n, len - n, "%s%s", i ? "," : "",
+                             dlock_addr_shown(cfg->redis[i], shown, sizeof shown));
             n += m > 0 ? (size_t)m : 0;
         }
         return;

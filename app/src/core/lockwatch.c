@@ -42,7 +42,7 @@ static void append_addr(char *buf, size_t len, size_t *count, const char *addr)
 {
     size_t used = strlen(buf);
     if (used < len)
-        snprintf(buf + used, len - used, "%s%s", *count > 0 ? ", " : "", addr);
+        snprintf(buf + used, len - used, "%s%.200s", *count > 0 ? ", " : "", addr);
     (*count)++;
 }
 
@@ -66,10 +66,12 @@ void lockwatch_observe(const app_config *cfg, uint32_t up_mask, size_t nodes)
     size_t nd = 0, nu = 0;
     for (size_t i = 0; i < nodes && i < cfg->n_redis; i++) {
         uint32_t bit = UINT32_C(1) << i;
+        char shown[512]; /* never a redis:// password in the log */
+        dlock_addr_shown(cfg->redis[i], shown, sizeof shown);
         if ((before & bit) && !(up_mask & bit))
-            append_addr(went_down, sizeof went_down, &nd, cfg->redis[i]);
+            append_addr(went_down, sizeof went_down, &nd, shown);
         else if (!(before & bit) && (up_mask & bit))
-            append_addr(came_up, sizeof came_up, &nu, cfg->redis[i]);
+            append_addr(came_up, sizeof came_up, &nu, shown);
     }
     if (nd > 0)
         log_event_line(LOG_WARN, LOG_EV_NODE_DOWN, "redis node%s %s stopped answering (%zu of %zu up, quorum %zu)",

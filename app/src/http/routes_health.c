@@ -24,7 +24,9 @@ static json_t *nodes_down(const app_config *cfg, uint32_t up_mask, size_t nodes)
 {
     json_t *a = json_array();
     for (size_t i = 0; a != NULL && i < nodes && i < cfg->n_redis; i++) {
-        if (!(up_mask & (UINT32_C(1) << i)) && json_array_append_new(a, json_string(cfg->redis[i])) != 0) {
+        char shown[512]; /* never a redis:// password in a reply */
+        if (!(up_mask & (UINT32_C(1) << i)) &&
+            json_array_append_new(a, json_string(dlock_addr_shown(cfg->redis[i], shown, sizeof shown))) != 0) {
             json_decref(a);
             return NULL;
         }

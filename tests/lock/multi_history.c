@@ -1,0 +1,273 @@
+/* multi_history.c - many threads take random overlapping sets of resources
+ * (random order, sizes 1..4, some as single dlock_acquire_for so the
+ * one-node queue and its hand-off join in) on one node and on three
+ * masters. Every section is stamped with a nanosecond clock and the fence
+ * of each resource; the check: per resource, sections ordered by start
+ * (then fence) never overlap, fences rise in that order, each ends within
+ * its validity, and every thread made progress (no deadlock, no starvation
+ * for the run).
+ *
+ * That the check can fail: DLOCK_TEST_BREAK_MULTI=1 in the environment
+ * makes the workers skip the lock (sections then overlap and the suite
+ * fails; docs/single-instance.md quotes the output). */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lock_common.h"
+
+#define THREADS 8
+#define RESOURCES 6
+#define MAX_SET 4
+#define RUN_MS 2000
+#define MAX_RECS 200000
+#define TTL_MS 5000
+
+static redis_proc nodes[3];
+
+static void teardown(void)
+{
+    tc_nodes_down(nodes, 3);
+}
+
+TestSuite(lock_multi_history, .fini = teardown);
+
+typedef struct rec {
+    int64_t start_ns, end_ns, valid_until_ns;
+    uint64_t fence;
+    int res, thread;
+} rec;
+
+typedef struct run {
+    const redis_proc *rs;
+    size_t n;
+    int broken;           /* DLOCK_TEST_BREAK_MULTI: no lock taken */
+    int64_t stop_at;
+    pthread_mutex_t mu;
+    rec *recs;
+    size_t nrecs;
+    uint64_t fake_fence;  /* broken mode only */
+    int acquired[THREADS];
+    int failed[THREADS];  /* calls that ended in neither OK nor TAKEN */
+    dlock_err last_err[THREADS];
+} run;
+
+typedef struct worker {
+    run *r;
+    int id;
+} worker;
+
+/* The library's clock (BOOTTIME), in ns: one clock for every thread, so
+ * sections compare directly, and fine enough that two sections never share
+ * a stamp (whole ms made lock_history flaky: issue 20). */
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+#ifdef CLOCK_BOOTTIME
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+#else
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void record(run *r, const rec *x, size_t k)
+{
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < k && r->nrecs < MAX_RECS; i++)
+        r->recs[r->nrecs++] = x[i];
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void *work(void *p)
+{
+    worker *w = p;
+    run *r = w->r;
+    unsigned seed = (unsigned)(w->id * 2654435761u) ^ (unsigned)getpid();
+    static const char *names[RESOURCES] = {"h0", "h1", "h2", "h3", "h4", "h5"};
+    dlock_client *c = tc_patient_client(r->rs, r->n, 300);
+
+    if (c == NULL) {
+        r->failed[w->id]++;
+        return NULL;
+    }
+    while (dlock_now_ms() < r->stop_at) {
+        int idx[RESOURCES];
+        const char *set[MAX_SET];
+        size_t k = 1 + (size_t)(rand_r(&seed) % MAX_SET);
+        dlock_lock *l = NULL;
+        dlock_err rc = DLOCK_OK;
+        rec x[MAX_SET];
+
+        /* A random subset in a random order (partial Fisher-Yates). */
+        for (int i = 0; i < RESOURCES; i++)
+            idx[i] = i;
+        for (size_t i = 0; i < k; i++) {
+            size_t j = i + (size_t)rand_r(&seed) % (RESOURCES - i);
+            int t = idx[i];
+            idx[i] = idx[j];
+            idx[j] = t;
+            set[i] = names[idx[i]];
+        }
+        if (!r->broken) {
+            if (k == 1 && rand_r(&seed) % 2 == 0)
+                rc = dlock_acquire_for(c, set[0], TTL_MS, 3000, &l);
+            else
+                rc = dlock_acquire_multi_for(c, set, k, TTL_MS, 3000, &l);
+            if (rc != DLOCK_OK) {
+                if (rc != DLOCK_ERR_TAKEN) {
+                    r->failed[w->id]++;
+                    r->last_err[w->id] = rc;
+                }
+                continue;
+            }
+        }
+        int64_t start = now_ns();
+        for (size_t i = 0; i < k; i++) {
+            x[i].start_ns = start;
+            x[i].res = idx[i];
+            x[i].thread = w->id;
+            if (r->broken) {
+                pthread_mutex_lock(&r->mu);
+                x[i].fence = ++r->fake_fence;
+                pthread_mutex_unlock(&r->mu);
+                x[i].valid_until_ns = INT64_MAX;
+            } else {
+                x[i].fence = dlock_lock_fence_of(l, i);
+                x[i].valid_until_ns = dlock_lock_valid_until_ms(l) * 1000000LL;
+            }
+        }
+        usleep(100 + (unsigned)rand_r(&seed) % 900);
+        int64_t end = now_ns();
+        for (size_t i = 0; i < k; i++)
+            x[i].end_ns = end;
+        if (!r->broken) {
+            (void)dlock_release(c, l);
+            dlock_lock_free(l);
+        }
+        r->acquired[w->id]++;
+        record(r, x, k);
+    }
+    dlock_client_free(c);
+    return NULL;
+}
+
+static int by_res_start(const void *p, const void *q)
+{
+    const rec *a = p, *b = q;
+
+    if (a->res != b->res)
+        return a->res - b->res;
+    if (a->start_ns != b->start_ns)
+        return (a->start_ns > b->start_ns) - (a->start_ns < b->start_ns);
+    return (a->fence > b->fence) - (a->fence < b->fence);
+}
+
+static void history_check(const redis_proc *rs, size_t n)
+{
+    run r = {.rs = rs, .n = n};
+    worker ws[THREADS];
+    pthread_t th[THREADS];
+    size_t per_res[RESOURCES] = {0};
+
+    r.broken = getenv("DLOCK_TEST_BREAK_MULTI") != NULL;
+    r.recs = calloc(MAX_RECS, sizeof(rec));
+    cr_assert_not_null(r.recs);
+    pthread_mutex_init(&r.mu, NULL);
+    r.stop_at = dlock_now_ms() + RUN_MS;
+    for (int i = 0; i < THREADS; i++) {
+        ws[i].r = &r;
+        ws[i].id = i;
+        cr_assert_eq(pthread_create(&th[i], NULL, work, &ws[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    /* Every thread finished (the joins returned within the suite timeout:
+     * no deadlock) and each got sets several times. */
+    for (int i = 0; i < THREADS; i++) {
+        cr_assert_eq(r.failed[i], 0, "thread %d: %d calls failed, last %s", i, r.failed[i],
+                     dlock_strerror(r.last_err[i]));
+        cr_assert_gt(r.acquired[i], 0, "thread %d never acquired", i);
+    }
+    qsort(r.recs, r.nrecs, sizeof(rec), by_res_start);
+    for (size_t i = 0; i < r.nrecs; i++) {
+        const rec *x = &r.recs[i], *prev = i > 0 ? &r.recs[i - 1] : NULL;
+
+        per_res[x->res]++;
+        cr_assert_lt(x->end_ns, x->valid_until_ns, "h%d: section outlived its validity", x->res);
+        if (prev == NULL || prev->res != x->res)
+            continue;
+        cr_assert_gt(x->start_ns, prev->end_ns,
+                     "h%d: thread %d's section starts %lld ns before thread %d's ended "
+                     "(fences %llu, %llu): two holders",
+                     x->res, x->thread, (long long)(prev->end_ns - x->start_ns), prev->thread,
+                     (unsigned long long)x->fence, (unsigned long long)prev->fence);
+        cr_assert_gt(x->fence, prev->fence, "h%d: fence %llu after %llu", x->res,
+                     (unsigned long long)x->fence, (unsigned long long)prev->fence);
+    }
+    for (int i = 0; i < RESOURCES; i++)
+        cr_assert_gt(per_res[i], 10, "h%d: only %zu sections", i, per_res[i]);
+    cr_log_info("%zu sections on %zu node(s)", r.nrecs, n);
+    pthread_mutex_destroy(&r.mu);
+    free(r.recs);
+}
+
+Test(lock_multi_history, overlapping_sets_one_node, .timeout = 90)
+{
+    cr_assert_eq(tc_nodes_up(nodes, 1, 0), 0);
+    history_check(nodes, 1);
+}
+
+Test(lock_multi_history, overlapping_sets_three_masters, .timeout = 90)
+{
+    cr_assert_eq(tc_nodes_up(nodes, 3, 0), 0);
+    history_check(nodes, 3);
+}
+
+/* The textbook deadlock: {a,b} against {b,a}, back to back, many times.
+ * With one dlock_acquire per resource in the caller's order, each would
+ * hold its first and wait for its second; here both finish every round. */
+typedef struct pair_arg {
+    const redis_proc *rs;
+    int reverse;
+    int done;
+} pair_arg;
+
+static void *pair_work(void *p)
+{
+    pair_arg *a = p;
+    const char *ab[2] = {"pa", "pb"}, *ba[2] = {"pb", "pa"};
+    dlock_client *c = tc_patient_client(a->rs, 1, 300);
+
+    if (c == NULL)
+        return NULL;
+    for (int i = 0; i < 200; i++) {
+        dlock_lock *l = NULL;
+
+        if (dlock_acquire_multi_for(c, a->reverse ? ba : ab, 2, TTL_MS, 10000, &l) != DLOCK_OK)
+            break;
+        (void)dlock_release(c, l);
+        dlock_lock_free(l);
+        a->done++;
+    }
+    dlock_client_free(c);
+    return NULL;
+}
+
+Test(lock_multi_history, opposite_orders_never_deadlock, .timeout = 90)
+{
+    pair_arg args[2] = {{nodes, 0, 0}, {nodes, 1, 0}};
+    pthread_t th[2];
+
+    cr_assert_eq(tc_nodes_up(nodes, 1, 0), 0);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, pair_work, &args[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    cr_assert_eq(args[0].done, 200);
+    cr_assert_eq(args[1].done, 200);
+}
