@@ -134,7 +134,8 @@ static const cm_option options[] = {
      .help = "spread the claims over several coupons: N coupons\n"
              "from --coupon (default 1), the ids A to B, or a list;\n"
              "each claim draws one (uniform, or --zipf), and the\n"
-             "audit judges every coupon"},
+             "audit judges every coupon; each connection is then a\n"
+             "thread sending one request at a time"},
     {.name = "zipf", .kind = CM_ARG_DOUBLE, .offset = AT(o.zipf), .dlo = 0, .dlo_open = 1, .dhi = 10,
      .expect = "a number > 0", .metavar = "S",
      .help = "with --coupons: draw the k-th coupon with weight 1/k^S\n"

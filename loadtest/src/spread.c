@@ -11,6 +11,10 @@
  *                have all K, in the DB, with the record ids it answered;
  *                any other answer none; a transport error all or none.
  *                Anything between is a partial bundle.
+ *
+ * Each of the --connections (default --threads) is a thread of its own
+ * sending one request at a time: simpler than worker.c's epoll loops, and
+ * the rates here compare locks with each other, not with the HTTP ceiling.
  */
 #include "loadtest.h"
 
@@ -388,7 +392,7 @@ static void audit_bundles(const lt_options *o, lt_db *db, const char *tag, sp_th
     char err[LT_ERR_MAX];
     size_t tag_len = strlen(tag);
 
-    for (unsigned i = 0; i < o->threads; i++)
+    for (unsigned i = 0; i < o->connections; i++)
         n_reqs += th[i].n_reqs;
     sorted = calloc(n_reqs ? n_reqs : 1, sizeof *sorted);
     count = calloc(n_reqs ? n_reqs : 1, sizeof *count);
@@ -402,7 +406,7 @@ static void audit_bundles(const lt_options *o, lt_db *db, const char *tag, sp_th
         v->incomplete = 1;
         goto out;
     }
-    for (unsigned i = 0; i < o->threads; i++)
+    for (unsigned i = 0; i < o->connections; i++)
         for (size_t j = 0; j < th[i].n_reqs; j++)
             sorted[k++] = &th[i].reqs[j];
     qsort(sorted, n_reqs, sizeof *sorted, by_ticket);
@@ -569,7 +573,7 @@ int lt_spread_main(const lt_options *o)
         fprintf(stderr, "coupon-loadtest: curl_global_init failed\n");
         return LT_EXIT_USAGE;
     }
-    th = calloc(o->threads, sizeof *th);
+    th = calloc(o->connections, sizeof *th);
     before = calloc(o->n_coupons, sizeof *before);
     total = malloc(sizeof *total);
     won = calloc(o->n_coupons, sizeof *won);
@@ -593,14 +597,14 @@ int lt_spread_main(const lt_options *o)
         snprintf(sh.user_tag, sizeof sh.user_tag, "lt%08" PRIx64 "-", (uint64_t)((seed * 0x9E3779B97F4A7C15ULL) >> 32));
     }
     if (!o->quiet)
-        fprintf(stderr, "coupon-loadtest: %zu coupons (%" PRId64 "..%" PRId64 ")%s, %u threads, %zu URL(s)\n",
+        fprintf(stderr, "coupon-loadtest: %zu coupons (%" PRId64 "..%" PRId64 ")%s, %u connections, %zu URL(s)\n",
                 o->n_coupons, o->coupon_ids[0], o->coupon_ids[o->n_coupons - 1], o->bundle ? ", bundles" : "",
-                o->threads, o->n_urls);
+                o->connections, o->n_urls);
     int64_t t0 = cm_now_ns();
     if (o->duration_s > 0)
         sh.deadline_ns = t0 + (int64_t)(o->duration_s * 1e9);
     unsigned started = 0;
-    for (unsigned i = 0; i < o->threads; i++) {
+    for (unsigned i = 0; i < o->connections; i++) {
         th[i].sh = &sh;
         th[i].index = i;
         th[i].rng = sh.seed + 0x9E3779B97F4A7C15ULL * (i + 1);
@@ -616,15 +620,15 @@ int lt_spread_main(const lt_options *o)
         th[i].started = 1;
         started++;
     }
-    for (unsigned i = 0; i < o->threads; i++)
+    for (unsigned i = 0; i < o->connections; i++)
         if (th[i].started)
             pthread_join(th[i].tid, NULL);
     double elapsed = (double)(cm_now_ns() - t0) / 1e9;
-    if (started < o->threads)
+    if (started < o->connections)
         goto out;
     lt_stats_init(total);
     uint64_t bad_ok = 0, units = 0;
-    for (unsigned i = 0; i < o->threads; i++) {
+    for (unsigned i = 0; i < o->connections; i++) {
         if (th[i].failed)
             fprintf(stderr, "coupon-loadtest: %s\n", th[i].err);
         lt_stats_merge(total, &th[i].stats);
@@ -655,7 +659,7 @@ int lt_spread_main(const lt_options *o)
     else
         rc = LT_EXIT_OK;
 out:
-    for (unsigned i = 0; th != NULL && i < o->threads; i++) {
+    for (unsigned i = 0; th != NULL && i < o->connections; i++) {
         free(th[i].won);
         free(th[i].reqs);
     }
