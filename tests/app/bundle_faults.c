@@ -309,3 +309,40 @@ Test(FAULTS_SUITE, sorted_stale_bundle_fence_full_is_refused_whole) { stale_bund
 Test(FAULTS_SUITE, multi_stale_bundle_fence_full_is_refused_whole) { stale_bundle("multi", "full"); }
 Test(FAULTS_SUITE, sorted_stale_bundle_fence_off_oversells) { stale_bundle("sorted", "off"); }
 Test(FAULTS_SUITE, multi_stale_bundle_fence_off_oversells) { stale_bundle("multi", "off"); }
+
+/* sorted's own hazard: the first coupon's lease ends while the bundle is
+ * still taking the last lock (--fault-bundle-gap-ms 800 against a 300 ms
+ * TTL). Another server claims a meanwhile, reading it with a newer fence;
+ * the bundle's fenced read of a is then refused: 1010, nothing of it
+ * issued, and a's one record is the other server's. */
+Test(FAULTS_SUITE, sorted_lease_ends_while_taking_the_last_lock)
+{
+    APP_SETUP_OK();
+    app_env_server_up(&g_app, 0, "--bundle-lock", "sorted", "--lock-ttl", "300", "--lock-wait", "5000",
+                      "--fault-bundle-gap-ms", "800", NULL);
+    app_env_server_up(&g_app, 1, "--lock-ttl", "300", "--lock-wait", "5000", "--lock-batch", "1", NULL);
+    long long a = app_create_coupon(&g_app.srv[0], "a", 100, 0);
+    long long b = app_create_coupon(&g_app.srv[0], "b", 100, 0);
+    char key[64], out[64];
+    async_bundle x;
+
+    snprintf(key, sizeof key, APP_LOCK_KEY_FMT, a);
+    bundle_start(&x, &g_app.srv[0], "slow", NULL, "%lld,%lld", b, a);
+    const char *exists[] = {"EXISTS", key};
+    for (int i = 0; i < 200; i++) {
+        app_redis(&g_app.redis[0], out, sizeof out, 2, exists);
+        if (strcmp(out, "1") == 0)
+            break;
+        test_sleep_ms(10);
+    }
+    cr_assert_str_eq(out, "1", "the bundle never took a's lock");
+    /* Server 1's claim waits for a's lease to end (300 ms), then runs
+     * while the bundle still sits in its 800 ms gap. */
+    app_claim_expect(&g_app.srv[1], "POST", a, "other", 200, 0, 0);
+    bundle_join(&x);
+    cr_assert(x.status == 503 && x.code == 1010, "the bundle answered %ld / %lld", x.status, x.code);
+    cr_assert_eq(user_records("slow"), 0);
+    app_coupon_state st;
+    app_expect_db(g_app.db, a, 99, 1, &st);
+    app_expect_db(g_app.db, b, 100, 0, &st);
+}
