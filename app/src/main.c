@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "app.h"
+#include "claim/bundle.h"
 #include "claim/claimq.h"
 #include "claim/hold_log.h"
 #include "claim/section.h"
@@ -150,6 +151,9 @@ static step read_options(process *p)
     }
     p->a.cfg = &p->cfg;
     p->a.strat = strategy_by_name(p->cfg.strategy); /* config_load checked the name */
+    /* --bundle-lock resolved before the pool: its lock ways need a lock client per slot. */
+    if (bundle_setup(&p->cfg, p->a.strat->uses_lock, p->err, sizeof p->err) != 0)
+        return STEP_USAGE;
     atomic_init(&p->a.in_flight, 0);
     atomic_init(&p->a.stopping, 0);
     log_set_level(p->cfg.log_level);
@@ -199,7 +203,7 @@ static step open_store(process *p)
     const app_config *cfg = &p->cfg;
     char why[sizeof p->err - 64];
 
-    switch (pool_new(cfg, (size_t)cfg->threads + (size_t)cfg->claim_workers, p->a.strat->uses_lock, &p->pool, why,
+    switch (pool_new(cfg, (size_t)cfg->threads + (size_t)cfg->claim_workers, p->a.strat->uses_lock || bundle_uses_lock(), &p->pool, why,
                      sizeof why)) {
     case POOL_OK:
         break;

@@ -187,3 +187,37 @@ out:
     PQclear(r);
     return rc;
 }
+
+int lt_pg_records(lt_pg *p, const char *user_prefix, lt_record **out, size_t *n, char *err, size_t errlen)
+{
+    char sql[256];
+    PGresult *r;
+
+    *out = NULL;
+    *n = 0;
+    /* The prefix is [A-Za-z0-9_.:-] only (the API's user id rule, checked
+     * by the caller), so it is safe as a literal; left() is an exact
+     * prefix match where LIKE would read '_' as a wildcard. */
+    snprintf(sql, sizeof sql,
+             "SELECT id, coupon_id, user_id FROM coupon_record WHERE left(user_id, %zu) = '%s' ORDER BY id",
+             strlen(user_prefix), user_prefix);
+    r = run(p->conn, sql, 0, NULL, err, errlen);
+    if (r == NULL)
+        return -1;
+    size_t rows = (size_t)PQntuples(r);
+    lt_record *recs = calloc(rows ? rows : 1, sizeof *recs);
+    if (recs == NULL) {
+        snprintf(err, errlen, "out of memory");
+        PQclear(r);
+        return -1;
+    }
+    for (size_t i = 0; i < rows; i++) {
+        recs[i].id = strtoll(PQgetvalue(r, (int)i, 0), NULL, 10);
+        recs[i].coupon_id = strtoll(PQgetvalue(r, (int)i, 1), NULL, 10);
+        snprintf(recs[i].user_id, sizeof recs[i].user_id, "%s", PQgetvalue(r, (int)i, 2));
+    }
+    PQclear(r);
+    *out = recs;
+    *n = rows;
+    return 0;
+}

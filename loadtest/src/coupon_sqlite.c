@@ -203,3 +203,56 @@ out:
                  d->path, detail[0] ? detail : "unknown error");
     return rc;
 }
+
+int lt_db_records(lt_db *d, const char *user_prefix, lt_record **out, size_t *n, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    lt_record *recs = NULL;
+    size_t len = 0, cap = 0;
+    size_t plen = strlen(user_prefix);
+    int rc = -1, step;
+
+    *out = NULL;
+    *n = 0;
+    if (d->pg != NULL)
+        return lt_pg_records(d->pg, user_prefix, out, n, err, errlen);
+    /* substr(): an exact prefix match, where LIKE would read '_' as a wildcard. */
+    if (sqlite3_prepare_v2(d->db,
+                           "SELECT id, coupon_id, user_id FROM coupon_record WHERE substr(user_id, 1, ?2) = ?1 "
+                           "ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_bind_text(st, 1, user_prefix, -1, SQLITE_STATIC) != SQLITE_OK ||
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)plen) != SQLITE_OK) {
+        snprintf(err, errlen, "DB %s: %s", d->path, sqlite3_errmsg(d->db));
+        goto out;
+    }
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 1024;
+            lt_record *grown = realloc(recs, ncap * sizeof *recs);
+            if (grown == NULL) {
+                snprintf(err, errlen, "out of memory");
+                goto out;
+            }
+            recs = grown;
+            cap = ncap;
+        }
+        const unsigned char *u = sqlite3_column_text(st, 2);
+        recs[len].id = sqlite3_column_int64(st, 0);
+        recs[len].coupon_id = sqlite3_column_int64(st, 1);
+        snprintf(recs[len].user_id, sizeof recs[len].user_id, "%s", u != NULL ? (const char *)u : "");
+        len++;
+    }
+    if (step != SQLITE_DONE) {
+        snprintf(err, errlen, "DB %s: %s", d->path, sqlite3_errmsg(d->db));
+        goto out;
+    }
+    *out = recs;
+    *n = len;
+    recs = NULL;
+    rc = 0;
+out:
+    sqlite3_finalize(st);
+    free(recs);
+    return rc;
+}

@@ -55,7 +55,15 @@ typedef struct lt_options {
     int help;                /* --help was given: print usage, exit 0 */
     int version;             /* --version was given: print it, exit 0 */
     int audit_only;          /* no load: read every source and judge the coupon as it is */
+    /* The many-coupon sale (spread.c): --coupons, --zipf, --bundle. */
+    int64_t *coupon_ids;     /* the --coupons set, ascending; owned; NULL without --coupons */
+    size_t n_coupons;
+    double zipf;             /* 0 = uniform; S > 0: the k-th coupon drawn with weight 1/k^S */
+    unsigned bundle;         /* 0 = one coupon per claim; K = bundles of K distinct coupons */
 } lt_options;
+
+#define LT_COUPONS_MAX 100000u /* --coupons: most coupons one run spreads over */
+#define LT_BUNDLE_MAX 16u      /* the API's longest bundle */
 
 #define LT_THREADS_MAX 4096u
 #define LT_CONNECTIONS_MAX 10000u /* ~10 KB of buffers each */
@@ -274,6 +282,17 @@ int lt_pg_open(const char *url, lt_pg **out, char *err, size_t errlen);
 int lt_pg_read(lt_pg *p, int64_t coupon_id, lt_coupon_view *view, char *detail, size_t dlen);
 void lt_pg_close(lt_pg *p);
 
+/* One coupon_record row, for the spread and bundle audit (spread.c). */
+typedef struct lt_record {
+    int64_t id;
+    int64_t coupon_id;
+    char user_id[LT_USER_MAX + 1];
+} lt_record;
+/* Every record whose user_id starts with user_prefix ([A-Za-z0-9_.:-]
+ * only), in id order; *out malloc'd (free()), *n its length. 0, or -1 with err. */
+int lt_db_records(lt_db *db, const char *user_prefix, lt_record **out, size_t *n, char *err, size_t errlen);
+int lt_pg_records(lt_pg *p, const char *user_prefix, lt_record **out, size_t *n, char *err, size_t errlen);
+
 /* ---- audit.c ------------------------------------------------------------ */
 
 #define LT_FINDINGS_MAX 64
@@ -322,5 +341,11 @@ typedef struct lt_summary {
 const char *lt_verdict(const lt_audit *a, char *buf, size_t len);
 int lt_report_text(FILE *f, const lt_summary *s);
 int lt_report_json(FILE *f, const lt_summary *s);
+
+/* ---- spread.c ----------------------------------------------------------- */
+
+/* The run with --coupons (and --bundle): load, per-coupon and per-bundle
+ * audit, report; returns the exit status. */
+int lt_spread_main(const lt_options *o);
 
 #endif /* LOADTEST_H */

@@ -370,6 +370,8 @@ int main(int argc, char **argv)
     int pr = parse_command_line(&m, argc, argv);
     if (pr > 0)
         rc = LT_EXIT_OK;
+    else if (pr == 0 && m.opt.n_coupons > 0)
+        rc = lt_spread_main(&m.opt); /* --coupons: the many-coupon sale (spread.c) */
     else if (pr == 0 && m.opt.audit_only && set_up(&m) == 0 && check_sources(&m) == 0 && skip_load(&m) == 0 &&
              audit_after(&m) == 0)
         rc = report(&m);

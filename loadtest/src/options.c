@@ -2,6 +2,7 @@
  * parser), the checks across options, the URL list and --help. */
 #include "loadtest.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@ typedef struct lt_cmdline {
     uint64_t timeout_ms;
     uint64_t connect_timeout_ms;
     uint64_t give_up_ms;
+    const char *coupons;  /* --coupons as given */
+    uint64_t bundle;
 } lt_cmdline;
 
 static int valid_user_prefix(const char *p)
@@ -123,8 +126,26 @@ static const cm_option options[] = {
      .help = "server base URLs (http://HOST:PORT); connections are\n"
              "spread over them round-robin"},
     {.name = "coupon", .kind = CM_ARG_U64, .offset = AT(coupon), .ulo = 1, .uhi = INT64_MAX,
-     .expect = "a positive integer", .required = 1, .metavar = "ID",
-     .help = "coupon to claim (positive integer)"},
+     .expect = "a positive integer", .metavar = "ID",
+     .help = "coupon to claim (positive integer); with --coupons N,\n"
+             "the first of the N"},
+    {.name = "coupons", .kind = CM_ARG_STRING, .offset = AT(coupons), .convert = convert_path,
+     .metavar = "N|A-B|A,B,...",
+     .help = "spread the claims over several coupons: N coupons\n"
+             "from --coupon (default 1), the ids A to B, or a list;\n"
+             "each claim draws one (uniform, or --zipf), and the\n"
+             "audit judges every coupon; each connection is then a\n"
+             "thread sending one request at a time"},
+    {.name = "zipf", .kind = CM_ARG_DOUBLE, .offset = AT(o.zipf), .dlo = 0, .dlo_open = 1, .dhi = 10,
+     .expect = "a number > 0", .metavar = "S",
+     .help = "with --coupons: draw the k-th coupon with weight 1/k^S\n"
+             "(skewed: the first few coupons are hot)"},
+    {.name = "bundle", .kind = CM_ARG_U64, .offset = AT(bundle), .ulo = 2, .uhi = LT_BUNDLE_MAX,
+     .metavar = "K",
+     .help = "with --coupons: each request claims a bundle of K\n"
+             "distinct coupons drawn from the set, in random order\n"
+             "(POST /api/v1/coupon/bundle); the audit also checks\n"
+             "that every bundle is whole or absent (needs --db)"},
     {.name = "threads", .kind = CM_ARG_U64, .offset = AT(threads), .ulo = 1, .uhi = LT_THREADS_MAX,
      .metavar = "T", .help = "worker threads (default 8)"},
     {.name = "connections", .kind = CM_ARG_U64, .offset = AT(connections), .ulo = 1,
@@ -239,6 +260,70 @@ static const cm_args_spec spec = {
     .help_column = 23,
 };
 
+/* --coupons: "N" (N ids from first), "A-B" or "A,B,...", into o's
+ * ascending, duplicate-free set. 0, or -1 with err. */
+static int parse_coupons(const char *spec, int64_t first, lt_options *o, char *err, size_t errlen)
+{
+    char *end = NULL;
+    uint64_t a, b;
+    const char *dash = strchr(spec, '-');
+
+    if (strchr(spec, ',') != NULL) {
+        size_t cap = 1;
+        for (const char *c = spec; *c; c++)
+            cap += *c == ',';
+        if (cap > LT_COUPONS_MAX)
+            return cm_fail(err, errlen, "--coupons: more than %u ids", LT_COUPONS_MAX);
+        o->coupon_ids = calloc(cap, sizeof *o->coupon_ids);
+        if (o->coupon_ids == NULL)
+            return cm_fail(err, errlen, "out of memory");
+        for (const char *p = spec; *p != '\0';) {
+            errno = 0;
+            long long v = strtoll(p, &end, 10);
+            if (errno != 0 || end == p || v <= 0 || (*end != ',' && *end != '\0'))
+                return cm_fail(err, errlen, "--coupons: '%s' is not a list of positive ids", spec);
+            for (size_t i = 0; i < o->n_coupons; i++)
+                if (o->coupon_ids[i] == v)
+                    return cm_fail(err, errlen, "--coupons: id %lld listed twice", v);
+            o->coupon_ids[o->n_coupons++] = v;
+            p = *end == ',' ? end + 1 : end;
+        }
+        /* Ascending: the k-th for --zipf is the k-th smallest id. */
+        for (size_t i = 1; i < o->n_coupons; i++)
+            for (size_t j = i; j > 0 && o->coupon_ids[j - 1] > o->coupon_ids[j]; j--) {
+                int64_t t = o->coupon_ids[j];
+                o->coupon_ids[j] = o->coupon_ids[j - 1];
+                o->coupon_ids[j - 1] = t;
+            }
+        return 0;
+    }
+    errno = 0;
+    a = strtoull(spec, &end, 10);
+    if (errno != 0 || end == spec || (dash != NULL ? end != dash : *end != '\0') || spec[0] == '-')
+        return cm_fail(err, errlen, "--coupons: '%s' is not N, A-B or A,B,...", spec);
+    if (dash != NULL) {
+        const char *q = dash + 1;
+        errno = 0;
+        b = strtoull(q, &end, 10);
+        if (errno != 0 || end == q || *end != '\0' || *q == '-' || a == 0 || b < a || b > INT64_MAX)
+            return cm_fail(err, errlen, "--coupons: '%s' is not a range A-B of positive ids", spec);
+    } else {
+        if (a == 0 || (uint64_t)first > INT64_MAX - a)
+            return cm_fail(err, errlen, "--coupons: '%s' is not a positive count", spec);
+        b = (uint64_t)first + a - 1;
+        a = (uint64_t)first;
+    }
+    if (b - a + 1 > LT_COUPONS_MAX)
+        return cm_fail(err, errlen, "--coupons: more than %u ids", LT_COUPONS_MAX);
+    o->n_coupons = (size_t)(b - a + 1);
+    o->coupon_ids = calloc(o->n_coupons, sizeof *o->coupon_ids);
+    if (o->coupon_ids == NULL)
+        return cm_fail(err, errlen, "out of memory");
+    for (size_t i = 0; i < o->n_coupons; i++)
+        o->coupon_ids[i] = (int64_t)(a + i);
+    return 0;
+}
+
 int lt_usage(FILE *f)
 {
     return cm_args_usage(f, &spec);
@@ -261,6 +346,12 @@ int lt_options_parse(int argc, char **argv, lt_options *o, char *err, size_t err
         *o = cl.o; /* o->help is set: main prints the usage */
         return 0;
     }
+    if (cl.coupon == 0 && cl.coupons == NULL)
+        return cm_fail(err, errlen, "missing --coupon ID (or --coupons, see --help)");
+    if (cl.coupons == NULL && (cl.o.zipf > 0 || cl.bundle > 0))
+        return cm_fail(err, errlen, "--zipf and --bundle need --coupons");
+    if (cl.coupons != NULL && (cl.o.rate > 0 || cl.o.timeline_path != NULL || cl.o.audit_only || cl.o.warmup_s > 0))
+        return cm_fail(err, errlen, "--coupons runs closed loop: no --rate, --timeline, --warmup or --audit-only");
     if (cl.o.requests == 0 && cl.o.duration_s == 0 && !cl.o.audit_only)
         return cm_fail(err, errlen, "give --requests R or --duration S (see --help)");
     if (cl.o.warmup_s > 0 && cl.o.duration_s > 0 && cl.o.warmup_s >= cl.o.duration_s)
@@ -279,6 +370,15 @@ int lt_options_parse(int argc, char **argv, lt_options *o, char *err, size_t err
     o->timeout_ms = (long)cl.timeout_ms;
     o->connect_timeout_ms = (long)cl.connect_timeout_ms;
     o->give_up_ms = (long)cl.give_up_ms;
+    o->bundle = (unsigned)cl.bundle;
+    if (cl.coupons != NULL) {
+        if (parse_coupons(cl.coupons, cl.coupon ? (int64_t)cl.coupon : 1, o, err, errlen) != 0)
+            return -1;
+        o->coupon_id = o->coupon_ids[0];
+        if (o->bundle > o->n_coupons)
+            return cm_fail(err, errlen, "--bundle %u is more than the %zu coupons of --coupons", o->bundle,
+                           o->n_coupons);
+    }
     return parse_urls(cl.url, o, err, errlen);
 }
 
@@ -290,5 +390,8 @@ void lt_options_free(lt_options *o)
         free(o->urls[i]);
     free(o->urls);
     o->urls = NULL;
+    free(o->coupon_ids);
+    o->coupon_ids = NULL;
+    o->n_coupons = 0;
     o->n_urls = 0;
 }

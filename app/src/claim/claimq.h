@@ -36,6 +36,10 @@ struct claim_job {
      * thing that touches it, and nothing touches it after done. */
     void (*done)(claim_job *job);
     void *ctx;            /* the owner's, for done */
+    /* NULL: the job is one claim through the strategy. Else the worker
+     * calls run instead (a bundle, claim/bundle.h), which sets result and
+     * bounds its own wait by deadline_us. */
+    void (*run)(claim_job *job, worker *w, const app_config *cfg);
 };
 
 typedef struct claimq claimq;

@@ -61,6 +61,13 @@ static void business_step(void *arg, size_t n_claims)
     }
 }
 
+void section_business_step(void *cfg, size_t n_claims)
+{
+    section_step step = {cfg};
+
+    business_step(&step, n_claims);
+}
+
 db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fence_mode mode, uint64_t fence,
                       db_claim_req *reqs, size_t n)
 {

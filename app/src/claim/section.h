@@ -25,6 +25,11 @@ db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fe
  * (from w's store) on failure; returns its row of the outcome table. */
 claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out);
 
+/* The business step and the pause fault alone, for a section the store
+ * runs another way (the bundle's, claim/bundle.c): a db_work_fn whose arg
+ * is the const app_config. */
+void section_business_step(void *cfg, size_t n_claims);
+
 /* --fault-pause-ms MS:signal: the next section to run stalls MS (called
  * from the SIGUSR1 handler: async-signal-safe). */
 void section_fault_arm(void);

@@ -63,6 +63,12 @@
       "claims accepted and waiting for a claim worker; one more is answered 503 / 1005 at once")                                                                \
     X(CUSTOM, -,        admin_token,      "admin-token",       "COUPON_ADMIN_TOKEN",       "TOKEN",          0, 0,                 NULL,                             \
       "bearer token for the admin endpoints (a warning below " CONFIG_STR(CONFIG_MIN_ADMIN_TOKEN) " characters) of [A-Za-z0-9-._~+/=] (unset: they answer 403)")                                                                                          \
+    X(STR,    char *,   bundle_lock,      "bundle-lock",       "COUPON_BUNDLE_LOCK",       "NAME",           0, 0,                 NULL,                             \
+      "how a bundle (POST /api/v1/coupon/bundle) locks its coupons: request-order, sorted, multi, atomic-sql "           \
+      "(default multi; atomic-sql under a --strategy without a lock)")                                                     \
+    X(NUM,    unsigned, fault_bundle_gap_ms, "fault-bundle-gap-ms", "COUPON_FAULT_BUNDLE_GAP_MS", "MS",       0, 60000,             0,                                \
+      "fault injection: request-order and sorted bundles wait MS between one coupon's lock and the next (a slow "        \
+      "lock round): the window in which opposite orders deadlock")                                                       \
     X(NUM,    unsigned, work_us,          "work-us",           "COUPON_WORK_US",           "US",             0, 10000000,          0,                                \
       "the business step of the critical section, between the stock read and the write")                                                                        \
     X(ALIAS,  unsigned, work_us,          "unsafe-delay-us",   "COUPON_UNSAFE_DELAY_US",   "US",             0, 10000000,          0,                                \

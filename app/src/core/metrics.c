@@ -105,6 +105,14 @@ void metrics_claim(claim_result r)
         inc(&claims_total[r], 1);
 }
 
+static counter bundles_total[CLAIM__COUNT];
+
+void metrics_bundle(claim_result r)
+{
+    if ((unsigned)r < CLAIM__COUNT)
+        inc(&bundles_total[r], 1);
+}
+
 void metrics_sold_out(int fast)
 {
     inc(fast ? &sold_out_fast : &sold_out_locked, 1);
@@ -234,6 +242,11 @@ static void render(FILE *f)
     for (size_t c = 0; c < CLAIM__COUNT; c++)
         fprintf(f, "coupon_claims_total{result=\"%s\"} %llu\n", claim_outcome_of((claim_result)c)->label,
                 (unsigned long long)get(&claims_total[c]));
+
+    header(f, "coupon_bundles_total", "counter", "Bundle claims with valid parameters, by the result answered.");
+    for (size_t c = 0; c < CLAIM__COUNT; c++)
+        fprintf(f, "coupon_bundles_total{result=\"%s\"} %llu\n", claim_outcome_of((claim_result)c)->label,
+                (unsigned long long)get(&bundles_total[c]));
 
     header(f, "coupon_sold_out_total", "counter",
            "Claims answered sold out, by where: fast = before the lock, locked = by the store under the lock.");

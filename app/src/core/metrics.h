@@ -20,6 +20,9 @@ void metrics_request(unsigned route, const char *route_label, unsigned status, i
 void metrics_claim(claim_result r);
 /* fast: answered by the peek before the lock; else by the store under it. */
 void metrics_sold_out(int fast);
+/* One bundle claim answered (POST /api/v1/coupon/bundle), by its row:
+ * coupon_bundles_total{result=...}. */
+void metrics_bundle(claim_result r);
 /* One observation per claim that went to the lock: acquired, run under a
  * leader's acquisition (combined), or gave up (queue or lock timeout). */
 void metrics_lock_wait_us(int64_t us);

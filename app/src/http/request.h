@@ -10,6 +10,7 @@
 #include <microhttpd.h>
 
 #include "app.h"
+#include "claim/bundle.h"
 #include "claim/claimq.h"
 #include "http/router.h"
 
@@ -33,6 +34,7 @@ typedef struct request {
      * MHD then calls the handler again, which answers from job. */
     int offloaded;
     claim_job job;
+    bundle_job bundle;  /* the same for a bundle (routes_bundle.c) */
 } request;
 
 #endif /* APP_REQUEST_H */

@@ -10,6 +10,7 @@ typedef enum route_id {
     ROUTE_ADMIN_CREATE, /* POST /api/v1/admin/coupon */
     ROUTE_HEALTH,       /* GET /healthz */
     ROUTE_METRICS,      /* GET /metrics */
+    ROUTE_BUNDLE,       /* POST /api/v1/coupon/bundle */
     ROUTE_UNMATCHED,    /* anything else: 404 */
     ROUTE__COUNT
 } route_id;

@@ -11,6 +11,8 @@
 int route_page(request *rq);          /* routes_page.c */
 int route_claim(request *rq);         /* routes_coupon.c: validates, then offloads (request.h) */
 int route_claim_resumed(request *rq); /* routes_coupon.c: answers the offloaded claim */
+int route_bundle(request *rq);         /* routes_bundle.c: validates, then offloads */
+int route_bundle_resumed(request *rq); /* routes_bundle.c: answers the offloaded bundle */
 int route_coupon_get(request *rq);    /* routes_coupon.c */
 int route_coupon_list(request *rq);   /* routes_coupon.c */
 int route_admin_create(request *rq);  /* routes_admin.c */
