@@ -50,13 +50,34 @@ Test(loadtest_demo, compare_table, .timeout = 360)
      * claims in flight all read the same stock, so none oversells on every
      * run; the lease-outlived rows stall 250 ms (2.5 TTLs, so that even on a
      * loaded machine another holder gets the lock inside the stall) on every
-     * 4th claim, so that a stock of 50 still sees a dozen stale holders. */
+     * 4th claim, so that a stock of 50 still sees a dozen stale holders.
+     * Every row runs the same closed loop of 8 connections: the outcomes
+     * below follow from that concurrency, whatever the machine's speed.
+     * (This test once failed under load because each row ran open loop at
+     * the rate the row before measured: a slow row starved the next one of
+     * the contention its verdict needs; every_row_gets_the_users_load now
+     * guards that.) --lock-wait 10000: on a starved machine a claim waits
+     * for the lock rather than being refused 1005, so the safe rows still
+     * sell exactly the stock. */
     const char *argv[] = {demo, "--no-setup", "--bin-dir", bin_dir, "--compare", "--stock", "50",
                           "--connections", "8", "--requests", "400", "--instances", "2",
-                          "--redis-nodes", "3", "--work-us", "20000", "--lease-pause", "250:4", NULL};
+                          "--redis-nodes", "3", "--work-us", "20000", "--lease-pause", "250:4",
+                          "--lock-wait", "10000", NULL};
     int st = run_command(argv, 300000, &out);
     cr_assert_eq(st, 0, "demo exit %d:\n%s", st, out);
     line_starting("strategy ", line, sizeof line);
+    /* Exactly the six rows, in order, right after the header. */
+    const char *order[] = {"none ", "atomic-sql ", "redlock     full  -", "redlock     off   lease outlived",
+                           "redlock     write lease outlived", "redlock     full  lease outlived"};
+    const char *p = strstr(out, line);
+    cr_assert_not_null(p);
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        p = strchr(p, '\n');
+        cr_assert_not_null(p, "the table ends before row %zu:\n%s", i + 1, out);
+        p++;
+        cr_assert_eq(strncmp(p, order[i], strlen(order[i])), 0, "row %zu is not '%s':\n%s", i + 1, order[i], out);
+    }
+    cr_assert_eq(strncmp(strchr(p, '\n') + 1, "as expected", 11), 0, "more than six rows:\n%s", out);
     cr_assert_not_null(strstr(line, "claims/s"));
     cr_assert_not_null(strstr(line, "verdict"));
     cr_assert_not_null(strstr(line, "1010s"));
