@@ -95,6 +95,17 @@ redis_ping() { # port -> 0 when the node answers +PONG
   [[ "$reply" == +PONG* ]]
 }
 
+# Empties every node (FLUSHALL): a row of a table must not inherit the lock
+# keys and fence counters of the row before (its coupon has the same id).
+flush_redis() {
+  local port reply
+  for port in "${redis_ports[@]}"; do
+    reply="$( (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'FLUSHALL\r\n' >&3 && read -r -t 5 line <&3 &&
+      printf '%s' "$line") 2>/dev/null || true)"
+    [[ "$reply" == +OK* ]] || die "FLUSHALL on redis-server 127.0.0.1:$port failed: '${reply%$'\r'}'"
+  done
+}
+
 start_redis() { # index [extra redis-server options...]; its port in redis_ports[index]
   local i="$1" dir="$work/redis$1" port pid attempt t
   local extra=("${@:2}")
