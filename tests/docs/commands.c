@@ -321,7 +321,7 @@ Test(docs_commands, server_and_loadtest, .timeout = 120)
     int st = lt_run_loadtest(args, &out);
     lt_rig_down(&rig);
     cr_assert_eq(st, 0, "coupon-loadtest exit %d:\n%s", st, out);
-    want_line("requests:   300 in ", "throughput", line, sizeof line);
+    want_line("requests:   300 answered in ", "throughput", line, sizeof line);
     want_line("  issued: 100 of 100", NULL, line, sizeof line);
     want_line("verdict: NO OVERSELL", NULL, line, sizeof line);
 }
