@@ -25,6 +25,7 @@
 # DLOCK_SANITIZE (''|address|thread), SETUP_EXTRA_PACKAGES (optional
 # packages: installed if possible, never fatal), SETUP_NO_BUILD=1 (packages
 # only), SETUP_QUIET=1 (less output).
+# shellcheck shell=bash
 
 DLOCK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$DLOCK_ROOT/build}"
@@ -146,6 +147,7 @@ setup_apt_update_once() {
 
 setup_packages() {
   local missing extra p
+  # shellcheck disable=SC2046  # one word per package, none has a space
   mapfile -t missing < <(setup_missing_packages $(setup_set_packages "$SETUP_SET"))
   if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
