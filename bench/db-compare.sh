@@ -2,23 +2,31 @@
 # db-compare.sh - the hot coupon on SQLite and on PostgreSQL, side by side:
 # for each store and each strategy (redlock, atomic-sql), 3 redis-server
 # masters, 2 coupon-servers, a coupon of stock 100000, 20000 claims from 64
-# connections with no business step (--work-us 0), audited by
+# connections on min(64, cores) load-tester threads with no business step
+# (--work-us 0), audited by
 # coupon-loadtest (servers and database). Prints one table: claims/s, p99,
 # issued, verdict. Every process is started here and stopped by its PID.
 #
-# usage: bench/db-compare.sh [--requests R] [--stock S] [--threads T] [--strategies a,b]
-#                            [--stores sqlite,postgresql] [--pg-synchronous-commit on|off]
+# usage: bench/db-compare.sh [--requests R] [--stock S] [--connections C] [--threads T]
+#                            [--strategies a,b] [--stores sqlite,postgresql]
+#                            [--pg-synchronous-commit on|off]
+# --connections: the load tester's connections (default 64); --threads: its
+# worker threads (default min(C, cores)).
 # --pg-synchronous-commit off: PostgreSQL acknowledges a commit before its
 # WAL reaches the disk (the closest to SQLite's WAL + synchronous=NORMAL,
 # which does not fsync each commit either); default on (fsync per commit).
 # Environment: BUILD_DIR (default build/), DLOCK_REDIS_SERVER, DLOCK_PG_BINDIR
 # (default: the highest /usr/lib/postgresql/*/bin), DLOCK_PG_USER (the user
 # postgres runs as when this runs as root; default nobody).
-# Exit status: 0 iff every row said NO OVERSELL; 2 on usage or start-up errors.
-set -euo pipefail
+# Exit status: 0 iff every row said NO OVERSELL (else 1, naming the row on
+# stderr); 2 on usage or start-up errors, with the reason on stderr.
+set -Eeuo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
+# shellcheck source=../scripts/lib/err.sh
+. "$root/scripts/lib/err.sh"
+err_trap db-compare
 bin_dir="${BUILD_DIR:-$root/build}/bin"
 server_bin="$bin_dir/coupon-server"
 loadtest_bin="$bin_dir/coupon-loadtest"
@@ -27,26 +35,49 @@ redis_bin="${DLOCK_REDIS_SERVER:-$(command -v redis-server || true)}"
 die() { echo "db-compare: $*" >&2; exit 2; }
 say() { [ "${quiet:-1}" = 1 ] || echo "db-compare: $*" >&2; }
 
-# The variables scripts/lib/sale.sh reads.
-instances=2 redis_nodes=3 stock=100000 per_user_limit=1 threads=64 requests=20000 users=""
-work_us=0 lock_batch="" server_threads="" lock_wait="" base_port=""
+# The variables scripts/lib/sale.sh reads (its header lists them); the same
+# for every row. load_rate '' = closed loop.
+instances=2 redis_nodes=3 stock=100000 per_user_limit=1 connections=64 threads="" requests=20000
+users="" load_rate="" work_us=0 lock_batch="" server_threads="" lock_wait="" base_port=""
 strategies="redlock,atomic-sql" stores="sqlite,postgresql" pg_sync=on
 redis_pids=() server_pids=() redis_addrs=() server_urls=() redis_ports=()
 
+need_int() { # name value min max
+  if ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt "$3" ] || [ "$2" -gt "$4" ]; then
+    die "$1: '$2' is not an integer in $3..$4"
+  fi
+}
+
 while [ $# -gt 0 ]; do
   case "$1" in
-    --requests) requests="$2"; shift 2 ;;
-    --stock) stock="$2"; shift 2 ;;
-    --threads) threads="$2"; shift 2 ;;
-    --strategies) strategies="$2"; shift 2 ;;
-    --stores) stores="$2"; shift 2 ;;
-    --pg-synchronous-commit) pg_sync="$2"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --requests|--stock|--connections|--threads|--strategies|--stores|--pg-synchronous-commit)
+      [ $# -ge 2 ] || die "$1 needs a value (--help)" ;;
     *) die "unknown option $1 (--help)" ;;
   esac
+  case "$1" in
+    --requests) need_int "$1" "$2" 1 1000000000; requests="$2" ;;
+    --stock) need_int "$1" "$2" 0 1000000000; stock="$2" ;;
+    --connections) need_int "$1" "$2" 1 10000; connections="$2" ;;
+    --threads) need_int "$1" "$2" 1 4096; threads="$2" ;;
+    --strategies) strategies="$2" ;;
+    --stores) stores="$2" ;;
+    --pg-synchronous-commit)
+      case "$2" in on|off) pg_sync="$2" ;; *) die "--pg-synchronous-commit: '$2' is not on or off" ;; esac ;;
+  esac
+  shift 2
+done
+IFS=, read -r -a strategy_list <<<"$strategies"
+IFS=, read -r -a store_list <<<"$stores"
+for s in "${strategy_list[@]}"; do
+  case "$s" in redlock|atomic-sql|none) ;; *) die "--strategies: '$s' is not redlock, atomic-sql or none" ;; esac
+done
+for s in "${store_list[@]}"; do
+  case "$s" in sqlite|postgresql) ;; *) die "--stores: '$s' is not sqlite or postgresql" ;; esac
 done
 [ -x "$server_bin" ] && [ -x "$loadtest_bin" ] || die "build first: no $server_bin or $loadtest_bin"
-[ -n "$redis_bin" ] || die "no redis-server"
+[ -n "$redis_bin" ] || die "redis-server not found (apt-get install redis-server, or set DLOCK_REDIS_SERVER)"
+command -v curl >/dev/null || die "curl not found (apt-get install curl)"
 
 # shellcheck source=../scripts/lib/sale.sh
 . "$root/scripts/lib/sale.sh"
@@ -111,30 +142,39 @@ fresh_db() { # store strategy -> the --db value, a fresh database each run
   fi
 }
 
-IFS=, read -r -a strategy_list <<<"$strategies"
-IFS=, read -r -a store_list <<<"$stores"
 case ",$stores," in *,postgresql,*) start_pg ;; esac
 for ((i = 0; i < redis_nodes; i++)); do start_redis "$i"; done
 make_token
+
+# One row: fresh database, fresh servers, the load; prints the table's line.
+# Its values are local: nothing one row measures reaches the next.
+db_row() { # store strategy
+  local store="$1" strat="$2" db id report log st=0 tput p99 issued verdict
+  db="$(fresh_db "$store" "$strat")" || exit 2
+  start_servers "$strat" "$db" 2>>"$work/servers.log"
+  id="$(create_coupon hot)" || exit 2
+  report="$work/report-$store-$strat.txt" log="$work/load-$store-$strat.log"
+  # The tester's progress lines go to a log, shown when the row fails.
+  run_load "$id" "$db" "$report" 2>"$log" || st=$?
+  stop_servers
+  tput="$(sed -n 's/.*throughput \([0-9.]*\) req\/s.*/\1/p' "$report" | head -n 1)"
+  p99="$(sed -n 's/.*p99 \([0-9.]*\).*/\1/p' "$report" | head -n 1)"
+  issued="$(sed -n 's/^  issued: \([0-9]*\) of \([0-9]*\).*/\1\/\2/p' "$report" | head -n 1)"
+  verdict="$(sed -n 's/^verdict: //p' "$report" | head -n 1)"
+  printf '%-11s %-11s %10s %9s %12s  %s\n' "$store" "$strat" "${tput:-?}" "${p99:-?}" "${issued:-?}" \
+    "${verdict:-exit $st}"
+  if [ "$st" != 0 ]; then
+    rc=1
+    echo "db-compare: $store $strat: coupon-loadtest exit $st (${verdict:-no verdict}); its last lines:" >&2
+    tail -n 5 "$log" "$report" >&2 2>/dev/null || true
+  fi
+}
 
 rc=0
 printf '%-11s %-11s %10s %9s %12s  %s\n' store strategy claims/s "p99 ms" issued/stock verdict
 for store in "${store_list[@]}"; do
   for strat in "${strategy_list[@]}"; do
-    db="$(fresh_db "$store" "$strat")"
-    start_servers "$strat" "$db"
-    id="$(create_coupon hot)"
-    report="$work/report-$store-$strat.txt"
-    st=0
-    run_load "$id" "$db" "$report" 2>/dev/null || st=$?
-    stop_servers
-    tput_="$(sed -n 's/.*throughput \([0-9.]*\) req\/s.*/\1/p' "$report" | head -n 1)"
-    p99="$(sed -n 's/.*p99 \([0-9.]*\).*/\1/p' "$report" | head -n 1)"
-    issued="$(sed -n 's/^  issued: \([0-9]*\) of \([0-9]*\).*/\1\/\2/p' "$report" | head -n 1)"
-    verdict="$(sed -n 's/^verdict: //p' "$report" | head -n 1)"
-    printf '%-11s %-11s %10s %9s %12s  %s\n' "$store" "$strat" "${tput_:-?}" "${p99:-?}" "${issued:-?}" \
-      "${verdict:-exit $st}"
-    [ "$st" = 0 ] || rc=1
+    db_row "$store" "$strat"
   done
 done
 exit "$rc"

@@ -10,9 +10,13 @@
 # "# nodes=N args" line before it goes to stderr. Nodes have no
 # persistence and live in their own temp dirs, removed at exit.
 # Exit status: 0 if every run exited 0, else 1; 2 on usage or start-up errors.
-set -euo pipefail
+set -Eeuo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# A failure says why on stderr: the file, line and command (scripts/lib/err.sh).
+# shellcheck source=../scripts/lib/err.sh
+source "$here/../scripts/lib/err.sh"
+err_trap run-bench.sh
 bench="${DLOCK_BENCH_BIN:-$here/../build/bin/dlock-bench}"
 redis_server="${DLOCK_REDIS_SERVER:-redis-server}"
 matrix=""
@@ -112,6 +116,7 @@ while read -r n args; do
     echo "# nodes=$n $args" >&2
     # shellcheck disable=SC2086  # args is a list of flags by design
     if ! "$bench" --ports "$csv" $args </dev/null; then
+        echo "run-bench.sh: dlock-bench failed: nodes=$n $args" >&2
         status=1
     fi
 done <<<"$lines"

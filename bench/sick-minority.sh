@@ -21,9 +21,13 @@
 # keys, then the JSON of dlock-bench. Processes are stopped by PID.
 # Needs python3 for the tarpit and redis-cli for the slowed rows (each row is
 # skipped with a message without).
-set -euo pipefail
+set -Eeuo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# A failure says why on stderr: the file, line and command (scripts/lib/err.sh).
+# shellcheck source=../scripts/lib/err.sh
+source "$here/../scripts/lib/err.sh"
+err_trap sick-minority.sh
 bench="${DLOCK_BENCH_BIN:-$here/../build/bin/dlock-bench}"
 redis_server="${DLOCK_REDIS_SERVER:-redis-server}"
 duration=5

@@ -6,8 +6,12 @@
 # The caller sets: die, say, work (a temp dir), redis_bin, server_bin,
 # loadtest_bin, instances, redis_nodes, stock, per_user_limit, connections,
 # threads (coupon-loadtest worker threads, '' = min(connections, cores)),
-# requests, users, work_us, lock_batch, server_threads, lock_wait,
-# base_port; and the arrays redis_pids server_pids redis_addrs server_urls.
+# requests, users, load_rate (the user's --rate: '' = closed loop), work_us,
+# lock_batch, server_threads, lock_wait, base_port; and the arrays
+# redis_pids server_pids redis_addrs server_urls. These are the run's
+# settings, the same for every row of a table: a caller never writes a
+# row's result into one of them (a measured rate left in the old 'rate'
+# made every later row run open loop at the speed of the row before).
 # shellcheck shell=bash
 
 # Running and not a zombie: a child we killed stays in /proc as Z until reaped.
@@ -89,6 +93,17 @@ redis_ping() { # port -> 0 when the node answers +PONG
   reply="$( (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'PING\r\n' >&3 && read -r -t 1 line <&3 &&
     printf '%s' "$line") 2>/dev/null || true)"
   [[ "$reply" == +PONG* ]]
+}
+
+# Empties every node (FLUSHALL): a row of a table must not inherit the lock
+# keys and fence counters of the row before (its coupon has the same id).
+flush_redis() {
+  local port reply
+  for port in "${redis_ports[@]}"; do
+    reply="$( (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'FLUSHALL\r\n' >&3 && read -r -t 5 line <&3 &&
+      printf '%s' "$line") 2>/dev/null || true)"
+    [[ "$reply" == +OK* ]] || die "FLUSHALL on redis-server 127.0.0.1:$port failed: '${reply%$'\r'}'"
+  done
 }
 
 start_redis() { # index [extra redis-server options...]; its port in redis_ports[index]
@@ -206,7 +221,7 @@ run_load() {
   local args=(--url "$urls" --coupon "$id" --threads "$lt_threads" --connections "$connections"
     --requests "$requests" --db "$db")
   [ -n "$users" ] && args+=(--users "$users")
-  [ -n "${rate:-}" ] && args+=(--rate "$rate")
+  [ -n "${load_rate:-}" ] && args+=(--rate "$load_rate")
   st=0
   if [ -n "$report" ]; then
     "$loadtest_bin" "${args[@]}" >"$report" || st=$?

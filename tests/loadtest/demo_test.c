@@ -1,10 +1,14 @@
 /* demo_test.c - scripts/demo end to end (with --no-setup): the --compare
- * table (none oversells, atomic-sql and redlock do not), a single run, and
- * its one-line failures; every process it started is gone afterwards. */
+ * table (none oversells, atomic-sql and redlock do not), the load every row
+ * of --compare and --trial is given (seen through a recording wrapper of
+ * coupon-loadtest), a single run, and its one-line failures; every process
+ * it started is gone afterwards. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "lt_test_util.h"
 
@@ -46,13 +50,34 @@ Test(loadtest_demo, compare_table, .timeout = 360)
      * claims in flight all read the same stock, so none oversells on every
      * run; the lease-outlived rows stall 250 ms (2.5 TTLs, so that even on a
      * loaded machine another holder gets the lock inside the stall) on every
-     * 4th claim, so that a stock of 50 still sees a dozen stale holders. */
+     * 4th claim, so that a stock of 50 still sees a dozen stale holders.
+     * Every row runs the same closed loop of 8 connections: the outcomes
+     * below follow from that concurrency, whatever the machine's speed.
+     * (This test once failed under load because each row ran open loop at
+     * the rate the row before measured: a slow row starved the next one of
+     * the contention its verdict needs; every_row_gets_the_users_load now
+     * guards that.) --lock-wait 10000: on a starved machine a claim waits
+     * for the lock rather than being refused 1005, so the safe rows still
+     * sell exactly the stock. */
     const char *argv[] = {demo, "--no-setup", "--bin-dir", bin_dir, "--compare", "--stock", "50",
                           "--connections", "8", "--requests", "400", "--instances", "2",
-                          "--redis-nodes", "3", "--work-us", "20000", "--lease-pause", "250:4", NULL};
+                          "--redis-nodes", "3", "--work-us", "20000", "--lease-pause", "250:4",
+                          "--lock-wait", "10000", NULL};
     int st = run_command(argv, 300000, &out);
     cr_assert_eq(st, 0, "demo exit %d:\n%s", st, out);
     line_starting("strategy ", line, sizeof line);
+    /* Exactly the six rows, in order, right after the header. */
+    const char *order[] = {"none ", "atomic-sql ", "redlock     full  -", "redlock     off   lease outlived",
+                           "redlock     write lease outlived", "redlock     full  lease outlived"};
+    const char *p = strstr(out, line);
+    cr_assert_not_null(p);
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        p = strchr(p, '\n');
+        cr_assert_not_null(p, "the table ends before row %zu:\n%s", i + 1, out);
+        p++;
+        cr_assert_eq(strncmp(p, order[i], strlen(order[i])), 0, "row %zu is not '%s':\n%s", i + 1, order[i], out);
+    }
+    cr_assert_eq(strncmp(strchr(p, '\n') + 1, "as expected", 11), 0, "more than six rows:\n%s", out);
     cr_assert_not_null(strstr(line, "claims/s"));
     cr_assert_not_null(strstr(line, "verdict"));
     cr_assert_not_null(strstr(line, "1010s"));
@@ -167,4 +192,95 @@ Test(loadtest_demo, port_in_use_is_named, .timeout = 60)
     char needle[64];
     snprintf(needle, sizeof needle, "port %d is in use", r.port);
     cr_assert_not_null(strstr(out, needle), "%s", out);
+}
+
+/* A bin dir whose coupon-loadtest is a shell script that appends its argv
+ * (one line per run, each argument followed by a space) to dir/argv.log and
+ * execs the real one; coupon-server is a link to the real one. So the demo
+ * runs real loads, and the test sees exactly what each row was given. */
+static void make_recording_bin_dir(char *dir, size_t len)
+{
+    char path[600], real[600];
+    lt_tmpdir(dir, len);
+    snprintf(path, sizeof path, "%s/coupon-server", dir);
+    snprintf(real, sizeof real, "%s/coupon-server", bin_dir);
+    cr_assert_eq(symlink(real, path), 0, "symlink %s", path);
+    snprintf(path, sizeof path, "%s/coupon-loadtest", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "cannot write %s", path);
+    fprintf(f, "#!/bin/sh\nfor a in \"$@\"; do printf '%%s ' \"$a\"; done >>'%s/argv.log'\n"
+               "echo >>'%s/argv.log'\nexec '%s/coupon-loadtest' \"$@\"\n",
+            dir, dir, bin_dir);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(chmod(path, 0755), 0);
+}
+
+/* Reads dir/argv.log; returns the number of coupon-loadtest runs, and
+ * asserts each run's " --rate " is exactly want_rate (NULL: none at all). */
+static int recorded_runs(const char *dir, const char *want_rate, const char *what)
+{
+    char path[600], line[2048], want[64];
+    int runs = 0;
+    snprintf(path, sizeof path, "%s/argv.log", dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s: coupon-loadtest never ran (no %s):\n%s", what, path, out);
+    if (want_rate)
+        snprintf(want, sizeof want, "--rate %s ", want_rate);
+    while (fgets(line, sizeof line, f) != NULL) {
+        cr_assert_not_null(strchr(line, '\n'), "%s: argv line too long: %s", what, line);
+        runs++;
+        const char *r = strstr(line, "--rate ");
+        if (want_rate == NULL)
+            cr_assert_null(r, "%s: run %d got a --rate the user did not give: %s", what, runs, line);
+        else
+            cr_assert(r != NULL && strncmp(r, want, strlen(want)) == 0 && strstr(r + 1, "--rate ") == NULL,
+                      "%s: run %d did not get the user's %s: %s", what, runs, want, line);
+    }
+    fclose(f);
+    return runs;
+}
+
+/* Issue 20: each row's measured throughput leaked into the next row's
+ * --rate, so every row after the first ran open loop at the speed of the
+ * one before. Every row must run the same load: closed loop unless the
+ * user passed --rate, and then exactly that rate. */
+Test(loadtest_demo, every_row_gets_the_users_load, .timeout = 380)
+{
+    char dir[256];
+    make_recording_bin_dir(dir, sizeof dir);
+    const char *closed[] = {demo, "--no-setup", "--bin-dir", dir, "--compare", "--stock", "10",
+                            "--connections", "4", "--requests", "60", "--instances", "1",
+                            "--redis-nodes", "1", "--work-us", "2000", "--lease-work-us", "5000",
+                            "--lease-pause", "150:4", NULL};
+    int st = run_command(closed, 120000, &out);
+    cr_assert(st == 0 || st == 1, "demo --compare exit %d:\n%s", st, out);
+    cr_assert_eq(recorded_runs(dir, NULL, "--compare"), 6, "one load per row of --compare:\n%s", out);
+    assert_all_stopped();
+    free(out);
+    out = NULL;
+
+    char log[600];
+    snprintf(log, sizeof log, "%s/argv.log", dir);
+    cr_assert_eq(unlink(log), 0);
+    const char *open_loop[] = {demo, "--no-setup", "--bin-dir", dir, "--compare", "--rate", "400",
+                               "--stock", "10", "--connections", "4", "--requests", "60",
+                               "--instances", "1", "--redis-nodes", "1", "--work-us", "2000",
+                               "--lease-work-us", "5000", "--lease-pause", "150:4", NULL};
+    st = run_command(open_loop, 120000, &out);
+    cr_assert(st == 0 || st == 1, "demo --compare --rate exit %d:\n%s", st, out);
+    cr_assert_eq(recorded_runs(dir, "400", "--compare --rate 400"), 6, "%s", out);
+    assert_all_stopped();
+    free(out);
+    out = NULL;
+
+    /* The trial: a concurrency row, then a "holder killed" row (its small
+     * load was what leaked at ~36 claims/s), then redlock under both. */
+    cr_assert_eq(unlink(log), 0);
+    const char *trial[] = {demo, "--no-setup", "--bin-dir", dir, "--trial", "--strategies", "get-set,setnx",
+                           "--requests", "120", NULL};
+    st = run_command(trial, 200000, &out);
+    cr_assert(st == 0 || st == 1, "demo --trial exit %d:\n%s", st, out);
+    cr_assert_eq(recorded_runs(dir, NULL, "--trial"), 4, "one load per row of --trial:\n%s", out);
+    assert_all_stopped();
+    lt_rmdir_flat(dir);
 }

@@ -1,0 +1,26 @@
+/* docs_util.h - what the docs_commands suite shares: where the tree and the
+ * build are, running a documented command, and reading the table it prints. */
+#ifndef TESTS_DOCS_UTIL_H
+#define TESTS_DOCS_UTIL_H
+
+#include <stddef.h>
+
+/* $DLOCK_SOURCE_DIR and $DLOCK_BINARY_DIR/bin (asserts both are set). */
+const char *docs_src(void);
+const char *docs_bin(void);
+
+/* path = the source tree's rel (asserts it fits). */
+void docs_path(char *path, size_t len, const char *rel);
+
+/* Runs argv (argv[0] relative to the source tree when it has no leading
+ * '/'), at most timeout_s; returns the exit status, *out = stdout+stderr. */
+int docs_run(const char *const *argv, int timeout_s, char **out);
+
+/* The n lines of text right after the first line that starts with header,
+ * each into rows[i] (without its newline); asserts all n are there. */
+void docs_rows_after(const char *text, const char *header, char rows[][512], size_t n);
+
+/* How many lines of text start with prefix. */
+size_t docs_count_lines(const char *text, const char *prefix);
+
+#endif /* TESTS_DOCS_UTIL_H */
