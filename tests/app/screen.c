@@ -173,3 +173,39 @@ Test(app_screen, slow_bodies_are_cut)
               (long long)cut);
     cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon"), 0);
 }
+
+/* The access log escapes what it writes: a path that decodes to spaces, a
+ * quote and a line feed stays one line of six fields. */
+Test(app_screen, access_log_escapes_what_it_writes)
+{
+    APP_SETUP_OK();
+    char log_path[400];
+    snprintf(log_path, sizeof log_path, "%s/access.log", g_app.dir);
+    app_env_server_up(&g_app, 0, "--access-log", log_path, NULL);
+    static const char REQ[] = "GET /api/v1/coupon/1%20200%200%22%0A2026-01-01T00:00:00.000Z%20GET%20/forged HTTP/1.1\r\n"
+                              "Host: x\r\n\r\n";
+    char answer[4096];
+    int status = raw_exchange(&g_app.srv[0], REQ, sizeof REQ - 1, answer, sizeof answer, 5000);
+    cr_assert(status >= 400 && status < 500, "%d: %s", status, answer);
+    /* The line is written right after the answer is queued: bounded wait. */
+    char *al = NULL;
+    for (int i = 0; i < 50; i++) {
+        free(al);
+        al = app_slurp(log_path);
+        if (al != NULL && strstr(al, "forged") != NULL)
+            break;
+        test_sleep_ms(50);
+    }
+    cr_assert_not_null(al);
+    cr_assert_not_null(strstr(al, "/api/v1/coupon/1%20200%200%22%0A2026-01-01T00:00:00.000Z%20GET%20/forged"), "%s", al);
+    size_t lines = 0, fields = 1;
+    for (const char *c = al; *c != '\0'; c++) {
+        if (*c == '\n')
+            lines++;
+        else if (*c == ' ' && lines == 0)
+            fields++;
+    }
+    cr_assert_eq(lines, 1, "one request, one line:\n%s", al);
+    cr_assert_eq(fields, 6, "time method path status code seconds:\n%s", al);
+    free(al);
+}
