@@ -5,6 +5,8 @@
 #include "http/accept.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <strings.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -36,6 +38,16 @@
 #define ADDR_BUCKETS 1024
 /* Connections accepted per turn of the loop. */
 #define ACCEPT_BATCH 64
+/* The largest answer the relay buffers (the page and the coupon list are
+ * far below); a larger one closes the connection. */
+#define ANSWER_MAX (64u * 1024 * 1024)
+
+/* Where a connection is in its request's life. */
+typedef enum conn_state {
+    C_READING = 0, /* waiting for a whole request (peeked, not read) */
+    C_RELAYING,    /* its request is with libmicrohttpd, the answer is being read back */
+    C_SENDING      /* the answer is going out to the client */
+} conn_state;
 
 struct fconn;
 
@@ -61,6 +73,13 @@ typedef struct fconn {
     int continue_sent;  /* "100 Continue" went out */
     int64_t linger_until_ms; /* answered: closed at EOF or then; 0 before */
     int gone;                /* closed or handed over: freed after the batch */
+    conn_state state;
+    int64_t state_ms;   /* when the state began */
+    int served;         /* answers relayed on this connection */
+    int keep_alive;     /* the client may send another request after this answer */
+    int pair_fd;        /* relaying: the front's end of the socketpair to libmicrohttpd; else -1 */
+    char *out;          /* the answer read back from libmicrohttpd, then sent from out_off */
+    size_t out_len, out_cap, out_off;
 } fconn;
 
 struct front {
@@ -68,7 +87,10 @@ struct front {
     struct MHD_Daemon *daemon;
     int listen_fd, epfd, wake_fd;
     pthread_t thread;
-    int stop; /* written once by front_stop, then the wake */
+    int stop;    /* written once by front_stop, then the wake */
+    int quiesce; /* written once by front_quiesce, then the wake */
+    int quiesced; /* the loop has stopped accepting (its own) */
+    int relaying; /* connections relaying or sending an answer (read by front_busy) */
     fconn *oldest, *newest;
     /* Closed or handed over during this turn of the loop: an event for one
      * of them may still be in the batch epoll_wait returned (a connection
@@ -165,6 +187,11 @@ static void detach(front *f, fconn *c)
  * the slow are the old ones). */
 static fconn *victim(front *f)
 {
+    /* Idle kept-alive connections first (answered, nothing sent since),
+     * oldest first: they cost a slot and serve no one now. */
+    for (fconn *c = f->oldest; c != NULL; c = c->next)
+        if (c->state == C_READING && c->served > 0 && c->body_seen == 0 && c->head_ms == 0 && c->linger_until_ms == 0)
+            return c;
     addr_count *most = NULL;
     for (size_t i = 0; i < ADDR_BUCKETS; i++)
         for (addr_count *e = f->buckets[i]; e != NULL; e = e->next)
@@ -172,7 +199,14 @@ static fconn *victim(front *f)
                 (most == NULL || e->count > most->count ||
                  (e->count == most->count && e->oldest->accepted_ms < most->oldest->accepted_ms)))
                 most = e;
-    return most != NULL ? most->oldest : f->oldest;
+    /* The oldest of that address whose request is not with libmicrohttpd. */
+    for (fconn *c = most != NULL ? most->oldest : NULL; c != NULL; c = c->anext)
+        if (c->state == C_READING)
+            return c;
+    for (fconn *c = f->oldest; c != NULL; c = c->next)
+        if (c->state == C_READING)
+            return c;
+    return NULL;
 }
 
 /* c is freed after the batch (front.gone). */
@@ -183,10 +217,22 @@ static void bury(front *f, fconn *c)
     f->gone = c;
 }
 
+static void pair_close(front *f, fconn *c)
+{
+    if (c->pair_fd < 0)
+        return;
+    (void)epoll_ctl(f->epfd, EPOLL_CTL_DEL, c->pair_fd, NULL);
+    close(c->pair_fd);
+    c->pair_fd = -1;
+}
+
 static void conn_close(front *f, fconn *c)
 {
     detach(f, c);
+    pair_close(f, c);
     close(c->fd);
+    free(c->out);
+    c->out = NULL;
     bury(f, c);
 }
 
@@ -264,6 +310,179 @@ static void hand_over(front *f, fconn *c)
     bury(f, c);
 }
 
+static void conn_look(front *f, fconn *c, uint32_t events);
+
+/* The answer is out: a kept-alive connection waits for its next request
+ * (its deadlines count from now), any other is closed after the client
+ * has read the answer. */
+static void answer_sent(front *f, fconn *c)
+{
+    free(c->out);
+    c->out = NULL;
+    c->out_len = c->out_cap = c->out_off = 0;
+    c->served++;
+    if (!c->keep_alive) {
+        (void)shutdown(c->fd, SHUT_WR);
+        c->linger_until_ms = cm_now_ms() + LINGER_MS;
+        if (drain(c->fd))
+            conn_close(f, c);
+        return;
+    }
+    c->state = C_READING;
+    c->state_ms = c->accepted_ms = cm_now_ms();
+    c->head_ms = 0;
+    c->body_seen = 0;
+    c->continue_sent = 0;
+    /* A pipelined request may be in the socket already: edge-triggered
+     * epoll will not report it again. */
+    conn_look(f, c, 0);
+}
+
+static void client_send(front *f, fconn *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return; /* EPOLLOUT brings us back */
+        if (w <= 0) {
+            conn_close(f, c);
+            return;
+        }
+        c->out_off += (size_t)w;
+    }
+    answer_sent(f, c);
+}
+
+/* Removes the first header line named name (with its CRLF) from the head
+ * of the answer in c->out. */
+static void drop_header(fconn *c, const char *line)
+{
+    size_t ln = strlen(line);
+    char *end = NULL;
+    for (size_t i = 0; i + 3 < c->out_len; i++)
+        if (memcmp(c->out + i, "\r\n\r\n", 4) == 0) {
+            end = c->out + i + 2;
+            break;
+        }
+    if (end == NULL)
+        return;
+    for (char *p = c->out; p != NULL && p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (nl == NULL)
+            return;
+        p = nl + 1;
+        if ((size_t)(end - p) >= ln && strncasecmp(p, line, ln) == 0) {
+            memmove(p, p + ln, c->out_len - (size_t)(p + ln - c->out));
+            c->out_len -= ln;
+            return;
+        }
+    }
+}
+
+/* libmicrohttpd closed its end: the answer is whole (every answer says
+ * "Connection: close" to it, reply.c). Out it goes to the client. */
+static void answer_whole(front *f, fconn *c)
+{
+    static const char CONTINUE[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    pair_close(f, c);
+    /* The client had its "100 Continue" from us already. */
+    if (c->continue_sent && c->out_len >= sizeof CONTINUE - 1 &&
+        memcmp(c->out, CONTINUE, sizeof CONTINUE - 1) == 0) {
+        memmove(c->out, c->out + sizeof CONTINUE - 1, c->out_len - (sizeof CONTINUE - 1));
+        c->out_len -= sizeof CONTINUE - 1;
+    }
+    if (c->out_len == 0 || strncmp(c->out, "HTTP/1.", c->out_len < 7 ? c->out_len : 7) != 0) {
+        conn_close(f, c); /* no answer at all: nothing to relay */
+        return;
+    }
+    /* While stopping, every connection closes after its answer. */
+    if (atomic_load(&f->app->stopping) || f->quiesced)
+        c->keep_alive = 0;
+    if (c->keep_alive)
+        drop_header(c, "Connection: close\r\n");
+    c->state = C_SENDING;
+    c->state_ms = cm_now_ms();
+    client_send(f, c);
+}
+
+static void pair_event(front *f, fconn *c)
+{
+    for (;;) {
+        if (c->out_cap - c->out_len < 16384) {
+            size_t cap = c->out_cap ? c->out_cap * 2 : 32768;
+            char *p = cap <= ANSWER_MAX ? realloc(c->out, cap) : NULL;
+            if (p == NULL) {
+                conn_close(f, c);
+                return;
+            }
+            c->out = p;
+            c->out_cap = cap;
+        }
+        ssize_t r = recv(c->pair_fd, c->out + c->out_len, c->out_cap - c->out_len, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (r <= 0) {
+            answer_whole(f, c);
+            return;
+        }
+        c->out_len += (size_t)r;
+    }
+}
+
+/* The whole request (len bytes, screened) is read from the client and
+ * written to a socketpair whose other end libmicrohttpd gets, with the
+ * client's address (its per-address limit and the admin back-off see the
+ * client). The answer comes back on the pair (pair_event). */
+static void relay_start(front *f, fconn *c, int keep_alive, size_t len)
+{
+    int sv[2];
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = recv(c->fd, f->scratch + got, len - got, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) { /* the bytes peeked are in the socket: only a reset gets here */
+            conn_close(f, c);
+            return;
+        }
+        got += (size_t)r;
+    }
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
+        conn_close(f, c);
+        return;
+    }
+    /* At most the head and body limits' worth: a socketpair's buffer
+     * (over 200 KiB on Linux) takes it in one write. */
+    ssize_t w = send(sv[0], f->scratch, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w != (ssize_t)len) {
+        close(sv[0]);
+        close(sv[1]);
+        conn_close(f, c);
+        return;
+    }
+    c->pair_fd = sv[0];
+    /* The pair's epoll tag: the fconn's address with its low bit set
+     * (an fconn is malloc'd, so that bit is otherwise 0). */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = (void *)((uintptr_t)c | 1u)};
+    if (epoll_ctl(f->epfd, EPOLL_CTL_ADD, sv[0], &ev) != 0) {
+        close(sv[1]);
+        conn_close(f, c);
+        return;
+    }
+    /* libmicrohttpd closes sv[1] itself when it refuses it (its limits);
+     * the pair then reads EOF with no answer, and the client is closed. */
+    if (MHD_add_connection(f->daemon, sv[1], (const struct sockaddr *)&c->addr, c->addrlen) != MHD_YES)
+        log_event_line(LOG_WARN, LOG_EV_HTTPD, "a screened request was refused by the HTTP library: %s",
+                       strerror(errno));
+    c->keep_alive = keep_alive;
+    c->state = C_RELAYING;
+    c->state_ms = cm_now_ms();
+}
+
 /* Looks at what c has sent so far, and answers, hands over or waits. */
 static void conn_look(front *f, fconn *c, uint32_t events)
 {
@@ -306,13 +525,16 @@ static void conn_look(front *f, fconn *c, uint32_t events)
             return;
         }
         if (cs == CHUNK_DONE) {
-            hand_over(f, c);
+            relay_start(f, c, h.keep_alive, h.head_len + used);
             return;
         }
-    } else if (h.content_length <= 0 || (size_t)h.content_length > f->body_cap ||
-               body >= (size_t)h.content_length) {
-        /* No body, the whole body, or one too large to peek (accept.h). */
+    } else if (h.content_length > 0 && (size_t)h.content_length > f->body_cap) {
+        /* A body too large to peek (accept.h): the socket itself goes to
+         * libmicrohttpd, which reads the body and closes after its answer. */
         hand_over(f, c);
+        return;
+    } else if (h.content_length <= 0 || body >= (size_t)h.content_length) {
+        relay_start(f, c, h.keep_alive, h.head_len + (h.content_length > 0 ? (size_t)h.content_length : 0));
         return;
     }
     if (events & EPOLLRDHUP) {
@@ -335,11 +557,16 @@ static void conn_event(front *f, fconn *c, uint32_t events)
             conn_close(f, c);
         return;
     }
-    if (events & EPOLLERR) {
+    if (events & (EPOLLERR | EPOLLHUP)) {
         conn_close(f, c);
         return;
     }
-    conn_look(f, c, events);
+    if (c->state == C_SENDING && (events & EPOLLOUT))
+        client_send(f, c);
+    else if (c->state == C_READING && (events & (EPOLLIN | EPOLLRDHUP)))
+        conn_look(f, c, events);
+    /* C_RELAYING: bytes that come meanwhile (a pipelined request) wait in
+     * the socket for answer_sent's look. */
 }
 
 static void accept_some(front *f)
@@ -356,10 +583,11 @@ static void accept_some(front *f)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if ((errno == EMFILE || errno == ENFILE) && f->oldest != NULL) {
+            fconn *v = errno == EMFILE || errno == ENFILE ? victim(f) : NULL;
+            if (v != NULL) {
                 /* Out of descriptors: a connection makes room (victim()). */
                 f->evicted++;
-                conn_close(f, victim(f));
+                conn_close(f, v);
                 continue;
             }
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -381,9 +609,14 @@ static void accept_some(front *f)
         }
         /* Before the new connection's counter is taken: the victim may be
          * the last of that same address, whose counter then goes. */
-        if (f->held >= cfg->max_connections && f->oldest != NULL) {
+        if (f->held >= cfg->max_connections) {
+            fconn *v = victim(f);
+            if (v == NULL) { /* every slot has a request in service: no room */
+                close(fd);
+                continue;
+            }
             f->evicted++;
-            conn_close(f, victim(f));
+            conn_close(f, v);
         }
         ac = addr_get(f, key, 1);
         fconn *c = ac != NULL ? calloc(1, sizeof *c) : NULL;
@@ -396,12 +629,14 @@ static void accept_some(front *f)
             continue;
         }
         c->fd = fd;
+        c->pair_fd = -1;
+        c->state = C_READING;
         c->addr = sa;
         c->addrlen = len;
         c->ac = ac;
         ac->count++;
-        c->accepted_ms = cm_now_ms();
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = c};
+        c->accepted_ms = c->state_ms = cm_now_ms();
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c};
         if (epoll_ctl(f->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
             addr_release(f, ac);
             close(fd);
@@ -438,6 +673,19 @@ static void sweep(front *f, int64_t now)
                 conn_close(f, c);
             continue;
         }
+        /* A client that does not read its answer: libmicrohttpd's idle
+         * timeout, here. A request with libmicrohttpd is its to bound. */
+        if (c->state == C_SENDING && now - c->state_ms >= (int64_t)cfg->conn_timeout_s * 1000) {
+            conn_close(f, c);
+            continue;
+        }
+        if (c->state != C_READING)
+            continue;
+        /* Stopping: a connection waiting for a request gets none served. */
+        if (f->quiesced) {
+            conn_close(f, c);
+            continue;
+        }
         if (age >= request_ms) {
             f->cut_request++;
             conn_close(f, c);
@@ -461,7 +709,7 @@ static void sweep(front *f, int64_t now)
                        cfg->min_body_rate, f->evicted, f->refused_ip);
         f->cut_head = f->cut_request = f->cut_rate = f->evicted = f->refused_ip = 0;
     }
-    if (f->accept_paused_until_ms != 0 && now >= f->accept_paused_until_ms) {
+    if (f->accept_paused_until_ms != 0 && now >= f->accept_paused_until_ms && f->listen_fd >= 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &TAG_LISTEN};
         (void)epoll_ctl(f->epfd, EPOLL_CTL_MOD, f->listen_fd, &ev);
         f->accept_paused_until_ms = 0;
@@ -482,10 +730,28 @@ static void *front_main(void *arg)
             break;
         for (int i = 0; i < n; i++) {
             void *tag = evs[i].data.ptr;
-            if (tag == &TAG_LISTEN)
-                accept_some(f);
-            else if (tag != &TAG_WAKE)
+            if (tag == &TAG_LISTEN) {
+                if (!f->quiesced)
+                    accept_some(f);
+            } else if (tag == &TAG_WAKE) {
+                uint64_t v;
+                (void)read(f->wake_fd, &v, sizeof v);
+            } else if ((uintptr_t)tag & 1u) {
+                fconn *c = (fconn *)((uintptr_t)tag & ~(uintptr_t)1u);
+                if (!c->gone && c->pair_fd >= 0)
+                    pair_event(f, c);
+            } else {
                 conn_event(f, tag, evs[i].events);
+            }
+        }
+        if (!f->quiesced && __atomic_load_n(&f->quiesce, __ATOMIC_ACQUIRE)) {
+            /* Stop accepting: the kernel refuses new connections from here;
+             * the sweep closes those waiting for a request. */
+            (void)epoll_ctl(f->epfd, EPOLL_CTL_DEL, f->listen_fd, NULL);
+            close(f->listen_fd);
+            f->listen_fd = -1;
+            f->quiesced = 1;
+            next_sweep = 0;
         }
         now = cm_now_ms();
         if (now >= next_sweep) {
@@ -493,6 +759,10 @@ static void *front_main(void *arg)
             next_sweep = now + SWEEP_MS;
         }
         free_gone(f);
+        int busy = 0;
+        for (fconn *c = f->oldest; c != NULL; c = c->next)
+            busy += c->state != C_READING && c->linger_until_ms == 0;
+        __atomic_store_n(&f->relaying, busy, __ATOMIC_RELEASE);
     }
     free_gone(f);
     return NULL;
@@ -538,6 +808,22 @@ int front_start(app *a, int listen_fd, struct MHD_Daemon *daemon, front **out, c
     return 0;
 }
 
+void front_quiesce(front *f)
+{
+    if (f == NULL)
+        return;
+    __atomic_store_n(&f->quiesce, 1, __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    if (write(f->wake_fd, &one, sizeof one) != (ssize_t)sizeof one) {
+        /* Only on overflow: the loop is awake anyway within SWEEP_MS. */
+    }
+}
+
+int front_busy(front *f)
+{
+    return f != NULL && __atomic_load_n(&f->relaying, __ATOMIC_ACQUIRE) > 0;
+}
+
 void front_stop(front *f)
 {
     if (f == NULL)
@@ -550,7 +836,8 @@ void front_stop(front *f)
     }
     pthread_join(f->thread, NULL);
     /* New connections are refused by the kernel from here. */
-    close(f->listen_fd);
+    if (f->listen_fd >= 0)
+        close(f->listen_fd);
     while (f->oldest != NULL)
         conn_close(f, f->oldest);
     free_gone(f);

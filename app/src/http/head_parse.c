@@ -186,6 +186,7 @@ head_status head_parse(const char *buf, size_t n, size_t max_head, size_t max_bo
         return st;
     /* The header lines, up to the blank one. */
     size_t hosts = 0, lengths = 0, encodings = 0, fields = 0;
+    int conn_close = 0, conn_keep = 0;
     const char *end = buf + head_len - 2; /* the blank line's CRLF */
     for (const char *l = first_crlf + 2; l < end;) {
         const char *cr = memchr(l, '\r', (size_t)(end - l));
@@ -234,6 +235,19 @@ head_status head_parse(const char *buf, size_t n, size_t max_head, size_t max_bo
             if (vn != 7 || strncasecmp(v, "chunked", 7) != 0)
                 return bad(out, 400, API_BAD_PARAM, "unsupported Transfer-Encoding (only a lone 'chunked' is)");
             out->chunked = 1;
+        } else if (name_is(l, k, "Connection")) {
+            /* Its tokens, comma-separated, case-insensitive. */
+            for (size_t j = 0; j < vn;) {
+                while (j < vn && (v[j] == ' ' || v[j] == '\t' || v[j] == ','))
+                    j++;
+                size_t t = j;
+                while (j < vn && v[j] != ',' && v[j] != ' ' && v[j] != '\t')
+                    j++;
+                if (j - t == 5 && strncasecmp(v + t, "close", 5) == 0)
+                    conn_close = 1;
+                else if (j - t == 10 && strncasecmp(v + t, "keep-alive", 10) == 0)
+                    conn_keep = 1;
+            }
         } else if (name_is(l, k, "Expect")) {
             if (vn != 12 || strncasecmp(v, "100-continue", 12) != 0)
                 return bad(out, 400, API_BAD_PARAM, "unsupported Expect (only '100-continue' is)");
@@ -251,6 +265,7 @@ head_status head_parse(const char *buf, size_t n, size_t max_head, size_t max_bo
         return bad(out, 400, API_BAD_PARAM, "more than one Host header");
     if (out->content_length >= 0 && (unsigned long long)out->content_length > max_body)
         return bad(out, 413, API_TOO_LARGE, "request body too large (limit %zu bytes)", max_body);
+    out->keep_alive = !conn_close && (http11 || conn_keep);
     out->head_len = head_len;
     return HEAD_OK;
 }

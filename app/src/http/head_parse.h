@@ -39,6 +39,7 @@ typedef struct head_info {
     long long content_length; /* -1: none */
     int chunked;              /* Transfer-Encoding: chunked */
     int expect_continue;      /* Expect: 100-continue */
+    int keep_alive;           /* HTTP/1.1 without "Connection: close" (or 1.0 with "keep-alive") */
     /* The request line's method and target, within the buffer (for the
      * access log of a refused request; 0 when not found). */
     size_t method_len, target_off, target_len;

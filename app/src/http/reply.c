@@ -67,10 +67,11 @@ static int queue(request *rq, unsigned status, unsigned retry_after, const char 
     if (status == MHD_HTTP_UNAUTHORIZED &&
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer") != MHD_YES)
         goto out;
-    /* One request per connection: libmicrohttpd would parse the next request
-     * on a kept-alive connection itself, past the accept front's screen and
-     * deadlines (accept.h), so it closes after every answer. (This also
-     * lets the drain of a graceful stop finish.) */
+    /* One request per libmicrohttpd connection: it would parse the next
+     * request on a kept-alive connection itself, past the accept front's
+     * screen and deadlines, so it closes after every answer; the end of
+     * its connection is how the front knows the answer is whole, and the
+     * front keeps the client's connection alive itself (accept.h). */
     if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
         goto out;
     ret = MHD_queue_response(rq->conn, status, resp);

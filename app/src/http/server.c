@@ -146,6 +146,13 @@ static enum MHD_Result counted(request *rq, int ret)
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
+    /* Every connection libmicrohttpd gets is a UNIX socketpair from the
+     * accept front (accept.h): its TCP options (TCP_NODELAY, TCP_CORK, and
+     * the "push" that uncorks) fail there, harmlessly (no Nagle on a UNIX
+     * socket), on every connection, and would flood the class's rate limit. */
+    if (strncmp(fmt, "Setting %s option to %s state failed", 36) == 0 ||
+        strncmp(fmt, "Failed to push the data from buffers", 36) == 0)
+        return;
     log_event_vline(LOG_WARN, LOG_EV_HTTPD, fmt, ap);
 }
 
@@ -390,9 +397,10 @@ void server_stop(server *s)
         return;
     atomic_store(&s->app->stopping, 1);
     /* Stop accepting first: new connections are refused by the kernel
-     * while requests already handed over go on being served. The front's
-     * half-read requests are closed unanswered: none reached a handler. */
-    front_stop(s->front);
+     * while requests already handed over go on being served (their
+     * answers relayed by the front). Connections waiting for a request
+     * are closed: none reached a handler. */
+    front_quiesce(s->front);
     MHD_socket lfd = MHD_quiesce_daemon(s->daemon);
     if (lfd != MHD_INVALID_SOCKET)
         close(lfd);
@@ -407,6 +415,10 @@ void server_stop(server *s)
     /* The answers just resumed go out (bounded: a client that does not
      * read is not waited for). */
     wait_drained(s->app, STOP_ANSWER_MS);
+    /* The front sends what libmicrohttpd answered (bounded likewise). */
+    for (int waited = 0; waited < STOP_ANSWER_MS && front_busy(s->front); waited += 10)
+        (void)cm_sleep_ms(10);
+    front_stop(s->front);
     MHD_stop_daemon(s->daemon);
     prober_stop();
     free(s);
