@@ -704,7 +704,7 @@ static void sweep(front *f, int64_t now)
         f->logged_ms = now;
         log_event_line(LOG_WARN, LOG_EV_HTTPD,
                        "closed connections: %u head past %u s, %u request past %u s, %u body under %u B/s, "
-                       "%u oldest to make room, %u over the per-address cap",
+                       "%u to make room, %u over the per-address cap",
                        f->cut_head, cfg->header_timeout_s, f->cut_request, cfg->request_timeout_s, f->cut_rate,
                        cfg->min_body_rate, f->evicted, f->refused_ip);
         f->cut_head = f->cut_request = f->cut_rate = f->evicted = f->refused_ip = 0;
