@@ -1,8 +1,10 @@
-/* accept.c - the accept front (accept.h): the epoll loop, the screen of
- * each connection's request, its deadlines, and the hand-over. */
+/* accept.c - the accept front (accept.h): the epoll loop, the slots and
+ * who makes room, the screen of each connection's request, its deadlines,
+ * and the hand-over (the relay itself: accept_relay.c). */
 /* accept4 is a GNU extension (glibc declares it under _GNU_SOURCE). */
 #define _GNU_SOURCE
 #include "http/accept.h"
+#include "http/accept_internal.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -27,84 +29,13 @@
 /* How often deadlines are checked: a late connection is closed at most
  * this much after its deadline. */
 #define SWEEP_MS 100
-/* A refused request's answer has this long to be read, while whatever the
- * client still sends is read and dropped (closing with unread bytes would
- * reset the connection, and the client could lose the answer). */
-#define LINGER_MS 2000
 /* The body rate is measured from this long after the head's end. */
 #define BODY_GRACE_MS 1000
 /* After accept(2) ran out of descriptors: how long the listen socket rests. */
 #define ACCEPT_PAUSE_MS 100
-#define ADDR_BUCKETS 1024
 /* Connections accepted per turn of the loop. */
 #define ACCEPT_BATCH 64
-/* The largest answer the relay buffers (the page and the coupon list are
- * far below); a larger one closes the connection. */
-#define ANSWER_MAX (64u * 1024 * 1024)
 
-/* Where a connection is in its request's life. */
-typedef enum conn_state {
-    C_READING = 0, /* waiting for a whole request (peeked, not read) */
-    C_RELAYING,    /* its request is with libmicrohttpd, the answer is being read back */
-    C_SENDING      /* the answer is going out to the client */
-} conn_state;
-
-struct fconn;
-
-/* One client address, how many connections the front holds from it, and
- * those connections, oldest first. */
-typedef struct addr_count {
-    struct addr_count *next;
-    unsigned char key[16]; /* the IPv4 (first 4 bytes) or IPv6 address */
-    unsigned count;
-    struct fconn *oldest, *newest;
-} addr_count;
-
-typedef struct fconn {
-    struct fconn *prev, *next;   /* the front's list, oldest accept first */
-    struct fconn *aprev, *anext; /* its address's list, likewise */
-    int fd;
-    struct sockaddr_storage addr;
-    socklen_t addrlen;
-    addr_count *ac;
-    int64_t accepted_ms;
-    int64_t head_ms;    /* when its head was whole, 0 before */
-    size_t body_seen;   /* body bytes in the socket at the last look */
-    int continue_sent;  /* "100 Continue" went out */
-    int64_t linger_until_ms; /* answered: closed at EOF or then; 0 before */
-    int gone;                /* closed or handed over: freed after the batch */
-    conn_state state;
-    int64_t state_ms;   /* when the state began */
-    int served;         /* answers relayed on this connection */
-    int keep_alive;     /* the client may send another request after this answer */
-    int pair_fd;        /* relaying: the front's end of the socketpair to libmicrohttpd; else -1 */
-    char *out;          /* the answer read back from libmicrohttpd, then sent from out_off */
-    size_t out_len, out_cap, out_off;
-} fconn;
-
-struct front {
-    app *app;
-    struct MHD_Daemon *daemon;
-    int listen_fd, epfd, wake_fd;
-    pthread_t thread;
-    int stop;    /* written once by front_stop, then the wake */
-    int quiesce; /* written once by front_quiesce, then the wake */
-    int quiesced; /* the loop has stopped accepting (its own) */
-    int relaying; /* connections relaying or sending an answer (read by front_busy) */
-    fconn *oldest, *newest;
-    /* Closed or handed over during this turn of the loop: an event for one
-     * of them may still be in the batch epoll_wait returned (a connection
-     * closed to make room, say), so they are freed after the batch. */
-    fconn *gone;
-    unsigned held;
-    int64_t accept_paused_until_ms;
-    char *scratch; /* the peek buffer, the thread's alone */
-    size_t scratch_cap, body_cap;
-    addr_count *buckets[ADDR_BUCKETS];
-    /* What the sweeps closed since the last log line. */
-    unsigned cut_head, cut_request, cut_rate, evicted, refused_ip;
-    int64_t logged_ms;
-};
 
 /* The epoll tags of the two descriptors that are not connections. */
 static char TAG_LISTEN, TAG_WAKE;
@@ -217,19 +148,11 @@ static void bury(front *f, fconn *c)
     f->gone = c;
 }
 
-static void pair_close(front *f, fconn *c)
-{
-    if (c->pair_fd < 0)
-        return;
-    (void)epoll_ctl(f->epfd, EPOLL_CTL_DEL, c->pair_fd, NULL);
-    close(c->pair_fd);
-    c->pair_fd = -1;
-}
 
-static void conn_close(front *f, fconn *c)
+void front_conn_close(front *f, fconn *c)
 {
     detach(f, c);
-    pair_close(f, c);
+    relay_pair_close(f, c);
     close(c->fd);
     free(c->out);
     c->out = NULL;
@@ -247,7 +170,7 @@ static void free_gone(front *f)
 
 /* Reads and drops what the socket holds (at most a few buffers' worth);
  * 1 when the peer has closed its side. */
-static int drain(int fd)
+int front_drain(int fd)
 {
     char buf[16384];
     for (int i = 0; i < 16; i++) {
@@ -285,14 +208,14 @@ static void answer(front *f, fconn *c, const head_info *h, unsigned status, int 
     char out[1024];
     size_t n = reply_format_raw(status, code, msg, out, sizeof out);
     log_refused(h, f->scratch, status, code, (cm_now_ms() - c->accepted_ms) * 1000);
-    int eof = drain(c->fd);
+    int eof = front_drain(c->fd);
     /* A small answer into an empty send buffer: one send is enough; if it
      * is not, the client was not reading, and is closed at the linger's end. */
     if (n > 0)
         (void)send(c->fd, out, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)shutdown(c->fd, SHUT_WR);
     if (eof) {
-        conn_close(f, c);
+        front_conn_close(f, c);
         return;
     }
     c->linger_until_ms = cm_now_ms() + LINGER_MS;
@@ -310,188 +233,15 @@ static void hand_over(front *f, fconn *c)
     bury(f, c);
 }
 
-static void conn_look(front *f, fconn *c, uint32_t events);
-
-/* The answer is out: a kept-alive connection waits for its next request
- * (its deadlines count from now), any other is closed after the client
- * has read the answer. */
-static void answer_sent(front *f, fconn *c)
-{
-    free(c->out);
-    c->out = NULL;
-    c->out_len = c->out_cap = c->out_off = 0;
-    c->served++;
-    if (!c->keep_alive) {
-        (void)shutdown(c->fd, SHUT_WR);
-        c->linger_until_ms = cm_now_ms() + LINGER_MS;
-        if (drain(c->fd))
-            conn_close(f, c);
-        return;
-    }
-    c->state = C_READING;
-    c->state_ms = c->accepted_ms = cm_now_ms();
-    c->head_ms = 0;
-    c->body_seen = 0;
-    c->continue_sent = 0;
-    /* A pipelined request may be in the socket already: edge-triggered
-     * epoll will not report it again. */
-    conn_look(f, c, 0);
-}
-
-static void client_send(front *f, fconn *c)
-{
-    while (c->out_off < c->out_len) {
-        ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return; /* EPOLLOUT brings us back */
-        if (w <= 0) {
-            conn_close(f, c);
-            return;
-        }
-        c->out_off += (size_t)w;
-    }
-    answer_sent(f, c);
-}
-
-/* Removes the first header line named name (with its CRLF) from the head
- * of the answer in c->out. */
-static void drop_header(fconn *c, const char *line)
-{
-    size_t ln = strlen(line);
-    char *end = NULL;
-    for (size_t i = 0; i + 3 < c->out_len; i++)
-        if (memcmp(c->out + i, "\r\n\r\n", 4) == 0) {
-            end = c->out + i + 2;
-            break;
-        }
-    if (end == NULL)
-        return;
-    for (char *p = c->out; p != NULL && p < end;) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (nl == NULL)
-            return;
-        p = nl + 1;
-        if ((size_t)(end - p) >= ln && strncasecmp(p, line, ln) == 0) {
-            memmove(p, p + ln, c->out_len - (size_t)(p + ln - c->out));
-            c->out_len -= ln;
-            return;
-        }
-    }
-}
-
-/* libmicrohttpd closed its end: the answer is whole (every answer says
- * "Connection: close" to it, reply.c). Out it goes to the client. */
-static void answer_whole(front *f, fconn *c)
-{
-    static const char CONTINUE[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    pair_close(f, c);
-    /* The client had its "100 Continue" from us already. */
-    if (c->continue_sent && c->out_len >= sizeof CONTINUE - 1 &&
-        memcmp(c->out, CONTINUE, sizeof CONTINUE - 1) == 0) {
-        memmove(c->out, c->out + sizeof CONTINUE - 1, c->out_len - (sizeof CONTINUE - 1));
-        c->out_len -= sizeof CONTINUE - 1;
-    }
-    if (c->out_len == 0 || strncmp(c->out, "HTTP/1.", c->out_len < 7 ? c->out_len : 7) != 0) {
-        conn_close(f, c); /* no answer at all: nothing to relay */
-        return;
-    }
-    /* While stopping, every connection closes after its answer. */
-    if (atomic_load(&f->app->stopping) || f->quiesced)
-        c->keep_alive = 0;
-    if (c->keep_alive)
-        drop_header(c, "Connection: close\r\n");
-    c->state = C_SENDING;
-    c->state_ms = cm_now_ms();
-    client_send(f, c);
-}
-
-static void pair_event(front *f, fconn *c)
-{
-    for (;;) {
-        if (c->out_cap - c->out_len < 16384) {
-            size_t cap = c->out_cap ? c->out_cap * 2 : 32768;
-            char *p = cap <= ANSWER_MAX ? realloc(c->out, cap) : NULL;
-            if (p == NULL) {
-                conn_close(f, c);
-                return;
-            }
-            c->out = p;
-            c->out_cap = cap;
-        }
-        ssize_t r = recv(c->pair_fd, c->out + c->out_len, c->out_cap - c->out_len, MSG_DONTWAIT);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        if (r <= 0) {
-            answer_whole(f, c);
-            return;
-        }
-        c->out_len += (size_t)r;
-    }
-}
-
-/* The whole request (len bytes, screened) is read from the client and
- * written to a socketpair whose other end libmicrohttpd gets, with the
- * client's address (its per-address limit and the admin back-off see the
- * client). The answer comes back on the pair (pair_event). */
-static void relay_start(front *f, fconn *c, int keep_alive, size_t len)
-{
-    int sv[2];
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = recv(c->fd, f->scratch + got, len - got, MSG_DONTWAIT);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) { /* the bytes peeked are in the socket: only a reset gets here */
-            conn_close(f, c);
-            return;
-        }
-        got += (size_t)r;
-    }
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
-        conn_close(f, c);
-        return;
-    }
-    /* At most the head and body limits' worth: a socketpair's buffer
-     * (over 200 KiB on Linux) takes it in one write. */
-    ssize_t w = send(sv[0], f->scratch, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w != (ssize_t)len) {
-        close(sv[0]);
-        close(sv[1]);
-        conn_close(f, c);
-        return;
-    }
-    c->pair_fd = sv[0];
-    /* The pair's epoll tag: the fconn's address with its low bit set
-     * (an fconn is malloc'd, so that bit is otherwise 0). */
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = (void *)((uintptr_t)c | 1u)};
-    if (epoll_ctl(f->epfd, EPOLL_CTL_ADD, sv[0], &ev) != 0) {
-        close(sv[1]);
-        conn_close(f, c);
-        return;
-    }
-    /* libmicrohttpd closes sv[1] itself when it refuses it (its limits);
-     * the pair then reads EOF with no answer, and the client is closed. */
-    if (MHD_add_connection(f->daemon, sv[1], (const struct sockaddr *)&c->addr, c->addrlen) != MHD_YES)
-        log_event_line(LOG_WARN, LOG_EV_HTTPD, "a screened request was refused by the HTTP library: %s",
-                       strerror(errno));
-    c->keep_alive = keep_alive;
-    c->state = C_RELAYING;
-    c->state_ms = cm_now_ms();
-}
-
 /* Looks at what c has sent so far, and answers, hands over or waits. */
-static void conn_look(front *f, fconn *c, uint32_t events)
+void front_conn_look(front *f, fconn *c, uint32_t events)
 {
     const app_config *cfg = f->app->cfg;
     ssize_t r = recv(c->fd, f->scratch, f->scratch_cap, MSG_PEEK | MSG_DONTWAIT);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return;
     if (r <= 0) { /* closed (or reset) before a whole request: nothing to answer */
-        conn_close(f, c);
+        front_conn_close(f, c);
         return;
     }
     size_t n = (size_t)r;
@@ -504,7 +254,7 @@ static void conn_look(front *f, fconn *c, uint32_t events)
     /* The peer closed its side before its request was whole: it never will be. */
     if (st == HEAD_INCOMPLETE) {
         if (events & EPOLLRDHUP)
-            conn_close(f, c);
+            front_conn_close(f, c);
         return;
     }
     if (c->head_ms == 0)
@@ -538,7 +288,7 @@ static void conn_look(front *f, fconn *c, uint32_t events)
         return;
     }
     if (events & EPOLLRDHUP) {
-        conn_close(f, c);
+        front_conn_close(f, c);
         return;
     }
     if (h.expect_continue && !c->continue_sent && body == 0) {
@@ -553,18 +303,18 @@ static void conn_event(front *f, fconn *c, uint32_t events)
     if (c->gone)
         return;
     if (c->linger_until_ms != 0) {
-        if (drain(c->fd) || (events & (EPOLLHUP | EPOLLERR)))
-            conn_close(f, c);
+        if (front_drain(c->fd) || (events & (EPOLLHUP | EPOLLERR)))
+            front_conn_close(f, c);
         return;
     }
     if (events & (EPOLLERR | EPOLLHUP)) {
-        conn_close(f, c);
+        front_conn_close(f, c);
         return;
     }
     if (c->state == C_SENDING && (events & EPOLLOUT))
-        client_send(f, c);
+        relay_client_send(f, c);
     else if (c->state == C_READING && (events & (EPOLLIN | EPOLLRDHUP)))
-        conn_look(f, c, events);
+        front_conn_look(f, c, events);
     /* C_RELAYING: bytes that come meanwhile (a pipelined request) wait in
      * the socket for answer_sent's look. */
 }
@@ -587,7 +337,7 @@ static void accept_some(front *f)
             if (v != NULL) {
                 /* Out of descriptors: a connection makes room (victim()). */
                 f->evicted++;
-                conn_close(f, v);
+                front_conn_close(f, v);
                 continue;
             }
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -616,7 +366,7 @@ static void accept_some(front *f)
                 continue;
             }
             f->evicted++;
-            conn_close(f, v);
+            front_conn_close(f, v);
         }
         ac = addr_get(f, key, 1);
         fconn *c = ac != NULL ? calloc(1, sizeof *c) : NULL;
@@ -670,32 +420,32 @@ static void sweep(front *f, int64_t now)
         int64_t age = now - c->accepted_ms;
         if (c->linger_until_ms != 0) {
             if (now >= c->linger_until_ms)
-                conn_close(f, c);
+                front_conn_close(f, c);
             continue;
         }
         /* A client that does not read its answer: libmicrohttpd's idle
          * timeout, here. A request with libmicrohttpd is its to bound. */
         if (c->state == C_SENDING && now - c->state_ms >= (int64_t)cfg->conn_timeout_s * 1000) {
-            conn_close(f, c);
+            front_conn_close(f, c);
             continue;
         }
         if (c->state != C_READING)
             continue;
         /* Stopping: a connection waiting for a request gets none served. */
         if (f->quiesced) {
-            conn_close(f, c);
+            front_conn_close(f, c);
             continue;
         }
         if (age >= request_ms) {
             f->cut_request++;
-            conn_close(f, c);
+            front_conn_close(f, c);
         } else if (c->head_ms == 0 && head_ms > 0 && age >= head_ms) {
             f->cut_head++;
-            conn_close(f, c);
+            front_conn_close(f, c);
         } else if (c->head_ms != 0 && cfg->min_body_rate > 0 && now - c->head_ms > BODY_GRACE_MS &&
                    (double)c->body_seen < (double)cfg->min_body_rate * (double)(now - c->head_ms - BODY_GRACE_MS) / 1000.0) {
             f->cut_rate++;
-            conn_close(f, c);
+            front_conn_close(f, c);
         }
     }
     /* One line a second at most, with the counts since the last one. */
@@ -739,7 +489,7 @@ static void *front_main(void *arg)
             } else if ((uintptr_t)tag & 1u) {
                 fconn *c = (fconn *)((uintptr_t)tag & ~(uintptr_t)1u);
                 if (!c->gone && c->pair_fd >= 0)
-                    pair_event(f, c);
+                    relay_pair_event(f, c);
             } else {
                 conn_event(f, tag, evs[i].events);
             }
@@ -839,7 +589,7 @@ void front_stop(front *f)
     if (f->listen_fd >= 0)
         close(f->listen_fd);
     while (f->oldest != NULL)
-        conn_close(f, f->oldest);
+        front_conn_close(f, f->oldest);
     free_gone(f);
     for (size_t i = 0; i < ADDR_BUCKETS; i++)
         while (f->buckets[i] != NULL) {
