@@ -227,7 +227,9 @@ static int64_t drip_header(const server_proc *s, int64_t limit_ms)
 }
 
 /* libmicrohttpd's timeout is an idle one, reset by every byte: without a
- * deadline of our own a header dripped a byte at a time is read forever. */
+ * deadline of our own a header dripped a byte at a time is read forever.
+ * The head's deadline counts from the accept; 0 leaves only
+ * --request-timeout-s (10 s by default). */
 Test(app_edge, header_dripped_past_the_deadline_is_cut, .timeout = 60)
 {
     APP_SETUP_OK();
@@ -239,8 +241,10 @@ Test(app_edge, header_dripped_past_the_deadline_is_cut, .timeout = 60)
     /* With the deadline off, the same drip goes on (MHD's idle timeout
      * never fires): the cut above is the deadline's, not MHD's. */
     cr_assert_eq(drip_header(&g_app.srv[1], 2500), -1, "cut without a deadline");
-    /* The deadline counts from the previous answer: a keep-alive
-     * connection whose requests come 0.7 s apart lives past 1 s. */
+    /* Keep-alive: the deadline counts from the previous answer, so a
+     * connection whose requests come 0.7 s apart lives past 1 s; and every
+     * request on it is screened, not only the first: a malformed third
+     * one gets the JSON 400 and the close. */
     int fd = connect_from(&g_app.srv[0], NULL);
     cr_assert_geq(fd, 0);
     const char *req = "GET /api/v1/coupon HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -252,6 +256,67 @@ Test(app_edge, header_dripped_past_the_deadline_is_cut, .timeout = 60)
         cr_assert_eq(send_all(fd, req, strlen(req)), 0, "request %d: the connection is gone", i);
         read_answer(fd, answer, sizeof answer, 3000, &closed);
         cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "request %d: %s", i, answer);
+        cr_assert_null(strstr(answer, "Connection: close"), "request %d: %s", i, answer);
     }
+    const char *bad = "GET /api/v1/coupon HTTP/2.5\r\nHost: x\r\n\r\n";
+    char answer[4096];
+    int closed = 0;
+    cr_assert_eq(send_all(fd, bad, strlen(bad)), 0);
+    read_answer(fd, answer, sizeof answer, 3000, &closed);
+    cr_assert(strncmp(answer, "HTTP/1.1 505", 12) == 0, "%s", answer);
+    cr_assert_not_null(strstr(answer, "\"code\":1001"), "%s", answer);
     close(fd);
+}
+
+/* When the connections run short, an idle kept-alive connection makes room
+ * first, oldest first; a connection still sending its request is kept. */
+Test(app_edge, idle_keepalive_connections_make_room_first, .timeout = 60)
+{
+    APP_SETUP_OK();
+    app_env_server_up(&g_app, 0, "--max-connections", "4", "--max-connections-per-ip", "0", "--threads", "2", NULL);
+    const char *req = "GET /api/v1/coupon HTTP/1.1\r\nHost: x\r\n\r\n";
+    char answer[4096];
+    int closed = 0;
+    /* A: a request half sent, the oldest connection. */
+    int a = connect_from(&g_app.srv[0], NULL);
+    cr_assert_geq(a, 0);
+    cr_assert_eq(send_all(a, req, 20), 0);
+    test_sleep_ms(100);
+    /* B, then C: answered, now idle on keep-alive (B the older). */
+    int bc[2];
+    for (int i = 0; i < 2; i++) {
+        bc[i] = connect_from(&g_app.srv[0], NULL);
+        cr_assert_geq(bc[i], 0);
+        cr_assert_eq(send_all(bc[i], req, strlen(req)), 0);
+        read_answer(bc[i], answer, sizeof answer, 3000, &closed);
+        cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "%s", answer);
+        test_sleep_ms(100);
+    }
+    /* D: half sent too. The server now holds 4 of 4. */
+    int d = connect_from(&g_app.srv[0], NULL);
+    cr_assert_geq(d, 0);
+    cr_assert_eq(send_all(d, req, 20), 0);
+    test_sleep_ms(200);
+    /* E: served; B, the oldest idle one, made room. */
+    int e = connect_from(&g_app.srv[0], NULL);
+    cr_assert_geq(e, 0);
+    cr_assert_eq(send_all(e, req, strlen(req)), 0);
+    read_answer(e, answer, sizeof answer, 3000, &closed);
+    cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "the new client: %s", answer);
+    closed = 0;
+    read_answer(bc[0], answer, sizeof answer, 1000, &closed);
+    cr_assert(closed, "the oldest idle connection was not the one closed");
+    /* A and D, still sending their requests, were kept: they finish now. */
+    int ad[2] = {a, d};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(send_all(ad[i], req + 20, strlen(req) - 20), 0, "connection %d is gone", i);
+        closed = 0;
+        read_answer(ad[i], answer, sizeof answer, 3000, &closed);
+        cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "connection %d: %s", i, answer);
+    }
+    close(a);
+    close(bc[0]);
+    close(bc[1]);
+    close(d);
+    close(e);
 }

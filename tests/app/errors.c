@@ -393,9 +393,10 @@ Test(app_errors, unknown_route_and_method_1008, .timeout = 30)
         json_decref(app_expect(&r, 405, 1008));
         http_reply_free(&r);
     }
-    /* The client's raw method is not echoed back. */
+    /* The client's raw method is not echoed back (and '<' is no method
+     * byte: the accept front refuses the request line, 400 / 1001). */
     req("X<script>", "/healthz", NULL, NULL, &r);
-    cr_assert_eq(r.status, 405);
+    json_decref(app_expect(&r, 400, 1001));
     cr_assert_null(strstr(r.body, "X<script>"), "%s", r.body);
     http_reply_free(&r);
 }

@@ -156,11 +156,37 @@ static void post(const spawned *s, const char *path, http_reply *r)
     cr_assert_eq(http_request("POST", url, NULL, NULL, r), 0);
 }
 
+/* Whether the /healthz reply r has data.status state. */
+static int health_state_is(const http_reply *r, const char *state)
+{
+    json_error_t err;
+    json_t *root = r->body != NULL ? json_loads(r->body, 0, &err) : NULL;
+    json_t *st = json_object_get(json_object_get(root, "data"), "status");
+    int same = json_is_string(st) && strcmp(json_string_value(st), state) == 0;
+    json_decref(root);
+    return same;
+}
+
+/* GET /healthz until it answers status with data.status state (NULL: any):
+ * it answers from the health prober's last round (every 500 ms), so a
+ * change shows within about that; polled for at most 10 s. */
+static void await_health(const spawned *s, long status, const char *state, http_reply *r)
+{
+    int64_t until = test_now_ms() + 10000;
+    for (;;) {
+        get(s, "/healthz", r);
+        if ((r->status == status && (state == NULL || health_state_is(r, state))) || test_now_ms() >= until)
+            return;
+        http_reply_free(r);
+        test_sleep_ms(50);
+    }
+}
+
 /* /healthz: asserts HTTP status and data.status; returns data.nodes_down[0] or "". */
 static void expect_health(const spawned *s, long status, const char *state, char *down0, size_t len)
 {
     http_reply r;
-    get(s, "/healthz", &r);
+    await_health(s, status, state, &r);
     json_t *root = app_envelope(&r, status);
     json_t *data = json_object_get(root, "data");
     cr_assert_str_eq(app_jstr(data, "status"), state, "%s", r.body);
@@ -333,7 +359,7 @@ Test(app_ops, healthz_503_while_writes_fail)
     cr_assert_eq(sqlite3_open(g_app.db, &db), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
     http_reply r;
-    get(&g_sp, "/healthz", &r);
+    await_health(&g_sp, 503, NULL, &r);
     json_t *root = app_expect(&r, 503, 1006);
     json_t *data = json_object_get(root, "data");
     cr_assert_str_eq(app_jstr(data, "db"), "down", "%s", r.body);

@@ -174,11 +174,21 @@ static void expect_reads(long long id, long long stock, long long issued)
 }
 
 /* /healthz: 200, or 503/1006 with data.db "down" and data.db_error holding
- * `fault` (and nothing internal). */
+ * `fault` (and nothing internal). It answers from the health prober's last
+ * round (every 500 ms): polled until the status is the one expected, for
+ * at most 10 s (a round may wait out --db-busy-ms). */
 static void expect_health(const char *fault, const char *const *secrets)
 {
     http_reply r;
-    app_request(&g.srv, "GET", "/healthz", NULL, NULL, &r);
+    long want = fault == NULL ? 200 : 503;
+    int64_t until = test_now_ms() + 10000;
+    for (;;) {
+        app_request(&g.srv, "GET", "/healthz", NULL, NULL, &r);
+        if (r.status == want || test_now_ms() >= until)
+            break;
+        http_reply_free(&r);
+        test_sleep_ms(50);
+    }
     if (fault == NULL) {
         json_decref(app_expect(&r, 200, 0));
     } else {

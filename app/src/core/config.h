@@ -95,8 +95,14 @@
       "simultaneous connections from one client address (0 = no cap); the rest stay free for others")                                                             \
     X(NUM,    unsigned, conn_timeout_s,   "conn-timeout-s",    "COUPON_CONN_TIMEOUT_S",    "S",              1, 3600,              30,                               \
       "idle connection timeout")                                                                                                                                 \
-    X(NUM,    unsigned, header_timeout_s, "header-timeout-s",  "COUPON_HEADER_TIMEOUT_S",  "S",              0, 3600,              30,                               \
-      "longest a connection may take to send a request's headers, from its accept or its previous answer; later: closed (slowloris); 0 = off") \
+    X(NUM,    unsigned, header_timeout_s, "header-timeout-s",  "COUPON_HEADER_TIMEOUT_S",  "S",              0, 3600,              5,                                \
+      "longest a connection may take to send its request head, from its accept; later: closed (slowloris); 0 = only --request-timeout-s") \
+    X(NUM,    unsigned, request_timeout_s, "request-timeout-s", "COUPON_REQUEST_TIMEOUT_S", "S",             1, 3600,              10,                               \
+      "longest a connection may take to send its whole request (head and body), from its accept; later: closed") \
+    X(NUM,    unsigned, min_body_rate,    "min-body-rate",     "COUPON_MIN_BODY_RATE",     "BYTES/S",        0, 1048576,           512,                              \
+      "slowest a request body may arrive, after a 1 s grace from the end of its head; slower: closed (0 = off)") \
+    X(NUM,    unsigned, health_interval_ms, "health-interval-ms", "COUPON_HEALTH_INTERVAL_MS", "MS",         50, 60000,            500,                              \
+      "how often the health prober checks the lock quorum and the store's writes; /healthz answers from its last result") \
     X(NUM,    int,      shutdown_grace_ms, "shutdown-grace-ms", "COUPON_SHUTDOWN_GRACE_MS", "MS",            0, 600000,            5000,                             \
       "on SIGINT/SIGTERM, longest wait for requests in flight")                                                                                                 \
     X(CUSTOM, -,        log_level,        "log-level",         "COUPON_LOG_LEVEL",         "error|warn|info|debug", 0, 0,          "info",                           \

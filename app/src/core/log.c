@@ -177,23 +177,44 @@ int access_log_open(const char *path, char *errbuf, size_t errlen)
     return 0;
 }
 
+/* A request's field (method, path) for the access log: a byte that is not
+ * visible ASCII, or is a space, a quote, a backslash or '%' itself, is
+ * written %XX, so one request is one line of space-separated fields
+ * whatever it carries (a decoded %20 or %0A cannot forge a field or a
+ * line), and the escaping reads back unambiguously. Cut at max_in bytes. */
+static void escape_field(const char *in, size_t max_in, char *out, size_t cap)
+{
+    static const char HEX[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (size_t i = 0; in[i] != '\0' && i < max_in && o + 4 <= cap; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (c <= 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '%') {
+            out[o++] = '%';
+            out[o++] = HEX[c >> 4];
+            out[o++] = HEX[c & 15];
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    if (o == 0 && cap >= 2)
+        out[o++] = '-'; /* an empty field would shift the others */
+    out[o] = '\0';
+}
+
 void access_log_line(const char *method, const char *path, unsigned status, int code, int64_t duration_us)
 {
-    char line[2400], ts[40];
+    char line[6600], ts[40], m[100], p[6100];
 
     if (access_fd < 0)
         return;
     timestamp(ts, sizeof ts);
-    /* The path as MHD decoded it, cut at 2000 bytes, with control bytes
-     * (a request could carry %0A) shown as '?': one request, one line. */
-    int n = snprintf(line, sizeof line, "%s %s %.2000s %u %d %lld.%06lld\n", ts, method, path, status, code,
+    escape_field(method, 32, m, sizeof m);
+    escape_field(path, 2000, p, sizeof p);
+    int n = snprintf(line, sizeof line, "%s %s %s %u %d %lld.%06lld\n", ts, m, p, status, code,
                      (long long)(duration_us / 1000000), (long long)(duration_us % 1000000));
     if (n < 0)
         return;
     size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
-    for (size_t i = 0; i + 1 < len; i++)
-        if ((unsigned char)line[i] < 0x20)
-            line[i] = '?';
     line[len - 1] = '\n';
     ssize_t w;
     do

@@ -66,7 +66,10 @@ void log_event_vline(log_level level, log_event ev, const char *fmt, va_list ap)
  * 0, or -1 with errbuf set. NULL path: no access log. */
 int access_log_open(const char *path, char *errbuf, size_t errlen);
 /* One line: time method path status code duration (seconds, 6 digits).
- * code is the envelope's code, -1 when the reply had none. No-op when closed. */
+ * code is the envelope's code, -1 when the reply had none. The method and
+ * the path are escaped: a space, '"', '\\', '%', a control or a non-ASCII
+ * byte is written %XX, so a field never splits and a request never forges
+ * a field or a line. No-op when closed. */
 void access_log_line(const char *method, const char *path, unsigned status, int code, int64_t duration_us);
 void access_log_close(void);
 

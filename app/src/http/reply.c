@@ -67,10 +67,12 @@ static int queue(request *rq, unsigned status, unsigned retry_after, const char 
     if (status == MHD_HTTP_UNAUTHORIZED &&
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer") != MHD_YES)
         goto out;
-    /* While shutting down, keep-alive clients would keep the in-flight count
-     * above zero forever; asking them to close lets the drain finish. */
-    if (atomic_load(&rq->app->stopping) &&
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
+    /* One request per libmicrohttpd connection: it would parse the next
+     * request on a kept-alive connection itself, past the accept front's
+     * screen and deadlines, so it closes after every answer; the end of
+     * its connection is how the front knows the answer is whole, and the
+     * front keeps the client's connection alive itself (accept.h). */
+    if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
         goto out;
     ret = MHD_queue_response(rq->conn, status, resp);
     if (ret == MHD_YES) {
@@ -82,6 +84,37 @@ out:
     if (resp != NULL)
         MHD_destroy_response(resp);
     return ret;
+}
+
+static const char *reason_of(unsigned status)
+{
+    switch (status) {
+    case 400: return "Bad Request";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 431: return "Request Header Fields Too Large";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Error";
+    }
+}
+
+size_t reply_format_raw(unsigned status, int code, const char *msg, char *out, size_t cap)
+{
+    json_t *env = json_pack("{s:i,s:s,s:n}", "code", code, "msg", msg, "data");
+    char *body = env != NULL ? json_dumps(env, JSON_COMPACT) : NULL;
+    json_decref(env);
+    if (body == NULL)
+        return 0;
+    size_t blen = strlen(body);
+    int n = snprintf(out, cap,
+                     "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n"
+                     "Content-Security-Policy: " DATA_CSP "\r\nConnection: close\r\n\r\n%s",
+                     status, reason_of(status), blen, body);
+    free(body);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
 int reply_text(request *rq, unsigned status, const char *content_type, char *body, size_t len)

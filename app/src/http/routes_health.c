@@ -1,5 +1,8 @@
-/* routes_health.c - GET /healthz (the store's writes and the lock quorum)
- * and GET /metrics.
+/* routes_health.c - GET /healthz (the store's writes and the lock quorum,
+ * as the health prober last saw them: core/prober.h) and GET /metrics.
+ * /healthz never waits on Redis or the store: data.age_ms says how old the
+ * prober's result is (at most about --health-interval-ms, more while a
+ * probe waits out a stopped node or a held write lock).
  *
  *   200 ok        the store takes writes and every lock node answers (or
  *                 one may still fail without losing the quorum);
@@ -17,6 +20,8 @@
 
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/prober.h"
+#include "common.h"
 #include "http/reply.h"
 
 /* The --redis addresses whose bit is clear in up_mask. */
@@ -36,12 +41,13 @@ static json_t *nodes_down(const app_config *cfg, uint32_t up_mask, size_t nodes)
 
 int route_health(request *rq)
 {
-    size_t up = 0, nodes = 0;
-    uint32_t up_mask = 0;
     const app_config *cfg = rq->app->cfg;
-    db_status wst = db_write_probe(rq->w->db);
-    int db_ok = wst == DB_OK;
-    lock_health lh = rq->app->strat->health(rq->app->strat, rq->w, &up, &nodes, &up_mask);
+    health_state h;
+    prober_last(&h);
+    size_t up = h.nodes_up, nodes = h.nodes;
+    lock_health lh = h.lock;
+    int db_ok = h.db_ok;
+    int64_t age = cm_now_ms() - h.at_ms;
     /* Degraded: more than one node, and exactly a quorum left. A single
      * instance never has a spare, so it is "ok" while it answers. */
     int degraded = lh == LOCK_HEALTH_OK && nodes > 1 && up == nodes / 2 + 1;
@@ -49,16 +55,14 @@ int route_health(request *rq)
                                                          : degraded ? "degraded" : "ok";
     int healthy = db_ok && lh != LOCK_HEALTH_DOWN;
     const char *status = !healthy ? "down" : degraded ? "degraded" : "ok";
-    if (!db_ok)
-        log_event_line(LOG_ERROR, LOG_EV_DB_ERROR, "health: the store refuses writes: %s", db_errmsg(rq->w->db));
-    json_t *down = nodes_down(cfg, up_mask, nodes);
+    json_t *down = nodes_down(cfg, h.up_mask, nodes);
     json_t *data = down == NULL ? NULL
-                                : json_pack("{s:s,s:s,s:s?,s:s,s:I,s:I,s:I,s:o,s:s}", "status", status, "db",
+                                : json_pack("{s:s,s:s,s:s?,s:s,s:I,s:I,s:I,s:o,s:s,s:I}", "status", status, "db",
                                             db_ok ? "ok" : "down", "db_error",
-                                            db_ok ? NULL : db_fault_str(db_last_fault(rq->w->db)), "lock", lock_s, "nodes_up", (json_int_t)up,
+                                            db_ok ? NULL : db_fault_str(h.db_fault), "lock", lock_s, "nodes_up", (json_int_t)up,
                                             "nodes", (json_int_t)nodes, "quorum",
                                             (json_int_t)(nodes > 0 ? nodes / 2 + 1 : 0), "nodes_down", down,
-                                            "strategy", rq->app->strat->name);
+                                            "strategy", rq->app->strat->name, "age_ms", (json_int_t)age);
     if (data == NULL)
         return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "out of memory");
     if (healthy)

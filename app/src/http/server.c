@@ -1,5 +1,7 @@
-/* server.c - the libmicrohttpd daemon: thread pool, connection limits, body
- * accumulation with our own body and header limits, and the graceful stop. */
+/* server.c - the listen socket, the accept front in front of the
+ * libmicrohttpd daemon (accept.h), the daemon's thread pool and limits,
+ * body accumulation with our own body and header limits, and the graceful
+ * stop. */
 #include "http/server.h"
 
 #include <errno.h>
@@ -9,16 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <stdint.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
-#include "http/header_deadline.h"
+#include "http/accept.h"
 #include "http/reply.h"
 #include "http/router.h"
 #include "http/unescape.h"
 #include "common.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "core/prober.h"
 
 /* MHD's own per-connection memory pool. It must be well above our header
  * limit: when headers overflow MHD's pool, MHD answers 431 itself with an
@@ -36,7 +41,7 @@
 struct server {
     struct MHD_Daemon *daemon;
     app *app;
-    header_deadline *hd; /* NULL when --header-timeout-s is 0 */
+    front *front; /* accepts, screens and hands requests to the daemon */
 };
 
 typedef struct header_count {
@@ -141,6 +146,13 @@ static enum MHD_Result counted(request *rq, int ret)
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
+    /* Every connection libmicrohttpd gets is a UNIX socketpair from the
+     * accept front (accept.h): its TCP options (TCP_NODELAY, TCP_CORK, and
+     * the "push" that uncorks) fail there, harmlessly (no Nagle on a UNIX
+     * socket), on every connection, and would flood the class's rate limit. */
+    if (strncmp(fmt, "Setting %s option to %s state failed", 36) == 0 ||
+        strncmp(fmt, "Failed to push the data from buffers", 36) == 0)
+        return;
     log_event_vline(LOG_WARN, LOG_EV_HTTPD, fmt, ap);
 }
 
@@ -165,7 +177,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rq->code = -1;
         rq->t0_us = cm_now_us();
         *con_cls = rq;
-        header_deadline_request_begins(conn);
         atomic_fetch_add(&a->in_flight, 1);
         router_match(url, method, &rq->route);
         if (request_head_bytes(conn, url, method) > cfg->max_header)
@@ -220,7 +231,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     app *a = cls;
     request *rq = *con_cls;
     (void)toe;
-    header_deadline_request_ends(conn);
+    (void)conn;
     if (rq == NULL)
         return;
     free(rq->body);
@@ -229,26 +240,49 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     atomic_fetch_sub(&a->in_flight, 1);
 }
 
-/* Binds the address once ourselves, as MHD will (SO_REUSEADDR), and lets
- * it go: MHD reports a failed bind only as "NULL daemon", and an operator
- * who finds the port taken needs the port and the reason. */
-static int probe_bind(const struct addrinfo *ai, const app_config *cfg, char *errbuf, size_t errlen)
+/* The server's listen socket on ai, non-blocking (the accept front's
+ * loop reads it); -1 with errbuf naming the address and the reason. */
+static int listen_on(const struct addrinfo *ai, const app_config *cfg, char *errbuf, size_t errlen)
 {
     char hostport[320];
     int one = 1;
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
 
-    if (fd < 0)
-        return 0; /* no socket to probe with: MHD will say what it says */
     config_format_hostport(cfg->listen_host, cfg->listen_port, hostport, sizeof hostport);
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-        bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+    if (fd < 0) {
+        snprintf(errbuf, errlen, "cannot listen on %s: %s", hostport, strerror(errno));
+        return -1;
+    }
+    /* A restart may bind while the previous run's connections linger. */
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
         snprintf(errbuf, errlen, "cannot listen on %s: %s", hostport, strerror(errno));
         close(fd);
         return -1;
     }
-    close(fd);
-    return 0;
+    return fd;
+}
+
+/* The daemon's own listen socket, which nothing can connect to: a UNIX
+ * socket whose path is removed right after listen(2). libmicrohttpd
+ * 0.9.75 runs a thread pool only with a listen socket
+ * (MHD_USE_NO_LISTEN_SOCKET ignores the pool), and every connection must
+ * come through the accept front (MHD_add_connection) instead. -1 on failure. */
+static int unreachable_listen_socket(void)
+{
+    char dir[] = "/tmp/coupon-server.XXXXXX";
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (mkdtemp(dir) == NULL)
+        return -1;
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/l", dir);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd >= 0 && (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 1) != 0)) {
+        close(fd);
+        fd = -1;
+    }
+    (void)unlink(sa.sun_path);
+    (void)rmdir(dir);
+    return fd;
 }
 
 int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errlen)
@@ -258,6 +292,7 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
     struct addrinfo hints, *ai = NULL;
     char port_s[16];
     const app_config *cfg = a->cfg;
+    int lfd = -1, dummy = -1, prober_on = 0;
 
     *out = NULL;
     *port_out = 0;
@@ -271,67 +306,77 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
         snprintf(errbuf, errlen, "cannot resolve listen host '%s': %s", cfg->listen_host, gai_strerror(gai));
         goto out;
     }
-    if (probe_bind(ai, cfg, errbuf, errlen) != 0) {
+    lfd = listen_on(ai, cfg, errbuf, errlen);
+    if (lfd < 0) {
         result = SERVER_ERR_BIND;
         goto out;
     }
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof bound;
+    if (getsockname(lfd, (struct sockaddr *)&bound, &blen) != 0) {
+        snprintf(errbuf, errlen, "cannot read the bound port: %s", strerror(errno));
+        goto out;
+    }
+    int port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                 : ((struct sockaddr_in *)&bound)->sin_port);
+    /* Health is known before the first request can ask for it. */
+    if (prober_start(a, errbuf, errlen) != 0)
+        goto out;
+    prober_on = 1;
+    dummy = unreachable_listen_socket();
     s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        snprintf(errbuf, errlen, "out of memory");
+    if (s == NULL || dummy < 0) {
+        snprintf(errbuf, errlen, s == NULL ? "out of memory" : "cannot make the HTTP library's listen socket");
         goto out;
     }
     s->app = a;
-    if (header_deadline_start(cfg->header_timeout_s, &s->hd) != 0) {
-        snprintf(errbuf, errlen, "cannot start the header deadline's watchdog");
-        goto out;
-    }
     /* AUTO picks epoll on Linux. ITC lets MHD_quiesce_daemon wake the
-     * pool threads so they stop accepting at once, and a claim worker wake
+     * pool threads so they stop accepting at once, MHD_add_connection wake
+     * the pool thread it gives a connection to, and a claim worker wake
      * the pool thread of the connection it resumes. SUSPEND_RESUME: claims
      * wait on claim workers with their connection suspended (claimq.h). */
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, a,
         /* First, or MHD's messages about the options go to its own stderr logger. */
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)dummy,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
         MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
-        /* One address cannot take every slot (slowloris from one host): the
-         * rest stay free for other clients. */
+        /* One address cannot take every slot: the rest stay free for
+         * other clients (the front caps what it holds the same way). */
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_conn_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, cfg->conn_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_POOL_BYTES,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
-        /* MHD's timeout is an idle one: the header deadline (header_deadline.h). */
-        MHD_OPTION_NOTIFY_CONNECTION, header_deadline_notify, s->hd,
         /* Our decoding: %00 must not cut a parameter short (unescape.h). */
         MHD_OPTION_UNESCAPE_CALLBACK, http_unescape, NULL,
         MHD_OPTION_END);
     if (s->daemon == NULL) {
-        snprintf(errbuf, errlen, "cannot listen on %s:%d (address in use or not local?)", cfg->listen_host,
-                 cfg->listen_port);
+        snprintf(errbuf, errlen, "cannot start the HTTP library's daemon");
         goto out;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    if (info == NULL || info->port == 0) {
-        snprintf(errbuf, errlen, "cannot read the bound port");
+    dummy = -1; /* the daemon's now; MHD_quiesce_daemon gives it back */
+    /* From here the front owns lfd on every path. */
+    int frc = front_start(a, lfd, s->daemon, &s->front, errbuf, errlen);
+    lfd = -1;
+    if (frc != 0)
         goto out;
-    }
-    *port_out = info->port;
+    *port_out = port;
     *out = s;
     s = NULL;
     result = 0;
 out:
     if (ai != NULL)
         freeaddrinfo(ai);
+    if (lfd >= 0)
+        close(lfd);
+    if (dummy >= 0)
+        close(dummy);
     if (s != NULL && s->daemon != NULL)
         MHD_stop_daemon(s->daemon);
-    if (s != NULL)
-        header_deadline_stop(s->hd);
+    if (result != 0 && prober_on)
+        prober_stop();
     free(s);
     return result;
 }
@@ -352,7 +397,10 @@ void server_stop(server *s)
         return;
     atomic_store(&s->app->stopping, 1);
     /* Stop accepting first: new connections are refused by the kernel
-     * while requests already read go on being served. */
+     * while requests already handed over go on being served (their
+     * answers relayed by the front). Connections waiting for a request
+     * are closed: none reached a handler. */
+    front_quiesce(s->front);
     MHD_socket lfd = MHD_quiesce_daemon(s->daemon);
     if (lfd != MHD_INVALID_SOCKET)
         close(lfd);
@@ -367,8 +415,11 @@ void server_stop(server *s)
     /* The answers just resumed go out (bounded: a client that does not
      * read is not waited for). */
     wait_drained(s->app, STOP_ANSWER_MS);
+    /* The front sends what libmicrohttpd answered (bounded likewise). */
+    for (int waited = 0; waited < STOP_ANSWER_MS && front_busy(s->front); waited += 10)
+        (void)cm_sleep_ms(10);
+    front_stop(s->front);
     MHD_stop_daemon(s->daemon);
-    /* After the daemon: its connections are gone, none can be notified. */
-    header_deadline_stop(s->hd);
+    prober_stop();
     free(s);
 }
