@@ -244,7 +244,7 @@ dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t 
                                 int64_t deadline_ms, dlock_lock **out)
 {
     queue_run q;
-    const char *args[4];
+    const char *args[5];
     unsigned attempt = 0;
     int64_t span;
     int n;
@@ -284,6 +284,12 @@ dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t 
     args[1] = q.ttl_s;
     args[2] = q.member;
     args[3] = q.stay_s;
+    /* "1" once an enter.lua has been sent: from then on we may be listed
+     * (or were, with an unknown answer) and our list may hold a message,
+     * so taking a free key must also drop both. The first enter.lua of a
+     * call has a token nobody has seen: the free key costs SET NX + INCR
+     * and nothing else, the queue untouched. */
+    args[4] = "0";
 
     for (;;) {
         int64_t pttl = 0, now;
@@ -292,7 +298,9 @@ dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t 
         c->stats.attempts++;
         if (attempt > 0)
             c->stats.retries++;
-        rc = script(&q, DLOCK__SCRIPT_ENTER, args, 4, &pttl, out);
+        if (attempt > 0)
+            args[4] = "1";
+        rc = script(&q, DLOCK__SCRIPT_ENTER, args, 5, &pttl, out);
         if (rc == DLOCK_OK || rc == DLOCK_ERR_NOMEM)
             return rc;
         if (rc == DLOCK_ERR_TAKEN)

@@ -56,8 +56,11 @@
  * lasts one hold instead of a whole hand-off window.
  *
  * One node (queue.c): the direct hand-off. enter.lua is a waiter's attempt
- * and listing in one step: a free key is taken (SET PX + INCR, as
- * acquire.lua); a key holding the caller's own token (ARGV[1]) was handed
+ * and listing in one step: a free key is taken (SET NX PX + INCR, as
+ * acquire.lua; the waiters set and the caller's list are touched only when
+ * ARGV[5] = "1", i.e. an earlier enter.lua of this call may have listed
+ * it, so the uncontended acquire is SET + INCR and nothing else); a key
+ * holding the caller's own token (ARGV[1]) was handed
  * to it by a release while it was not blocked, and is its now; else the
  * caller is listed in the waiters set (ZADD NX: a waiter that lists itself
  * again keeps its place; its own list is emptied, so a message it is woken
@@ -65,8 +68,10 @@
  * server time in microseconds (for the order and the stay only: a waiter
  * never counts its validity from Redis TIME, queue.c says why), its
  * member "<token>:<ttl>:<stay ms>" (ARGV[3]) saying what the release needs
- * to hand over. pass.lua is the release: after the token check, instead of
- * deleting the key it pops the oldest listing whose stay has not run out,
+ * to hand over. pass.lua is the release: after the token check, if the
+ * waiters set exists (EXISTS: with nobody waiting the release is GET,
+ * EXISTS, DEL, no TIME nor ZRANGE), instead of deleting the key it pops
+ * the oldest listing whose stay has not run out,
  * SETs the key to that waiter's token with the waiter's TTL, INCRs the
  * fence and pushes "<fence>" onto the waiter's own list, whose
  * name it builds from the token (ARGV[2] .. token .. ARGV[3]; a key not in

@@ -451,7 +451,7 @@ Test(lock_handoff, waiter_gives_up_in_a_stall, .timeout = 60)
     dlock_client_free(hc);
 }
 
-/* Issue 21, point 4: enter.lua's EVALSHA has 11 arguments, and Redis
+/* Issue 21, point 4: enter.lua's EVALSHA has 12 arguments, and Redis
  * answers an unauthenticated client sending more than 10 with "ERR
  * Protocol error: unauthenticated multibulk length". A queued acquire
  * must report AUTH like a try does. */

@@ -1,15 +1,15 @@
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('DEL', KEYS[4])
-  return {1, tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
-end
-if not v then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  redis.call('ZREM', KEYS[3], ARGV[3])
-  redis.call('DEL', KEYS[4])
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[5] == '1' then
+    redis.call('ZREM', KEYS[3], ARGV[3])
+    redis.call('DEL', KEYS[4])
+  end
   return {1, redis.call('INCR', KEYS[2]), -1}
 end
+local v = redis.call('GET', KEYS[1])
 redis.call('DEL', KEYS[4])
+if v == ARGV[1] then
+  return {1, tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
+end
 local t = redis.call('TIME')
 redis.call('ZADD', KEYS[3], 'NX', t[1] .. string.format('%06d', tonumber(t[2])), ARGV[3])
 if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[4]) then
