@@ -81,7 +81,19 @@ for ((i = 0; i < redis_nodes; i++)); do start_redis "$i"; done
 make_token
 
 STAGES=(http_in claim_queue local_queue lock read work commit release resume reply)
-declare -A stage_s=() stage_n=() claims_n=() tput=()
+declare -A stage_s=() stage_n=() tput=() cpu_srv=() cpu_redis=() answers=()
+hz="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+
+cpu_ticks() { # pids... -> their utime + stime so far, in clock ticks
+  local pid stat sum=0 f
+  for pid in "$@"; do
+    stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
+    # Fields after the command (which may hold spaces): state is field 3, utime 14, stime 15.
+    read -r -a f <<<"${stat##*) }"
+    sum=$((sum + f[11] + f[12]))
+  done
+  echo "$sum"
+}
 
 # Adds the servers' stage counters to the row kind's totals (bc-free: awk).
 scrape_stages() { # kind
@@ -92,12 +104,11 @@ scrape_stages() { # kind
       case "$key" in
         s:*) stage_s["$1:${key#s:}"]="$(awk -v a="${stage_s["$1:${key#s:}"]:-0}" -v b="$val" 'BEGIN{printf "%.6f", a + b}')" ;;
         n:*) stage_n["$1:${key#n:}"]=$(( ${stage_n["$1:${key#n:}"]:-0} + val )) ;;
-        c:) claims_n["$1"]=$(( ${claims_n["$1"]:-0} + val )) ;;
       esac
     done < <(printf '%s\n' "$text" | awk '
       /^coupon_claim_stage_seconds_total\{/ { match($0, /stage="[a-z_]+"/); print "s:" substr($0, RSTART + 7, RLENGTH - 8), $2 }
       /^coupon_claim_stage_observations_total\{/ { match($0, /stage="[a-z_]+"/); print "n:" substr($0, RSTART + 7, RLENGTH - 8), $2 }
-      /^coupon_claims_total\{/ { c += $2 } END { print "c:", c + 0 }')
+')
   done
 }
 
@@ -112,8 +123,13 @@ row() { # round kind strategy stock [server options...]
   start_servers "$strat" "$db" "${extra[@]}" 2>>"$work/servers.log"
   id="$(create_coupon hot)" || exit 2
   report="$work/report-$kind-$round.txt" log="$work/load-$kind-$round.log"
+  local srv0 redis0
+  srv0="$(cpu_ticks "${server_pids[@]}")" redis0="$(cpu_ticks "${redis_pids[@]}")"
   "$loadtest_bin" --url "$(IFS=,; echo "${server_urls[*]}")" --coupon "$id" --threads "$threads" \
     --connections "$connections" --duration "$duration" --db "$db" >"$report" 2>"$log" || st=$?
+  # CPU over the load (and the audit's reads): the servers' and the masters'.
+  cpu_srv["$kind"]=$(( ${cpu_srv["$kind"]:-0} + $(cpu_ticks "${server_pids[@]}") - srv0 ))
+  cpu_redis["$kind"]=$(( ${cpu_redis["$kind"]:-0} + $(cpu_ticks "${redis_pids[@]}") - redis0 ))
   scrape_stages "$kind"
   stop_servers
   rm -f -- "$db" "$db-wal" "$db-shm"
@@ -123,6 +139,7 @@ row() { # round kind strategy stock [server options...]
   verdict="$(sed -n 's/^verdict: //p' "$report" | head -n 1)"
   printf '%-6s %-11s %12s %9s %10s  %s\n' "$round" "$kind" "${t:-?}" "${p99:-?}" "${issued:-?}" "${verdict:-exit $st}"
   tput["$kind"]="${tput["$kind"]:-} ${t:-0}"
+  answers["$kind"]=$(( ${answers["$kind"]:-0} + $(sed -n 's/^requests: *\([0-9]*\) answered.*/\1/p' "$report" | head -n 1) ))
   if [ "$st" != 0 ] || [ "${verdict:-}" != "NO OVERSELL" ]; then
     rc=1
     echo "hot-coupon: round $round $kind: coupon-loadtest exit $st (${verdict:-no verdict}); its last lines:" >&2
@@ -162,14 +179,20 @@ printf '  %-11s %12s  %s of ceiling\n' atomic-sql "$a" "$(ratio "$a" "$c")"
 printf '  %-11s %12s  %s of ceiling, %s of atomic-sql\n' redlock "$l" "$(ratio "$l" "$c")" "$(ratio "$l" "$a")"
 
 echo
-echo "where a claim's time goes (all rounds; us per claim answered / us per pass, passes):"
+echo "where a claim's time goes (all rounds; us per claim run / us per pass, passes; claims run = claim_queue passes):"
 printf '  %-12s %22s %22s %22s\n' stage ceiling atomic-sql redlock
 for s in "${STAGES[@]}"; do
   line="$(printf '  %-12s' "$s")"
   for k in ceiling atomic-sql redlock; do
-    sec="${stage_s["$k:$s"]:-0}" n="${stage_n["$k:$s"]:-0}" cl="${claims_n[$k]:-0}"
+    sec="${stage_s["$k:$s"]:-0}" n="${stage_n["$k:$s"]:-0}" cl="${stage_n["$k:claim_queue"]:-0}"
     line+="$(awk -v s="$sec" -v n="$n" -v c="$cl" 'BEGIN { printf " %7.1f /%7.1f %7d", (c ? s * 1e6 / c : 0), (n ? s * 1e6 / n : 0), n }')"
   done
   echo "$line"
+done
+echo
+echo "CPU per answer (all rounds; the servers' and the masters' user + system time over the answers):"
+for k in ceiling atomic-sql redlock; do
+  awk -v k="$k" -v s="${cpu_srv[$k]:-0}" -v r="${cpu_redis[$k]:-0}" -v n="${answers[$k]:-0}" -v hz="$hz" \
+    'BEGIN { if (n > 0) printf "  %-11s servers %6.1f us, redis %6.1f us\n", k, s * 1e6 / hz / n, r * 1e6 / hz / n }'
 done
 exit "$rc"
