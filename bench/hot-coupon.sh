@@ -17,9 +17,12 @@
 # usage: bench/hot-coupon.sh [--rounds R] [--duration S] [--stock N]
 #                            [--connections C] [--threads T]
 #                            [--redlock-opts "OPTS"] [--atomic-opts "OPTS"]
+#                            [--try "OPTS"]
 # --threads: the load tester's threads (default 2). --redlock-opts /
 # --atomic-opts: extra coupon-server options for that strategy's rows (e.g.
-# "--lock-batch 64"), to try a setting against the defaults.
+# "--lock-batch 64"). --try: one more row per round, redlock with OPTS
+# ("redlock+"), interleaved with the rest, to judge a setting against the
+# defaults in the same run.
 # Environment: BUILD_DIR (default build/), DLOCK_REDIS_SERVER.
 # Exit status: 0 iff every row said NO OVERSELL (else 1, naming the row on
 # stderr); 2 on usage or start-up errors, with the reason on stderr.
@@ -41,7 +44,7 @@ say() { [ "${quiet:-1}" = 1 ] || echo "hot-coupon: $*" >&2; }
 # The variables scripts/lib/sale.sh reads (its header lists them).
 instances=2 redis_nodes=3 stock=0 per_user_limit=1 connections=64 threads=2 requests=""
 users="" load_rate="" work_us=0 lock_batch="" server_threads="" lock_wait="" base_port=""
-rounds=3 duration=4 claim_stock=10000000 redlock_opts="" atomic_opts=""
+rounds=3 duration=4 claim_stock=10000000 redlock_opts="" atomic_opts="" try_opts=""
 redis_pids=() server_pids=() redis_addrs=() server_urls=() redis_ports=()
 
 need_int() { # name value min max
@@ -53,7 +56,7 @@ need_int() { # name value min max
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    --rounds|--duration|--stock|--connections|--threads|--redlock-opts|--atomic-opts)
+    --rounds|--duration|--stock|--connections|--threads|--redlock-opts|--atomic-opts|--try)
       [ $# -ge 2 ] || die "$1 needs a value (--help)" ;;
     *) die "unknown option $1 (--help)" ;;
   esac
@@ -65,6 +68,7 @@ while [ $# -gt 0 ]; do
     --threads) need_int "$1" "$2" 1 4096; threads="$2" ;;
     --redlock-opts) redlock_opts="$2" ;;
     --atomic-opts) atomic_opts="$2" ;;
+    --try) try_opts="$2" ;;
   esac
   shift 2
 done
@@ -154,10 +158,13 @@ median() { # numbers... -> the median (the mean of the middle two for an even co
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
 
 # shellcheck disable=SC2206  # word splitting is the point: the extra options
-rl_extra=($redlock_opts) at_extra=($atomic_opts)
+rl_extra=($redlock_opts) at_extra=($atomic_opts) try_extra=($try_opts)
+kinds=(ceiling atomic-sql redlock)
+[ -z "$try_opts" ] || kinds+=(redlock+)
 echo "load before: $(uptime)"
 echo "hot coupon on SQLite: $instances coupon-servers, $redis_nodes redis masters, coupon-loadtest --threads $threads --connections $connections --duration $duration; claim rows: stock $claim_stock, a distinct user per claim"
 [ -z "$redlock_opts$atomic_opts" ] || echo "extra options: redlock '$redlock_opts', atomic-sql '$atomic_opts'"
+[ -z "$try_opts" ] || echo "redlock+: redlock $redlock_opts $try_opts"
 rc=0
 printf '%-6s %-11s %12s %9s %10s  %s\n' round row answers/s "p99 ms" issued verdict
 for ((r = 1; r <= rounds; r++)); do
@@ -165,6 +172,7 @@ for ((r = 1; r <= rounds; r++)); do
   row "$r" ceiling atomic-sql 0
   row "$r" atomic-sql atomic-sql "$claim_stock" "${at_extra[@]}"
   row "$r" redlock redlock "$claim_stock" "${rl_extra[@]}"
+  [ -z "$try_opts" ] || row "$r" redlock+ redlock "$claim_stock" "${rl_extra[@]}" "${try_extra[@]}"
 done
 echo "load after: $(uptime)"
 
@@ -177,13 +185,21 @@ echo "medians of $rounds interleaved rounds (answers/s):"
 printf '  %-11s %12s  %s\n' ceiling "$c" "1.00x ceiling"
 printf '  %-11s %12s  %s of ceiling\n' atomic-sql "$a" "$(ratio "$a" "$c")"
 printf '  %-11s %12s  %s of ceiling, %s of atomic-sql\n' redlock "$l" "$(ratio "$l" "$c")" "$(ratio "$l" "$a")"
+if [ -n "$try_opts" ]; then
+  # shellcheck disable=SC2086
+  p="$(median ${tput[redlock+]})"
+  printf '  %-11s %12s  %s of ceiling, %s of atomic-sql, %s of redlock\n' redlock+ "$p" "$(ratio "$p" "$c")" \
+    "$(ratio "$p" "$a")" "$(ratio "$p" "$l")"
+fi
 
 echo
 echo "where a claim's time goes (all rounds; us per claim run / us per pass, passes; claims run = claim_queue passes):"
-printf '  %-12s %22s %22s %22s\n' stage ceiling atomic-sql redlock
+line="$(printf '  %-12s' stage)"
+for k in "${kinds[@]}"; do line+="$(printf ' %22s' "$k")"; done
+echo "$line"
 for s in "${STAGES[@]}"; do
   line="$(printf '  %-12s' "$s")"
-  for k in ceiling atomic-sql redlock; do
+  for k in "${kinds[@]}"; do
     sec="${stage_s["$k:$s"]:-0}" n="${stage_n["$k:$s"]:-0}" cl="${stage_n["$k:claim_queue"]:-0}"
     line+="$(awk -v s="$sec" -v n="$n" -v c="$cl" 'BEGIN { printf " %7.1f /%7.1f %7d", (c ? s * 1e6 / c : 0), (n ? s * 1e6 / n : 0), n }')"
   done
@@ -191,7 +207,7 @@ for s in "${STAGES[@]}"; do
 done
 echo
 echo "CPU per answer (all rounds; the servers' and the masters' user + system time over the answers):"
-for k in ceiling atomic-sql redlock; do
+for k in "${kinds[@]}"; do
   awk -v k="$k" -v s="${cpu_srv[$k]:-0}" -v r="${cpu_redis[$k]:-0}" -v n="${answers[$k]:-0}" -v hz="$hz" \
     'BEGIN { if (n > 0) printf "  %-11s servers %6.1f us, redis %6.1f us\n", k, s * 1e6 / hz / n, r * 1e6 / hz / n }'
 done
