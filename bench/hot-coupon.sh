@@ -11,8 +11,9 @@
 # line per row, then one table of medians with the ratios (redlock /
 # atomic-sql, each / ceiling), and the stages of a claim (from the servers'
 # coupon_claim_stage_seconds_total, summed over the rounds): microseconds per
-# claim answered and per pass (a batch's lock, read, commit and release pass
-# once per batch). `uptime` is printed before and after.
+# claim run and per pass (a batch's lock, read, commit and release pass once
+# per batch), and the CPU per answer of the servers and of the masters (from
+# /proc). `uptime` is printed before and after.
 #
 # usage: bench/hot-coupon.sh [--rounds R] [--duration S] [--stock N]
 #                            [--connections C] [--threads T]
@@ -42,10 +43,13 @@ die() { echo "hot-coupon: $*" >&2; exit 2; }
 say() { [ "${quiet:-1}" = 1 ] || echo "hot-coupon: $*" >&2; }
 
 # The variables scripts/lib/sale.sh reads (its header lists them).
-instances=2 redis_nodes=3 stock=0 per_user_limit=1 connections=64 threads=2 requests=""
-users="" load_rate="" work_us=0 lock_batch="" server_threads="" lock_wait="" base_port=""
-rounds=3 duration=4 claim_stock=10000000 redlock_opts="" atomic_opts="" try_opts=""
-redis_pids=() server_pids=() redis_addrs=() server_urls=() redis_ports=()
+# shellcheck disable=SC2034  # read by scripts/lib/sale.sh
+{
+  instances=2 redis_nodes=3 stock=0 per_user_limit=1 connections=64 threads=2 requests=""
+  users="" load_rate="" work_us=0 lock_batch="" server_threads="" lock_wait="" base_port=""
+  rounds=3 duration=4 claim_stock=10000000 redlock_opts="" atomic_opts="" try_opts=""
+  redis_pids=() server_pids=() redis_addrs=() server_urls=() redis_ports=()
+}
 
 need_int() { # name value min max
   if ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt "$3" ] || [ "$2" -gt "$4" ]; then
@@ -55,7 +59,7 @@ need_int() { # name value min max
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -Eeuo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     --rounds|--duration|--stock|--connections|--threads|--redlock-opts|--atomic-opts|--try)
       [ $# -ge 2 ] || die "$1 needs a value (--help)" ;;
     *) die "unknown option $1 (--help)" ;;
@@ -72,7 +76,7 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-[ -x "$server_bin" ] && [ -x "$loadtest_bin" ] || die "build first: no $server_bin or $loadtest_bin"
+if [ ! -x "$server_bin" ] || [ ! -x "$loadtest_bin" ]; then die "build first: no $server_bin or $loadtest_bin"; fi
 [ -n "$redis_bin" ] || die "redis-server not found (apt-get install redis-server, or set DLOCK_REDIS_SERVER)"
 command -v curl >/dev/null || die "curl not found (apt-get install curl)"
 
@@ -121,6 +125,7 @@ scrape_stages() { # kind
 row() { # round kind strategy stock [server options...]
   local round="$1" kind="$2" strat="$3" db report log st=0 t p99 issued verdict id
   local extra=("${@:5}")
+  # shellcheck disable=SC2034  # create_coupon (scripts/lib/sale.sh) reads it
   stock="$4"
   db="$work/$kind-$round.db"
   flush_redis
