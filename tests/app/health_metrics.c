@@ -192,6 +192,8 @@ static int has(const scrape *sc, const char *key)
 #define LOCK_ERR(kind) "coupon_lock_errors_total{kind=\"" kind "\"}"
 #define WAIT_COUNT "coupon_lock_wait_seconds_count"
 #define WAIT_INF "coupon_lock_wait_seconds_bucket{le=\"+Inf\"}"
+#define STAGE_N(stage) "coupon_claim_stage_observations_total{stage=\"" stage "\"}"
+#define STAGE_S(stage) "coupon_claim_stage_seconds_total{stage=\"" stage "\"}"
 
 Test(app_health_metrics, metric_families_present, .timeout = 30)
 {
@@ -213,6 +215,8 @@ Test(app_health_metrics, metric_families_present, .timeout = 30)
         "# TYPE coupon_build_info gauge",
         "# TYPE process_start_time_seconds gauge",
         "# TYPE coupon_fence_heals_total counter",
+        "# TYPE coupon_claim_stage_seconds_total counter",
+        "# TYPE coupon_claim_stage_observations_total counter",
     };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         cr_assert_not_null(strstr(sc.text, types[i]), "missing '%s' in:\n%s", types[i], sc.text);
@@ -290,6 +294,20 @@ Test(app_health_metrics, counters_move_exactly, .timeout = 30)
     EXPECT_DELTA(&a, &b, LOCK_ERR("unavailable"), 0);
     cr_assert_geq(val(&b, "coupon_lock_wait_seconds_sum"), val(&a, "coupon_lock_wait_seconds_sum"));
     check_histogram(&b);
+    /* The claim's stages: the 4 claims past the fast path, one at a time
+     * (so each its own leader, lock and section); the fast path and the bad
+     * request reach none. */
+    const char *per_claim[] = {"http_in", "claim_queue", "local_queue", "lock", "read", "release", "resume", "reply"};
+    for (size_t i = 0; i < sizeof per_claim / sizeof per_claim[0]; i++) {
+        char key[128];
+        snprintf(key, sizeof key, STAGE_N("%s"), per_claim[i]);
+        EXPECT_DELTA(&a, &b, key, 4);
+    }
+    /* The user-limit claim is decided by the read: no business step, no write. */
+    EXPECT_DELTA(&a, &b, STAGE_N("work"), 3);
+    EXPECT_DELTA(&a, &b, STAGE_N("commit"), 3);
+    cr_assert_gt(val(&b, STAGE_S("lock")), val(&a, STAGE_S("lock")), "no time counted for the lock rounds");
+    cr_assert_gt(val(&b, STAGE_S("commit")), val(&a, STAGE_S("commit")), "no time counted for the commits");
 
     /* A lock someone else holds: 1005 after retries within the 200 ms wait. */
     long long id2 = app_create_coupon(&g_app.srv[0], "held", 3, 1);

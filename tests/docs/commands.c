@@ -211,6 +211,28 @@ Test(docs_commands, db_compare_both_stores, .timeout = 240)
     }
 }
 
+/* bench/hot-coupon.sh (docs/benchmarks.md), one short round: the ceiling,
+ * atomic-sql and redlock rows each NO OVERSELL, the medians with their
+ * ratios, and a redlock claim's stages measured (a lock and a read per pass). */
+Test(docs_commands, hot_coupon, .timeout = 120)
+{
+    char line[512];
+    const char *argv[] = {"bench/hot-coupon.sh", "--rounds", "1", "--duration", "1", "--stock", "1000", NULL};
+    int st = docs_run(argv, 100, &out);
+    cr_assert_eq(st, 0, "bench/hot-coupon.sh exit %d:\n%s", st, out);
+    want_line("1      ceiling ", "  NO OVERSELL", line, sizeof line);
+    want_line("1      atomic-sql ", "  NO OVERSELL", line, sizeof line);
+    want_line("1      redlock ", "  NO OVERSELL", line, sizeof line);
+    want_line("  redlock ", " of atomic-sql", line, sizeof line);
+    cr_assert_null(strstr(line, " 0.0 "), "redlock answered nothing: %s", line);
+    /* The stage table: redlock's lock and read ran at least once. */
+    want_line("  lock ", "", line, sizeof line);
+    cr_assert_null(strstr(line + strlen(line) - 8, "       0"), "no lock pass counted: %s", line);
+    want_line("  read ", "", line, sizeof line);
+    cr_assert_null(strstr(line + strlen(line) - 8, "       0"), "no read pass counted: %s", line);
+    cr_assert_not_null(strstr(out, "load before: "), "%s", out);
+}
+
 /* bench/sick-minority.sh --only paused-1of3 (docs/benchmarks.md): one line,
  * no stray lock key once the paused node resumed. */
 Test(docs_commands, sick_minority, .timeout = 120)

@@ -51,6 +51,8 @@ static void run(claimq *q, worker *w, claim_job *job)
     int64_t now = cm_now_us();
 
     memset(&job->out, 0, sizeof job->out);
+    if (job->queued_us > 0)
+        metrics_stage_us(STAGE_CLAIM_QUEUE, now - job->queued_us);
     if (job->run != NULL) {
         job->run(job, w, q->cfg);
         return;

@@ -36,6 +36,10 @@ struct claim_job {
      * thing that touches it, and nothing touches it after done. */
     void (*done)(claim_job *job);
     void *ctx;            /* the owner's, for done */
+    /* Stage timing (metrics_stage_us), cm_now_us; 0 = not taken: when the
+     * owner queued the job, and when done was called. */
+    int64_t queued_us;
+    int64_t done_us;
     /* NULL: the job is one claim through the strategy. Else the worker
      * calls run instead (a bundle, claim/bundle.h), which sets result and
      * bounds its own wait by deadline_us. */

@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "core/log.h"
+#include "core/metrics.h"
 
 /* Claims this server has run through the section, for --fault-pause-ms
  * MS:EVERY (every EVERY-th claim stalls). Process-wide, like a GC pause. */
@@ -24,12 +25,13 @@ void section_fault_arm(void)
 
 typedef struct section_step {
     const app_config *cfg;
+    int64_t work_start_us; /* stage timing: the business step's start and end (0 = not reached) */
+    int64_t work_end_us;
 } section_step;
 
-/* Between the read and the write, with no transaction open. */
-static void business_step(void *arg, size_t n_claims)
+/* The business step and the pause fault. */
+static void business_pause(const app_config *cfg, size_t n_claims)
 {
-    const app_config *cfg = ((const section_step *)arg)->cfg;
     int stall = 0;
 
     /* The business step: once per section, i.e. once per batch, like one
@@ -61,19 +63,39 @@ static void business_step(void *arg, size_t n_claims)
     }
 }
 
+/* Between the read and the write, with no transaction open. */
+static void business_step(void *arg, size_t n_claims)
+{
+    section_step *step = arg;
+
+    step->work_start_us = cm_now_us();
+    business_pause(step->cfg, n_claims);
+    step->work_end_us = cm_now_us();
+}
+
 void section_business_step(void *cfg, size_t n_claims)
 {
-    section_step step = {cfg};
-
-    business_step(&step, n_claims);
+    business_pause(cfg, n_claims);
 }
 
 db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fence_mode mode, uint64_t fence,
                       db_claim_req *reqs, size_t n)
 {
-    section_step step = {cfg};
+    section_step step = {cfg, 0, 0};
+    int64_t t0 = cm_now_us();
 
-    return db_claim_section(w->db, coupon_id, mode, fence, reqs, n, business_step, &step);
+    db_status st = db_claim_section(w->db, coupon_id, mode, fence, reqs, n, business_step, &step);
+    int64_t t1 = cm_now_us();
+    /* A section refused before its business step (stale fence, no such
+     * coupon, sold out) was all read. */
+    if (step.work_start_us == 0) {
+        metrics_stage_us(STAGE_READ, t1 - t0);
+    } else {
+        metrics_stage_us(STAGE_READ, step.work_start_us - t0);
+        metrics_stage_us(STAGE_WORK, step.work_end_us - step.work_start_us);
+        metrics_stage_us(STAGE_COMMIT, t1 - step.work_end_us);
+    }
+    return st;
 }
 
 claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out)

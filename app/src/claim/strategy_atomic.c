@@ -4,6 +4,9 @@
 
 #include <stdio.h>
 
+#include "common.h"
+#include "core/metrics.h"
+
 static claim_result atomic_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
                                  const char *user_id, int64_t deadline_us, claim_out *out)
 {
@@ -11,7 +14,9 @@ static claim_result atomic_claim(const strategy *self, worker *w, const app_conf
     (void)deadline_us; /* no lock to wait for */
     (void)cfg;
     out->fence = 0;
+    int64_t t0 = cm_now_us();
     db_status st = db_claim_atomic(w->db, coupon_id, user_id, &out->rec);
+    metrics_stage_us(STAGE_COMMIT, cm_now_us() - t0);
     if (st != DB_OK)
         snprintf(out->detail, sizeof out->detail, "%s", db_errmsg(w->db));
     return claim_from_db(st);

@@ -97,7 +97,9 @@ static claim_result run_locked(worker *w, const app_config *cfg, const char *res
         combine_req *r = combiner_take(coupon_id);
         if (r == NULL)
             break;
-        metrics_lock_wait_us(cm_now_us() - r->t0_us);
+        int64_t taken_us = cm_now_us();
+        metrics_lock_wait_us(taken_us - r->t0_us);
+        metrics_stage_us(STAGE_LOCAL_QUEUE, taken_us - r->t0_us);
         metrics_lock_combined();
         queued[n] = r;
         reqs[n].user_id = r->user_id;
@@ -144,6 +146,9 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
     if (combine_req_init(&me, coupon_id, user_id, out, t0) == 0) {
         combining = 1;
         join_result j = combiner_join(&me, deadline);
+        /* A combined claim's wait was counted by the leader that took it. */
+        if (j != JOIN_DONE)
+            metrics_stage_us(STAGE_LOCAL_QUEUE, cm_now_us() - t0);
         if (j == JOIN_DONE) {
             result = me.result;
             goto out;
@@ -168,7 +173,9 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
     /* One lock per coupon: claims on different coupons never wait for each other. */
     snprintf(resource, sizeof resource, "coupon:%" PRId64, coupon_id);
     dlock_client_stats(w->lock, &before);
+    int64_t lock_t0 = cm_now_us();
     dlock_err e = dlock_acquire(w->lock, resource, cfg->lock_ttl_ms, deadline, &lock);
+    metrics_stage_us(STAGE_LOCK, cm_now_us() - lock_t0);
     lockstate_note_acquire(e); /* what the claims still waiting will be told, if their wait ends first */
     metrics_lock_wait_us(cm_now_us() - t0);
     /* This slot's client serves this thread alone right now, so the stats
@@ -195,7 +202,9 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
      * read in the meantime, so it is counted, not turned into an error
      * (under --fence off or write, this is the window that oversells). Any
      * other failure leaves the key to expire after its TTL. */
+    int64_t release_t0 = cm_now_us();
     dlock_err re = lock != NULL ? dlock_release(w->lock, lock) : DLOCK_OK;
+    metrics_stage_us(STAGE_RELEASE, cm_now_us() - release_t0);
     if (re == DLOCK_ERR_LOST)
         metrics_lock_lost();
     else if (re != DLOCK_OK)

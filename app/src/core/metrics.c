@@ -49,6 +49,13 @@ static counter wait_bucket[N_WAIT + 1]; /* non-cumulative; last = +Inf only */
 static counter wait_sum_us;
 static atomic_uint_fast64_t nodes_up, nodes_total, nodes_quorum;
 static atomic_uint_fast64_t claims_waiting; /* in the claim queue, for a claim worker */
+static counter stage_us[STAGE__COUNT], stage_n[STAGE__COUNT];
+static const char *const STAGE_LABELS[STAGE__COUNT] = {
+    [STAGE_HTTP_IN] = "http_in",   [STAGE_CLAIM_QUEUE] = "claim_queue", [STAGE_LOCAL_QUEUE] = "local_queue",
+    [STAGE_LOCK] = "lock",         [STAGE_READ] = "read",               [STAGE_WORK] = "work",
+    [STAGE_COMMIT] = "commit",     [STAGE_RELEASE] = "release",         [STAGE_RESUME] = "resume",
+    [STAGE_REPLY] = "reply",
+};
 /* Written once by metrics_init before any thread: plain values. */
 static double start_time_s;
 static const char *build_version = "unknown";
@@ -276,6 +283,16 @@ static void render(FILE *f)
         "Fence counters raised to the store's last fence after a fresh holder was refused (Redis lost its data).",
         get(&fence_heals));
 
+    header(f, "coupon_claim_stage_seconds_total", "counter",
+           "Time claims spent in each stage (a batch's lock, section and release counted once per batch).");
+    for (size_t k = 0; k < STAGE__COUNT; k++)
+        fprintf(f, "coupon_claim_stage_seconds_total{stage=\"%s\"} %.6f\n", STAGE_LABELS[k],
+                (double)get(&stage_us[k]) / 1e6);
+    header(f, "coupon_claim_stage_observations_total", "counter", "Passes through each stage (claims, or batches).");
+    for (size_t k = 0; k < STAGE__COUNT; k++)
+        fprintf(f, "coupon_claim_stage_observations_total{stage=\"%s\"} %llu\n", STAGE_LABELS[k],
+                (unsigned long long)get(&stage_n[k]));
+
     one(f, "coupon_claims_waiting", "gauge",
         "Claims accepted and waiting in the claim queue for a claim worker (--claim-queue bounds it).",
         atomic_load_explicit(&claims_waiting, memory_order_relaxed));
@@ -290,6 +307,14 @@ static void render(FILE *f)
     fprintf(f, "coupon_build_info{version=\"%s\"} 1\n", build_version);
     header(f, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch, in seconds.");
     fprintf(f, "process_start_time_seconds %.3f\n", start_time_s);
+}
+
+void metrics_stage_us(claim_stage s, int64_t us)
+{
+    if ((unsigned)s >= STAGE__COUNT)
+        return;
+    inc(&stage_us[s], us > 0 ? (uint64_t)us : 0); /* a clock never steps back, but never add a wrapped value */
+    inc(&stage_n[s], 1);
 }
 
 void metrics_claims_waiting(size_t n)

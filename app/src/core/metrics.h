@@ -40,6 +40,24 @@ void metrics_lock_lost(void);
 void metrics_fence_healed(void);
 /* The last observation of the lock service: nodes answering, nodes, quorum. */
 void metrics_lock_nodes(size_t up, size_t nodes, size_t quorum);
+/* Where a claim's time goes, stage by stage (coupon_claim_stage_seconds_total
+ * and coupon_claim_stage_observations_total): each stage adds its duration
+ * once per pass (a batch's lock, section and release once per batch, so the
+ * per-claim cost is the stage's seconds over the claims answered). */
+typedef enum {
+    STAGE_HTTP_IN,     /* request arrival to the claim queue (parse, validate, sold-out peek) */
+    STAGE_CLAIM_QUEUE, /* in the claim queue until a claim worker takes it */
+    STAGE_LOCAL_QUEUE, /* redlock: waiting behind this server's leader for a coupon (combiner) */
+    STAGE_LOCK,        /* redlock: dlock_acquire (its rounds, and the wait for the other servers' holds) */
+    STAGE_READ,        /* the section's BEGIN and fenced read */
+    STAGE_WORK,        /* the business step (--work-us) */
+    STAGE_COMMIT,      /* the section's writes and COMMIT (atomic-sql: its whole one-statement transaction) */
+    STAGE_RELEASE,     /* redlock: dlock_release */
+    STAGE_RESUME,      /* the claim worker's wake-up of the connection until its HTTP thread answers */
+    STAGE_REPLY,       /* building and queueing the answer on the HTTP thread */
+    STAGE__COUNT
+} claim_stage;
+void metrics_stage_us(claim_stage s, int64_t us);
 /* Claims waiting in the claim queue right now (claim/claimq.c). */
 void metrics_claims_waiting(size_t n);
 /* The Prometheus text exposition; malloc'd (free()), NULL on out-of-memory. */

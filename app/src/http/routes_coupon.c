@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common.h"
 #include "core/metrics.h"
 #include "http/params.h"
 #include "core/log.h"
@@ -114,6 +115,7 @@ static void claim_done(claim_job *job)
 {
     request *rq = job->ctx;
     struct MHD_Connection *conn = rq->conn;
+    job->done_us = cm_now_us(); /* before the resume: after it the job may be gone */
     MHD_resume_connection(conn);
 }
 
@@ -163,6 +165,8 @@ int route_claim(request *rq)
     job->deadline_us = rq->t0_us + (int64_t)cfg->lock_wait_ms * 1000;
     job->done = claim_done;
     job->ctx = rq;
+    job->queued_us = cm_now_us();
+    metrics_stage_us(STAGE_HTTP_IN, job->queued_us - rq->t0_us);
     rq->offloaded = 1;
     /* Suspended before the job is visible to a worker: a worker may finish
      * it at once, and resuming a connection that is not suspended is
@@ -187,7 +191,12 @@ int route_claim(request *rq)
 int route_claim_resumed(request *rq)
 {
     const claim_job *job = &rq->job;
-    return reply_claim(rq, job->result, &job->out, job->coupon_id, job->user_id);
+    int64_t t = cm_now_us();
+    if (job->done_us > 0)
+        metrics_stage_us(STAGE_RESUME, t - job->done_us);
+    int ret = reply_claim(rq, job->result, &job->out, job->coupon_id, job->user_id);
+    metrics_stage_us(STAGE_REPLY, cm_now_us() - t);
+    return ret;
 }
 
 int route_coupon_get(request *rq)
