@@ -210,3 +210,23 @@ Test(docs_readme, valgrind_clean, .init = setup, .fini = teardown)
     cr_expect(out != NULL && strstr(out, ex.expected) != NULL, "%s", out ? out : "");
     free(out);
 }
+
+/* The README is read in five minutes (issue 20): under 10,000 characters,
+ * with the two commands before anything else. Everything else lives in docs/. */
+Test(docs_readme, short_enough_to_read_in_five_minutes)
+{
+    const char *source_dir = getenv("DLOCK_SOURCE_DIR");
+    cr_assert_not_null(source_dir, "DLOCK_SOURCE_DIR is not set (run through ctest)");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/README.md", source_dir);
+    char *text = read_text(path);
+    cr_assert_not_null(text, "cannot read %s", path);
+    size_t len = strlen(text);
+    const char *demo = strstr(text, "./scripts/demo");
+    const char *test = strstr(text, "./scripts/test");
+    const char *code = strstr(text, "```c");
+    int ok = len < 10000 && demo != NULL && test != NULL && code != NULL && demo < code && test < code;
+    free(text);
+    cr_assert(ok, "README.md: %zu characters (at most 9,999), and the two commands must come before the C example",
+              len);
+}
