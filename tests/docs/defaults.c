@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "procs.h"
+#include "docs_util.h"
 
 TestSuite(docs_defaults, .timeout = 100);
 
@@ -68,26 +69,6 @@ static const struct {
     {"docs/recipes.md", "scripts/trial"},
 };
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
-
-    if (f == NULL)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)n + 1)) != NULL) {
-        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-        }
-    }
-    fclose(f);
-    return buf;
-}
 
 static int is_word(char ch)
 {
@@ -323,7 +304,7 @@ static void check_page(const char *source_dir, const char *rel, char *fails, siz
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", source_dir, rel);
-    char *text = read_text(path);
+    char *text = docs_read_text(path);
     cr_assert_not_null(text, "cannot read %s", path);
 
     const char *own = NULL;

@@ -1,5 +1,5 @@
-/* docs_util.h - what the docs_commands suite shares: where the tree and the
- * build are, running a documented command, and reading the table it prints. */
+/* docs_util.h - what the docs_* suites share: where the tree and the build
+ * are, reading a file, running a documented command, reading its table. */
 #ifndef TESTS_DOCS_UTIL_H
 #define TESTS_DOCS_UTIL_H
 
@@ -22,5 +22,8 @@ void docs_rows_after(const char *text, const char *header, char rows[][512], siz
 
 /* How many lines of text start with prefix. */
 size_t docs_count_lines(const char *text, const char *prefix);
+
+/* Reads path into a malloc'd NUL-terminated string (the caller frees it), or NULL. */
+char *docs_read_text(const char *path);
 
 #endif /* TESTS_DOCS_UTIL_H */

@@ -11,30 +11,10 @@
 #include <string.h>
 
 #include "procs.h"
+#include "docs_util.h"
 
 TestSuite(docs_readme, .timeout = 150);
 
-/* Reads path into a malloc'd NUL-terminated string, or NULL. */
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
-
-    if (f == NULL)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)n + 1)) != NULL) {
-        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-        }
-    }
-    fclose(f);
-    return buf;
-}
 
 /* What the suite works with: the README's program and its documented
  * output line, built into a temp dir. */
@@ -89,7 +69,7 @@ static int build_example(struct example *ex)
     if (test_mkdtemp(ex->dir, sizeof ex->dir, "docs_readme.") != 0)
         return snprintf(ex->error, sizeof ex->error, "no temp dir"), -1;
     snprintf(path, sizeof path, "%s/README.md", source_dir);
-    char *readme = read_text(path);
+    char *readme = docs_read_text(path);
     if (readme == NULL)
         return snprintf(ex->error, sizeof ex->error, "cannot read %s", path), -1;
     snprintf(src, sizeof src, "%s/example.c", ex->dir);
@@ -219,7 +199,7 @@ Test(docs_readme, short_enough_to_read_in_five_minutes)
     cr_assert_not_null(source_dir, "DLOCK_SOURCE_DIR is not set (run through ctest)");
     char path[4096];
     snprintf(path, sizeof path, "%s/README.md", source_dir);
-    char *text = read_text(path);
+    char *text = docs_read_text(path);
     cr_assert_not_null(text, "cannot read %s", path);
     size_t len = strlen(text);
     const char *demo = strstr(text, "./scripts/demo");
