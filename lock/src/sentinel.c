@@ -32,26 +32,17 @@
 #include <strings.h>
 #include <sys/time.h>
 
-static struct timeval tv_ms(int ms)
-{
-    struct timeval tv;
-
-    tv.tv_sec = ms / 1000;
-    tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-    return tv;
-}
-
 /* A blocking connection to h, its commands bounded by the command timeout.
  * NULL with why in detail. */
 static redisContext *open_bounded(const dlock_client *c, const dlock__hostport *h, char *detail)
 {
-    redisContext *ctx = redisConnectWithTimeout(h->host, h->port, tv_ms(c->connect_timeout_ms));
+    redisContext *ctx = redisConnectWithTimeout(h->host, h->port, dlock__tv_ms(c->connect_timeout_ms));
 
     if (ctx == NULL) {
         dlock__detailf(detail, "%s:%d: out of memory", h->host, h->port);
         return NULL;
     }
-    if (ctx->err != 0 || redisSetTimeout(ctx, tv_ms(c->command_timeout_ms)) != REDIS_OK) {
+    if (ctx->err != 0 || redisSetTimeout(ctx, dlock__tv_ms(c->command_timeout_ms)) != REDIS_OK) {
         dlock__detailf(detail, "%s:%d: %s", h->host, h->port,
                        ctx->err != 0 ? ctx->errstr : "cannot set the timeout");
         redisFree(ctx);
