@@ -40,11 +40,12 @@ defaults
     mode http
     log global
     option httplog
+    option http-buffer-request
     timeout connect 2s
     timeout client 30s
     timeout server 15s
     timeout http-request 5s
-    timeout http-keep-alive 10s
+    timeout http-keep-alive 4s
     timeout queue 5s
     retries 2
     option redispatch
@@ -58,6 +59,7 @@ frontend coupon
 
 backend coupon_servers
     balance roundrobin
+    option prefer-last-server
     option httpchk GET /healthz
     http-check expect status 200
     default-server inter 1s fall 2 rise 2 send-proxy-v2 check maxconn 512
