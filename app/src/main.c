@@ -24,6 +24,7 @@
 #include "core/lockwatch.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "http/proxy_proto.h"
 #include "http/server.h"
 
 /* Written by the signal handler, read by main: the self-pipe turns an
@@ -153,6 +154,13 @@ static step read_options(process *p)
     p->a.strat = strategy_by_name(p->cfg.strategy); /* config_load checked the name */
     /* --bundle-lock resolved before the pool: its lock ways need a lock client per slot. */
     if (bundle_setup(&p->cfg, p->a.strat->uses_lock, p->err, sizeof p->err) != 0)
+        return STEP_USAGE;
+    /* --trusted-proxy is parsed again by the accept front; a bad one is a
+     * usage error here, before anything starts. */
+    proxy_cidr cidrs[PROXY_MAX_CIDRS];
+    size_t n_cidrs = 0;
+    if (p->cfg.trusted_proxy != NULL &&
+        proxy_cidrs_parse(p->cfg.trusted_proxy, cidrs, &n_cidrs, p->err, sizeof p->err) != 0)
         return STEP_USAGE;
     atomic_init(&p->a.in_flight, 0);
     atomic_init(&p->a.stopping, 0);

@@ -3,7 +3,8 @@
  * three partitions doing what it should ((a) the sale goes on without one
  * Redis master, (b) the late write of a server cut from Redis inside a lease
  * is refused by the fence, (c) a server cut from the database answers 503,
- * no 500), the audit passes, and every process, namespace and temp dir is
+ * no 500), all of it through HAProxy (its configuration passes haproxy -c,
+ * the load tester's target is the proxy), the audit passes, and every process, namespace and temp dir is
  * gone afterwards. Where namespaces cannot be made (not root, a sandbox),
  * the script says so in one line and exits 2: the test then skips. */
 #include <criterion/criterion.h>
@@ -92,6 +93,20 @@ Test(loadtest_hosts, three_partitions_then_no_oversell, .timeout = 240)
     if (st == 2 && strstr(out, UNAVAILABLE) != NULL)
         cr_skip_test("%s", strstr(out, UNAVAILABLE));
     cr_assert_eq(st, 0, "hosts exit %d:\n%s", st, out);
+
+    /* HAProxy in front (issue 22, point 6): its configuration passed
+     * haproxy -c, with the seven JSON errorfiles and the /healthz checks,
+     * and the load went through it. */
+    char pline[512];
+    cr_assert_eq(text_line(out, "hosts: haproxy -c: configuration valid (7 JSON errorfiles, health checks: option "
+                                "httpchk GET /healthz)", NULL, pline, sizeof pline),
+                 0, "%s", out);
+    cr_assert_eq(text_line(out, "hosts: host lt: coupon-loadtest pid ", "connections to http://127.10.0.10:8080", pline,
+                           sizeof pline),
+                 0, "%s", out);
+    cr_assert_eq(text_line(out, "proxy: HAProxy at http://127.10.0.10:8080 (send-proxy-v2, checks GET /healthz)", NULL,
+                           pline, sizeof pline),
+                 0, "%s", out);
 
     /* (a) one master of three cut off: both servers kept selling. */
     phase_row("a  Redis master r1", &n1010, &n500, check, sizeof check);

@@ -101,6 +101,8 @@
       "longest a connection may take to send its whole request (head and body), from its accept; later: closed") \
     X(NUM,    unsigned, min_body_rate,    "min-body-rate",     "COUPON_MIN_BODY_RATE",     "BYTES/S",        0, 1048576,           512,                              \
       "slowest a request body may arrive, after a 1 s grace from the end of its head; slower: closed (0 = off)") \
+    X(STR,    char *,   trusted_proxy,    "trusted-proxy",     "COUPON_TRUSTED_PROXY",     "CIDR[,CIDR...]", 0, 0,                 NULL,                             \
+      "proxies in front (HAProxy send-proxy-v2): a connection from these networks must open with a PROXY protocol header (v2, or v1), whose client address then counts for the per-address cap and the admin back-off; from any other address such a header is refused 400 (unset: never accepted)") \
     X(NUM,    unsigned, health_interval_ms, "health-interval-ms", "COUPON_HEALTH_INTERVAL_MS", "MS",         50, 60000,            500,                              \
       "how often the health prober checks the lock quorum and the store's writes; /healthz answers from its last result") \
     X(NUM,    int,      shutdown_grace_ms, "shutdown-grace-ms", "COUPON_SHUTDOWN_GRACE_MS", "MS",            0, 600000,            5000,                             \

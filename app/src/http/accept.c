@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "http/head_parse.h"
+#include "http/proxy_proto.h"
 #include "http/reply.h"
 #include "http/router.h"
 
@@ -86,6 +87,34 @@ static void addr_release(front *f, addr_count *ac)
         }
 }
 
+/* c leaves its address's list (the count is addr_release's). */
+static void addr_unlink(fconn *c)
+{
+    if (c->aprev != NULL)
+        c->aprev->anext = c->anext;
+    else
+        c->ac->oldest = c->anext;
+    if (c->anext != NULL)
+        c->anext->aprev = c->aprev;
+    else
+        c->ac->newest = c->aprev;
+    c->aprev = c->anext = NULL;
+}
+
+/* c joins ac, newest, and counts in it. */
+static void addr_link(fconn *c, addr_count *ac)
+{
+    c->ac = ac;
+    ac->count++;
+    c->aprev = ac->newest;
+    c->anext = NULL;
+    if (ac->newest != NULL)
+        ac->newest->anext = c;
+    else
+        ac->oldest = c;
+    ac->newest = c;
+}
+
 /* Takes c out of the list, the address count and epoll; the descriptor is
  * the caller's to close or hand over. */
 static void detach(front *f, fconn *c)
@@ -100,14 +129,7 @@ static void detach(front *f, fconn *c)
     else
         f->newest = c->prev;
     f->held--;
-    if (c->aprev != NULL)
-        c->aprev->anext = c->anext;
-    else
-        c->ac->oldest = c->anext;
-    if (c->anext != NULL)
-        c->anext->aprev = c->aprev;
-    else
-        c->ac->newest = c->aprev;
+    addr_unlink(c);
     addr_release(f, c->ac);
 }
 
@@ -233,6 +255,46 @@ static void hand_over(front *f, fconn *c)
     bury(f, c);
 }
 
+/* c's PROXY header (pi, whole in the socket) is read off, and its client
+ * address becomes c's: c moves to that address's count (and its cap).
+ * 0, or -1 when c was closed. */
+static int proxy_take(front *f, fconn *c, const proxy_info *pi)
+{
+    char hdr[PROXY_MAX_HEADER];
+    ssize_t r;
+    do
+        r = recv(c->fd, hdr, pi->len, MSG_DONTWAIT);
+    while (r < 0 && errno == EINTR);
+    if (r != (ssize_t)pi->len) { /* the bytes peeked are in the socket: only a reset gets here */
+        front_conn_close(f, c);
+        return -1;
+    }
+    c->proxy_pending = 0;
+    if (pi->local) /* the proxy's own check: its address stands */
+        return 0;
+    unsigned char key[16];
+    addr_key(&pi->src, key);
+    addr_count *ac = addr_get(f, key, 0);
+    if (ac == c->ac)
+        return 0;
+    if (ac != NULL && f->app->cfg->max_conn_per_ip > 0 && ac->count >= f->app->cfg->max_conn_per_ip) {
+        f->refused_ip++;
+        front_conn_close(f, c);
+        return -1;
+    }
+    ac = addr_get(f, key, 1);
+    if (ac == NULL) {
+        front_conn_close(f, c);
+        return -1;
+    }
+    addr_unlink(c);
+    addr_release(f, c->ac);
+    c->addr = pi->src;
+    c->addrlen = pi->srclen;
+    addr_link(c, ac);
+    return 0;
+}
+
 /* Looks at what c has sent so far, and answers, hands over or waits. */
 void front_conn_look(front *f, fconn *c, uint32_t events)
 {
@@ -246,6 +308,35 @@ void front_conn_look(front *f, fconn *c, uint32_t events)
     }
     size_t n = (size_t)r;
     head_info h;
+    proxy_info pi;
+    proxy_status ps = proxy_parse((const unsigned char *)f->scratch, n, &pi);
+    if (c->proxy_pending) {
+        if (ps == PROXY_INCOMPLETE) {
+            if (events & EPOLLRDHUP)
+                front_conn_close(f, c);
+            return; /* the head deadline bounds the wait (sweep) */
+        }
+        if (ps != PROXY_OK) {
+            memset(&h, 0, sizeof h);
+            f->refused_proxy++;
+            answer(f, c, &h, 400, API_BAD_PARAM,
+                   ps == PROXY_NONE ? "a connection from a trusted proxy must open with a PROXY protocol header"
+                                    : pi.why);
+            return;
+        }
+        if (proxy_take(f, c, &pi) != 0)
+            return;
+        front_conn_look(f, c, events); /* the request after the header, if it is there */
+        return;
+    }
+    /* The header believed only from a trusted proxy: from anyone else it
+     * is a client claiming someone else's address. */
+    if (ps == PROXY_OK || ps == PROXY_BAD) {
+        memset(&h, 0, sizeof h);
+        f->refused_proxy++;
+        answer(f, c, &h, 400, API_BAD_PARAM, "PROXY protocol header from an address not in --trusted-proxy");
+        return;
+    }
     head_status st = head_parse(f->scratch, n, cfg->max_header, cfg->max_body, &h);
     if (st == HEAD_BAD) {
         answer(f, c, &h, h.status, h.code, h.msg);
@@ -351,7 +442,10 @@ static void accept_some(front *f)
         unsigned char key[16];
         addr_key(&sa, key);
         addr_count *ac = addr_get(f, key, 0);
-        if (ac != NULL && cfg->max_conn_per_ip > 0 && ac->count >= cfg->max_conn_per_ip) {
+        /* A proxy carries many clients: each is capped under its own
+         * address once its PROXY header is read (proxy_take). */
+        int trusted = f->n_trusted > 0 && proxy_cidrs_match(f->trusted, f->n_trusted, (const struct sockaddr *)&sa);
+        if (!trusted && ac != NULL && cfg->max_conn_per_ip > 0 && ac->count >= cfg->max_conn_per_ip) {
             /* One address may not hold more than its share of the front. */
             f->refused_ip++;
             close(fd);
@@ -383,6 +477,7 @@ static void accept_some(front *f)
         c->state = C_READING;
         c->addr = sa;
         c->addrlen = len;
+        c->proxy_pending = trusted;
         c->ac = ac;
         ac->count++;
         c->accepted_ms = c->state_ms = cm_now_ms();
@@ -449,15 +544,15 @@ static void sweep(front *f, int64_t now)
         }
     }
     /* One line a second at most, with the counts since the last one. */
-    if (f->cut_head + f->cut_request + f->cut_rate + f->evicted + f->refused_ip > 0 && now - f->logged_ms >= 1000 &&
+    if (f->cut_head + f->cut_request + f->cut_rate + f->evicted + f->refused_ip + f->refused_proxy > 0 && now - f->logged_ms >= 1000 &&
         log_enabled(LOG_WARN)) {
         f->logged_ms = now;
         log_event_line(LOG_WARN, LOG_EV_HTTPD,
                        "closed connections: %u head past %u s, %u request past %u s, %u body under %u B/s, "
-                       "%u to make room, %u over the per-address cap",
+                       "%u to make room, %u over the per-address cap, %u with a PROXY header refused",
                        f->cut_head, cfg->header_timeout_s, f->cut_request, cfg->request_timeout_s, f->cut_rate,
-                       cfg->min_body_rate, f->evicted, f->refused_ip);
-        f->cut_head = f->cut_request = f->cut_rate = f->evicted = f->refused_ip = 0;
+                       cfg->min_body_rate, f->evicted, f->refused_ip, f->refused_proxy);
+        f->cut_head = f->cut_request = f->cut_rate = f->evicted = f->refused_ip = f->refused_proxy = 0;
     }
     if (f->accept_paused_until_ms != 0 && now >= f->accept_paused_until_ms && f->listen_fd >= 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &TAG_LISTEN};
@@ -529,6 +624,12 @@ int front_start(app *a, int listen_fd, struct MHD_Daemon *daemon, front **out, c
     }
     f->app = a;
     f->daemon = daemon;
+    if (a->cfg->trusted_proxy != NULL &&
+        proxy_cidrs_parse(a->cfg->trusted_proxy, f->trusted, &f->n_trusted, errbuf, errlen) != 0) {
+        close(listen_fd);
+        free(f);
+        return -1;
+    }
     f->listen_fd = listen_fd;
     f->wake_fd = -1;
     f->body_cap = a->cfg->max_body < FRONT_BODY_PEEK_MAX ? a->cfg->max_body : FRONT_BODY_PEEK_MAX;

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "http/accept.h"
+#include "http/proxy_proto.h"
 
 /* A refused request's answer, or the last answer of a connection that is
  * not kept alive, has this long to be read, while whatever the client
@@ -46,6 +47,9 @@ typedef struct fconn {
     struct sockaddr_storage addr;
     socklen_t addrlen;
     addr_count *ac;
+    /* From a --trusted-proxy network: its first bytes must be a PROXY
+     * header (proxy_proto.h), whose client address replaces addr. */
+    int proxy_pending;
     int64_t accepted_ms;
     int64_t head_ms;    /* when its head was whole, 0 before */
     size_t body_seen;   /* body bytes in the socket at the last look */
@@ -80,8 +84,10 @@ struct front {
     char *scratch; /* the peek buffer, the thread's alone */
     size_t scratch_cap, body_cap;
     addr_count *buckets[ADDR_BUCKETS];
+    proxy_cidr trusted[PROXY_MAX_CIDRS]; /* --trusted-proxy */
+    size_t n_trusted;
     /* What the sweeps closed since the last log line. */
-    unsigned cut_head, cut_request, cut_rate, evicted, refused_ip;
+    unsigned cut_head, cut_request, cut_rate, evicted, refused_ip, refused_proxy;
     int64_t logged_ms;
 };
 
