@@ -52,6 +52,7 @@ SETUP_WHY=(
   "postgresql|the PostgreSQL server binaries: the *_pg suites and scripts/hosts start their own postgres (its service stays off)"
   "libcriterion-dev|the test framework of every suite"
   "iproute2|network namespaces for scripts/hosts (loadtest_hosts)"
+  "haproxy|the proxy scripts/hosts puts in front of the coupon-servers (its service stays off)"
   "chromium|headless browser for app_page, which renders the page and runs its script (746 MB)"
   "gnuplot-nox|the chart of scripts/chaos --chart"
   "valgrind|scripts/memcheck"
@@ -83,7 +84,7 @@ setup_set_packages() { # set -> its packages, one a line
     build) printf '%s\n' "${build[@]}" ;;
     demo) printf '%s\n' "${demo[@]}" ;;
     chaos) printf '%s\n' "${demo[@]}" sqlite3 ;;
-    hosts) printf '%s\n' "${demo[@]}" postgresql ;;
+    hosts) printf '%s\n' "${demo[@]}" postgresql haproxy ;;
     test) printf '%s\n' "${demo[@]}" libcriterion-dev postgresql sqlite3 ;;
     *) echo "setup.sh: unknown SETUP_SET '$1' (build, demo, chaos, hosts or test)" >&2; exit 2 ;;
   esac
