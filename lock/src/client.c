@@ -167,9 +167,8 @@ static int pick_credentials(const dlock_options *o, const dlock_client *c, const
             continue;
         }
         if (strcmp(*pass, a->password) != 0 || strcmp(*user != NULL ? *user : "", a->user) != 0) {
-            snprintf(why, whylen, "addrs[%zu] \"%.100s\": its user or password differs from %s'; "
-                     "one client authenticates to every node with one user and password", i,
-                     a->text, from);
+            snprintf(why, whylen, "addrs[%zu] \"%.60s\": its user or password differs from %s; "
+                     "one client authenticates to every node with one user and password", i, a->text, from);
             return -1;
         }
     }
