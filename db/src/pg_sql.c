@@ -60,3 +60,36 @@ const dbpg_sql dbpg_statements[DBI_STMT_COUNT] = {
                          "WHERE $2 > 0 AND n > $2",
                          "ii"},
 };
+
+/* The user ids of a batch travel as one text[] parameter, unnested WITH
+ * ORDINALITY to keep the batch's order: a batch costs one statement, not one
+ * per claim. */
+
+const dbpg_sql dbpg_batch_statements[DBPG_BATCH_COUNT] = {
+    /* DBI_USER_COUNT for every claim of the batch at once; run after the
+     * fenced read in the same READ COMMITTED transaction, as the per-claim
+     * counts were, so it sees every record committed before the read. */
+    [DBPG_USER_COUNTS] = {"count users' records",
+                          "SELECT (SELECT COUNT(*) FROM coupon_record r WHERE r.coupon_id = $1 "
+                          "AND r.user_id = u.user_id) FROM unnest($2::text[]) WITH ORDINALITY AS u(user_id, ord) "
+                          "ORDER BY u.ord",
+                          "ia"},
+    /* The section's write and its records as one statement: the INSERT
+     * reads the UPDATE's row, so when the UPDATE changes nothing (no such
+     * coupon; with the fence, a newer holder's fence on the row) no record
+     * is inserted and no row comes back: nothing of the batch is written.
+     * ORDER BY ord: the records get their ids in the batch's order. */
+    [DBPG_BATCH_WRITE] = {"write batch",
+                          "WITH w AS (UPDATE coupon SET stock = $2 WHERE id = $1 RETURNING id) "
+                          "INSERT INTO coupon_record(coupon_id, user_id, fence) "
+                          "SELECT w.id, u.user_id, $3 FROM w CROSS JOIN unnest($4::text[]) WITH ORDINALITY "
+                          "AS u(user_id, ord) ORDER BY u.ord RETURNING id, user_id",
+                          "iiia"},
+    [DBPG_BATCH_FENCED_WRITE] = {"fenced write batch",
+                                 "WITH w AS (UPDATE coupon SET stock = $2, last_fence = $3 "
+                                 "WHERE id = $1 AND last_fence <= $3 RETURNING id) "
+                                 "INSERT INTO coupon_record(coupon_id, user_id, fence) "
+                                 "SELECT w.id, u.user_id, $3 FROM w CROSS JOIN unnest($4::text[]) WITH ORDINALITY "
+                                 "AS u(user_id, ord) ORDER BY u.ord RETURNING id, user_id",
+                                 "iiia"},
+};
