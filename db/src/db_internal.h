@@ -83,6 +83,13 @@ typedef struct dbi_ops {
                               db_claim_req *reqs, size_t n, db_claim_view *view, int *has_row);
     db_status (*section_write)(db_store *db, int64_t coupon_id, db_fence_mode mode, int64_t fence, int64_t stock,
                                db_claim_req *reqs, size_t n, int *changed);
+    /* The whole section under DB_FENCE_FULL when there is no business step
+     * (NULL: read, decide, write as above): fenced read, db_claim_decide and
+     * fenced write in one transaction, every reqs[i] filled (held, status,
+     * claim); *has_row 0 when the fenced read refused or found no coupon, and
+     * then nothing was written. */
+    db_status (*section_whole)(db_store *db, int64_t coupon_id, int64_t fence, db_claim_req *reqs, size_t n,
+                               int *has_row);
 } dbi_ops;
 
 extern const dbi_ops dbi_sqlite_ops; /* open.c */

@@ -32,6 +32,7 @@ typedef enum dbpg_batch_id {
     DBPG_USER_COUNTS,        /* $1 coupon, $2 users: one count per user, in order */
     DBPG_BATCH_WRITE,        /* $1 coupon, $2 stock, $3 fence, $4 users: the unfenced write + inserts */
     DBPG_BATCH_FENCED_WRITE, /* the same, applied only if last_fence <= $3 */
+    DBPG_BATCH_SECTION,      /* $1 coupon, $2 fence, $3 users: decide and write, after the fenced read */
     DBPG_BATCH_COUNT
 } dbpg_batch_id;
 extern const dbpg_sql dbpg_batch_statements[DBPG_BATCH_COUNT]; /* pg_sql.c */
@@ -92,5 +93,8 @@ db_status dbpg_section_read(db_store *db, int64_t coupon_id, db_fence_mode mode,
                             size_t n, db_claim_view *view, int *has_row);
 db_status dbpg_section_write(db_store *db, int64_t coupon_id, db_fence_mode mode, int64_t fence, int64_t stock,
                              db_claim_req *reqs, size_t n, int *changed);
+/* pg_section.c: the whole section with no business step (slot section_whole). */
+db_status dbpg_section_whole(db_store *db, int64_t coupon_id, int64_t fence, db_claim_req *reqs, size_t n,
+                             int *has_row);
 
 #endif /* COUPON_DB_PG_INTERNAL_H */

@@ -314,4 +314,5 @@ const dbi_ops dbi_pg_ops = {
     .audit_users = pg_audit_users,
     .section_read = dbpg_section_read,
     .section_write = dbpg_section_write,
+    .section_whole = dbpg_section_whole,
 };

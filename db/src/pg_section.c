@@ -162,3 +162,73 @@ db_status dbpg_section_write(db_store *db, int64_t coupon_id, db_fence_mode mode
         *changed = 0;
     return res;
 }
+
+/* One claim from a row of DBPG_BATCH_SECTION: status, held, stock left,
+ * record id (NULL unless accepted). */
+static db_status whole_row(db_store *db, const PGresult *r, int row, db_claim_req *req)
+{
+    int64_t status = 0;
+    db_status res = dbpg_int64(db, r, row, 0, &status);
+
+    if (res == DB_OK)
+        res = dbpg_int64(db, r, row, 1, &req->held);
+    if (res != DB_OK)
+        return res;
+    switch (status) {
+    case 0:
+        req->status = DB_OK;
+        res = dbpg_int64(db, r, row, 2, &req->claim.stock);
+        if (res == DB_OK)
+            res = dbpg_int64(db, r, row, 3, &req->claim.record_id);
+        return res;
+    case 2:
+        req->status = DB_SOLD_OUT;
+        return DB_OK;
+    case 3:
+        req->status = DB_USER_LIMIT;
+        return DB_OK;
+    default:
+        dbi_set_error(db, "claim batch: unknown outcome %" PRId64, status);
+        return DB_ERROR;
+    }
+}
+
+db_status dbpg_section_whole(db_store *db, int64_t coupon_id, int64_t fence, db_claim_req *reqs, size_t n,
+                             int *has_row)
+{
+    char cid[I64_TEXT], f[I64_TEXT];
+    const char *read_values[] = {cid, f};
+    const char *batch_values[] = {cid, f, NULL};
+    PGresult *r[4] = {NULL};
+    db_status res;
+
+    *has_row = 0;
+    (void)snprintf(cid, sizeof cid, "%" PRId64, coupon_id);
+    (void)snprintf(f, sizeof f, "%" PRId64, fence);
+    batch_values[2] = users_array(db, reqs, n, 0);
+    if (batch_values[2] == NULL)
+        return DB_ERROR;
+    /* The fenced read first, as its own statement: it takes the row lock
+     * (waiting for a writer still at it) before the batch statement takes
+     * its snapshot. */
+    dbpg_step steps[] = {
+        dbpg_stmt_step(DBI_BEGIN_IMMEDIATE, NULL),
+        dbpg_stmt_step(DBI_FENCED_READ, read_values),
+        dbpg_batch_step(DBPG_BATCH_SECTION, batch_values),
+        dbpg_stmt_step(DBI_COMMIT, NULL),
+    };
+    res = dbpg_run_pipeline(db, steps, 4, r, "claim batch");
+    free((void *)batch_values[2]);
+    if (res == DB_OK && PQntuples(r[1]) > 0) {
+        *has_row = 1;
+        if (PQntuples(r[2]) != (int)n) {
+            dbi_set_error(db, "claim batch: %d outcomes for %zu claims", PQntuples(r[2]), n);
+            res = DB_ERROR;
+        }
+    }
+    for (size_t i = 0; res == DB_OK && *has_row && i < n; i++)
+        res = whole_row(db, r[2], (int)i, &reqs[i]);
+    for (int i = 0; i < 4; i++)
+        PQclear(r[i]);
+    return res;
+}
