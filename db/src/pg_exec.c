@@ -34,6 +34,28 @@ void dbpg_drop(db_store *db)
      * server ends the session and rolls back its open transaction. */
     PQfinish(db->pg->conn);
     db->pg->conn = NULL;
+    if (db->pg->trace != NULL) {
+        (void)fclose(db->pg->trace); /* a diagnostic: nothing to do if it fails */
+        db->pg->trace = NULL;
+    }
+}
+
+/* $COUPON_DB_PG_TRACE names a file that gets libpq's trace of every
+ * message the session sends (F) and receives (B), appended, one per line:
+ * a diagnostic, and how db_pg_batch counts round trips. */
+static void start_trace(struct dbpg *pg)
+{
+    const char *path = getenv("COUPON_DB_PG_TRACE");
+
+    if (path == NULL || path[0] == '\0')
+        return;
+    pg->trace = fopen(path, "a");
+    if (pg->trace == NULL)
+        return; /* a diagnostic only: the store works without it */
+    /* Line-buffered: a reader sees each message once it is traced. */
+    (void)setvbuf(pg->trace, NULL, _IOLBF, 0);
+    PQtrace(pg->conn, pg->trace);
+    PQsetTraceFlags(pg->conn, PQTRACE_SUPPRESS_TIMESTAMPS);
 }
 
 /* Wait until the socket is ready for events or the deadline passes:
@@ -307,6 +329,7 @@ db_status dbpg_connect_raw(db_store *db)
         dbpg_drop(db);
         return DB_ERROR;
     }
+    start_trace(pg);
     return DB_OK;
 }
 

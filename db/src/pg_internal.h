@@ -5,6 +5,7 @@
 #define COUPON_DB_PG_INTERNAL_H
 
 #include <libpq-fe.h>
+#include <stdio.h>
 
 #include "db_internal.h"
 
@@ -15,6 +16,7 @@ struct dbpg {
     char connect_timeout[16]; /* seconds, or "" when the URL sets its own */
     int timeout_ms;    /* the bound of every statement, server side and client side */
     int readonly;      /* a read-only session: no schema creation */
+    FILE *trace;       /* $COUPON_DB_PG_TRACE: libpq's message trace, appended; NULL when off */
 };
 
 /* The statement texts, indexed like SQLite's (dbi_stmt_id). */
