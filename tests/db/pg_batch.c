@@ -1,7 +1,8 @@
-/* pg_batch.c - PostgreSQL only: a batch of claims costs one round trip to
+/* pg_batch.c - PostgreSQL only: a batch of claims costs two round trips to
  * the server with no business step (fenced read, decision and fenced write
- * in one pipeline), two with one (the read, then the write), whatever the
- * batch's size, counted from libpq's own trace of the messages
+ * in one pipeline, then its COMMIT), three with one (the read, then the
+ * write and its COMMIT), whatever the batch's size, counted from libpq's own
+ * trace of the messages
  * ($COUPON_DB_PG_TRACE): each round trip is one run of messages sent (F)
  * followed by the answers (B). Both paths give the same outcomes as
  * db_claim_decide: sold out, per-user limit (records held and earlier
@@ -128,14 +129,14 @@ static void check_round_trips(path p, int expected)
     db_close(db);
 }
 
-Test(db_pg_batch, a_batch_without_business_step_is_one_round_trip)
+Test(db_pg_batch, a_batch_without_business_step_is_two_round_trips)
 {
-    check_round_trips(WHOLE, 1);
+    check_round_trips(WHOLE, 2);
 }
 
-Test(db_pg_batch, a_batch_with_a_business_step_is_two_round_trips)
+Test(db_pg_batch, a_batch_with_a_business_step_is_three_round_trips)
 {
-    check_round_trips(STEPPED, 2);
+    check_round_trips(STEPPED, 3);
 }
 
 /* Stock 3, limit 2, "a" already holds one record: a OK (stock 2), b OK (1),
@@ -178,7 +179,7 @@ static void check_mixed(path p)
     cr_assert_eq(dbt_scalar(dbt_path, "SELECT last_fence FROM coupon"), 6);
 }
 
-Test(db_pg_batch, mixed_outcomes_in_one_round_trip)
+Test(db_pg_batch, mixed_outcomes_in_one_transaction)
 {
     check_mixed(WHOLE);
 }
@@ -215,7 +216,7 @@ static void check_odd_user_ids(path p)
         cr_assert_eq(reqs[i].status, DB_USER_LIMIT, "user '%s': %s", users[i], db_status_str(reqs[i].status));
 }
 
-Test(db_pg_batch, user_ids_travel_as_themselves_in_one_round_trip)
+Test(db_pg_batch, user_ids_travel_as_themselves_in_one_transaction)
 {
     check_odd_user_ids(WHOLE);
 }
@@ -250,7 +251,7 @@ static void check_stale_batch(path p)
     cr_assert_eq(dbt_scalar(dbt_path, "SELECT COUNT(*) FROM coupon_record"), 6);
 }
 
-Test(db_pg_batch, a_stale_fence_refuses_the_whole_batch_in_one_round_trip)
+Test(db_pg_batch, a_stale_fence_refuses_the_whole_batch_in_one_transaction)
 {
     check_stale_batch(WHOLE);
 }
@@ -301,7 +302,7 @@ static void check_not_found(path p)
     cr_assert_eq(dbt_scalar(dbt_path, "SELECT COUNT(*) FROM coupon_record"), 0);
 }
 
-Test(db_pg_batch, no_such_coupon_in_one_round_trip)
+Test(db_pg_batch, no_such_coupon_in_one_transaction)
 {
     check_not_found(WHOLE);
 }
