@@ -34,6 +34,28 @@ void dbpg_drop(db_store *db)
      * server ends the session and rolls back its open transaction. */
     PQfinish(db->pg->conn);
     db->pg->conn = NULL;
+    if (db->pg->trace != NULL) {
+        (void)fclose(db->pg->trace); /* a diagnostic: nothing to do if it fails */
+        db->pg->trace = NULL;
+    }
+}
+
+/* $COUPON_DB_PG_TRACE names a file that gets libpq's trace of every
+ * message the session sends (F) and receives (B), appended, one per line:
+ * a diagnostic, and how db_pg_batch counts round trips. */
+static void start_trace(struct dbpg *pg)
+{
+    const char *path = getenv("COUPON_DB_PG_TRACE");
+
+    if (path == NULL || path[0] == '\0')
+        return;
+    pg->trace = fopen(path, "a");
+    if (pg->trace == NULL)
+        return; /* a diagnostic only: the store works without it */
+    /* Line-buffered: a reader sees each message once it is traced. */
+    (void)setvbuf(pg->trace, NULL, _IOLBF, 0);
+    PQtrace(pg->conn, pg->trace);
+    PQsetTraceFlags(pg->conn, PQTRACE_SUPPRESS_TIMESTAMPS);
 }
 
 /* Wait until the socket is ready for events or the deadline passes:
@@ -98,6 +120,62 @@ static db_status result_status(db_store *db, PGresult *r, const char *what)
     return DB_ERROR;
 }
 
+/* Send what libpq still buffers (non-blocking mode: the query may not have
+ * left yet). 1 done, 0 the deadline passed, -1 failed (detail set). */
+static int flush_out(db_store *db, int64_t deadline, const char *what)
+{
+    PGconn *c = db->pg->conn;
+
+    for (;;) {
+        int f = PQflush(c), w;
+        if (f == 0)
+            return 1;
+        if (f < 0) {
+            set_conn_error(db, what, PQerrorMessage(c));
+            return -1;
+        }
+        w = wait_socket(db, POLLOUT | POLLIN, deadline, what);
+        if (w <= 0)
+            return w;
+        if (!PQconsumeInput(c)) {
+            set_conn_error(db, what, PQerrorMessage(c));
+            return -1;
+        }
+    }
+}
+
+/* Wait until PQgetResult would not block, then take its result into *r
+ * (NULL: the end of a query's results). 1, 0 or -1 as flush_out. */
+static int next_result(db_store *db, int64_t deadline, const char *what, PGresult **r)
+{
+    PGconn *c = db->pg->conn;
+
+    *r = NULL;
+    while (PQisBusy(c)) {
+        int w = wait_socket(db, POLLIN, deadline, what);
+        if (w <= 0)
+            return w;
+        if (!PQconsumeInput(c)) {
+            set_conn_error(db, what, PQerrorMessage(c));
+            return -1;
+        }
+    }
+    *r = PQgetResult(c);
+    return 1;
+}
+
+/* The deadline passed (w == 0) or the connection failed (w < 0): the
+ * status to return; the caller drops the connection. */
+static db_status lost(db_store *db, int w, const char *what)
+{
+    if (w != 0)
+        return DB_ERROR;
+    dbi_set_error(db, "%s: no answer from PostgreSQL within %d ms; connection dropped", what,
+                  db->pg->timeout_ms + DBPG_GRACE_MS);
+    dbi_set_fault(db, DB_FAULT_BUSY);
+    return DB_BUSY;
+}
+
 /* Collect every result of what was sent, keeping the first error (or else
  * the last result), within the deadline. */
 static db_status collect(db_store *db, const char *what, PGresult **out)
@@ -106,40 +184,19 @@ static db_status collect(db_store *db, const char *what, PGresult **out)
     int64_t deadline = cm_now_ms() + db->pg->timeout_ms + DBPG_GRACE_MS;
     PGresult *kept = NULL;
     db_status res = DB_OK;
-    int w = 1; /* the last wait's outcome: 0 = the deadline passed */
+    int w = flush_out(db, deadline, what); /* the last wait's outcome: 0 = the deadline passed */
 
-    /* Non-blocking mode: the query may not have left the buffer yet. */
-    for (;;) {
-        int f = PQflush(c);
-        if (f == 0)
-            break;
-        if (f < 0) {
-            set_conn_error(db, what, PQerrorMessage(c));
-            res = DB_ERROR;
-            goto fail;
-        }
-        w = wait_socket(db, POLLOUT | POLLIN, deadline, what);
-        if (w <= 0)
-            goto timeout_or_fail;
-        if (!PQconsumeInput(c)) {
-            set_conn_error(db, what, PQerrorMessage(c));
-            res = DB_ERROR;
-            goto fail;
-        }
+    if (w <= 0) {
+        res = lost(db, w, what);
+        goto fail;
     }
     for (;;) {
         PGresult *r;
-        while (PQisBusy(c)) {
-            w = wait_socket(db, POLLIN, deadline, what);
-            if (w <= 0)
-                goto timeout_or_fail;
-            if (!PQconsumeInput(c)) {
-                set_conn_error(db, what, PQerrorMessage(c));
-                res = DB_ERROR;
-                goto fail;
-            }
+        w = next_result(db, deadline, what, &r);
+        if (w <= 0) {
+            res = lost(db, w, what);
+            goto fail;
         }
-        r = PQgetResult(c);
         if (r == NULL)
             break;
         if (kept != NULL && result_status(db, kept, what) != DB_OK) {
@@ -163,15 +220,6 @@ static db_status collect(db_store *db, const char *what, PGresult **out)
         PQclear(kept);
     return DB_OK;
 
-timeout_or_fail:
-    if (w == 0) {
-        dbi_set_error(db, "%s: no answer from PostgreSQL within %d ms; connection dropped", what,
-                      db->pg->timeout_ms + DBPG_GRACE_MS);
-        dbi_set_fault(db, DB_FAULT_BUSY);
-        res = DB_BUSY;
-    } else {
-        res = DB_ERROR;
-    }
 fail:
     PQclear(kept);
     /* A connection in an unknown state (half a reply read, or none) cannot
@@ -191,27 +239,54 @@ static db_status send_check(db_store *db, int sent, const char *what)
     return DB_ERROR;
 }
 
+/* Oids of the parameter letters: 't' text, 'a' text[], 'i' bigint. */
+static Oid param_type(char letter)
+{
+    return letter == 't' ? 25 /* TEXTOID */ : letter == 'a' ? 1009 /* TEXTARRAYOID */ : 20 /* INT8OID */;
+}
+
+static db_status prepare_one(db_store *db, const dbpg_sql *s, const char *name)
+{
+    size_t n = strlen(s->params);
+    Oid types[4];
+    db_status res;
+
+    if (n == 0)
+        return DB_OK; /* run as text: BEGIN, COMMIT ... cannot all be prepared */
+    for (size_t k = 0; k < n && k < 4; k++)
+        types[k] = param_type(s->params[k]);
+    res = send_check(db, PQsendPrepare(db->pg->conn, name, s->sql, (int)n, types), s->name);
+    if (res == DB_OK)
+        res = collect(db, s->name, NULL);
+    return res;
+}
+
+dbpg_step dbpg_stmt_step(dbi_stmt_id id, const char *const *values)
+{
+    dbpg_step st = {.sql = &dbpg_statements[id], .values = values};
+
+    if (st.sql->params[0] != '\0')
+        (void)snprintf(st.prepared, sizeof st.prepared, "coupon_%d", (int)id);
+    return st;
+}
+
+dbpg_step dbpg_batch_step(dbpg_batch_id id, const char *const *values)
+{
+    dbpg_step st = {.sql = &dbpg_batch_statements[id], .values = values};
+
+    (void)snprintf(st.prepared, sizeof st.prepared, "coupon_b%d", (int)id);
+    return st;
+}
+
 db_status dbpg_prepare_all(db_store *db)
 {
-    for (int i = 0; i < DBI_STMT_COUNT; i++) {
-        const dbpg_sql *s = &dbpg_statements[i];
-        size_t n = strlen(s->params);
-        Oid types[4];
-        char name[16];
-        db_status res;
+    db_status res = DB_OK;
 
-        if (n == 0)
-            continue; /* run as text: BEGIN, COMMIT ... cannot all be prepared */
-        for (size_t k = 0; k < n && k < 4; k++)
-            types[k] = s->params[k] == 't' ? 25 /* TEXTOID */ : 20 /* INT8OID */;
-        (void)snprintf(name, sizeof name, "coupon_%d", i);
-        res = send_check(db, PQsendPrepare(db->pg->conn, name, s->sql, (int)n, types), s->name);
-        if (res == DB_OK)
-            res = collect(db, s->name, NULL);
-        if (res != DB_OK)
-            return res;
-    }
-    return DB_OK;
+    for (int i = 0; res == DB_OK && i < DBI_STMT_COUNT; i++)
+        res = prepare_one(db, &dbpg_statements[i], dbpg_stmt_step((dbi_stmt_id)i, NULL).prepared);
+    for (int i = 0; res == DB_OK && i < DBPG_BATCH_COUNT; i++)
+        res = prepare_one(db, &dbpg_batch_statements[i], dbpg_batch_step((dbpg_batch_id)i, NULL).prepared);
+    return res;
 }
 
 db_status dbpg_connect_raw(db_store *db)
@@ -254,6 +329,7 @@ db_status dbpg_connect_raw(db_store *db)
         dbpg_drop(db);
         return DB_ERROR;
     }
+    start_trace(pg);
     return DB_OK;
 }
 
@@ -278,29 +354,107 @@ db_status dbpg_connect(db_store *db)
     return res;
 }
 
+/* Queue one step: unnamed with no parameter, else its prepared statement. */
+static int send_step(PGconn *c, const dbpg_step *st)
+{
+    int n = (int)strlen(st->sql->params);
+
+    if (n == 0)
+        return PQsendQueryParams(c, st->sql->sql, 0, NULL, NULL, NULL, NULL, 0);
+    return PQsendQueryPrepared(c, st->prepared, n, st->values, NULL, NULL, 0);
+}
+
 db_status dbpg_run(db_store *db, dbi_stmt_id id, const char *const *values, PGresult **out)
 {
-    const dbpg_sql *s = &dbpg_statements[id];
-    int n = (int)strlen(s->params);
-    char name[16];
+    dbpg_step st = dbpg_stmt_step(id, values);
     db_status res;
-    int sent;
 
     if (out != NULL)
         *out = NULL;
     res = dbpg_connect(db);
     if (res != DB_OK)
         return res;
-    if (n == 0) {
-        sent = PQsendQueryParams(db->pg->conn, s->sql, 0, NULL, NULL, NULL, NULL, 0);
-    } else {
-        (void)snprintf(name, sizeof name, "coupon_%d", (int)id);
-        sent = PQsendQueryPrepared(db->pg->conn, name, n, values, NULL, NULL, 0);
-    }
-    res = send_check(db, sent, s->name);
+    res = send_check(db, send_step(db->pg->conn, &st), st.sql->name);
     if (res != DB_OK)
         return res;
-    return collect(db, s->name, out);
+    return collect(db, st.sql->name, out);
+}
+
+/* Read the results of a pipeline of n steps and its Sync: out[i] gets step
+ * i's last result; the first failure is the one reported. */
+static db_status collect_pipeline(db_store *db, const dbpg_step *steps, int n, PGresult **out, const char *what)
+{
+    PGconn *c = db->pg->conn;
+    int64_t deadline = cm_now_ms() + db->pg->timeout_ms + DBPG_GRACE_MS;
+    db_status res = DB_OK;
+    PGresult *r = NULL;
+    int w = flush_out(db, deadline, what);
+
+    for (int i = 0; w > 0 && i < n; i++) {
+        /* A step's results, then NULL; a step the server skipped after an
+         * earlier failure answers PGRES_PIPELINE_ABORTED. */
+        while ((w = next_result(db, deadline, what, &r)) > 0 && r != NULL) {
+            if (res == DB_OK && PQresultStatus(r) != PGRES_PIPELINE_ABORTED)
+                res = result_status(db, r, steps[i].sql->name);
+            PQclear(out[i]);
+            out[i] = r;
+        }
+    }
+    /* The Sync's own result ends the pipeline. */
+    if (w > 0) {
+        w = next_result(db, deadline, what, &r);
+        if (w > 0 && PQresultStatus(r) != PGRES_PIPELINE_SYNC) {
+            set_conn_error(db, what, "pipeline out of step with its Sync");
+            w = -1;
+        }
+        PQclear(r);
+    }
+    if (w > 0 && PQexitPipelineMode(c) != 1) {
+        set_conn_error(db, what, PQerrorMessage(c));
+        w = -1;
+    }
+    if (w <= 0) {
+        res = lost(db, w, what);
+        dbpg_drop(db); /* results half read, or none: the connection cannot go on */
+    }
+    return res;
+}
+
+db_status dbpg_run_pipeline(db_store *db, const dbpg_step *steps, int n, PGresult **out, const char *what)
+{
+    PGresult *results[8] = {NULL};
+    db_status res;
+
+    if (out != NULL)
+        for (int i = 0; i < n; i++)
+            out[i] = NULL;
+    if (n <= 0 || n > 8) {
+        dbi_set_error(db, "%s: %d statements in one pipeline", what, n);
+        return DB_INVALID;
+    }
+    res = dbpg_connect(db);
+    if (res != DB_OK)
+        return res;
+    res = send_check(db, PQenterPipelineMode(db->pg->conn), what);
+    for (int i = 0; res == DB_OK && i < n; i++)
+        res = send_check(db, send_step(db->pg->conn, &steps[i]), steps[i].sql->name);
+    /* One Sync for all of them: the server answers once, after the last. */
+    if (res == DB_OK)
+        res = send_check(db, PQpipelineSync(db->pg->conn), what);
+    if (res != DB_OK) {
+        /* Nothing was read yet: the connection is in no known state. */
+        if (db->pg->conn != NULL)
+            dbpg_drop(db);
+        return res;
+    }
+    res = collect_pipeline(db, steps, n, results, what);
+    for (int i = 0; i < n; i++) {
+        if (res == DB_OK && out != NULL)
+            out[i] = results[i];
+        else
+            PQclear(results[i]);
+    }
+    return res;
 }
 
 db_status dbpg_run_text(db_store *db, const char *sql, const char *what, PGresult **out)

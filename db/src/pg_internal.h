@@ -5,6 +5,7 @@
 #define COUPON_DB_PG_INTERNAL_H
 
 #include <libpq-fe.h>
+#include <stdio.h>
 
 #include "db_internal.h"
 
@@ -15,6 +16,7 @@ struct dbpg {
     char connect_timeout[16]; /* seconds, or "" when the URL sets its own */
     int timeout_ms;    /* the bound of every statement, server side and client side */
     int readonly;      /* a read-only session: no schema creation */
+    FILE *trace;       /* $COUPON_DB_PG_TRACE: libpq's message trace, appended; NULL when off */
 };
 
 /* The statement texts, indexed like SQLite's (dbi_stmt_id). */
@@ -24,6 +26,30 @@ typedef struct dbpg_sql {
     const char *params; /* one letter per parameter: 'i' bigint, 't' text */
 } dbpg_sql;
 extern const dbpg_sql dbpg_statements[DBI_STMT_COUNT]; /* pg_sql.c */
+
+/* The statements only PostgreSQL runs: a whole batch's per-user counts and
+ * its write each in one statement, their users as one text[] parameter
+ * ('a'). Prepared with the table above, as "coupon_b<id>". */
+typedef enum dbpg_batch_id {
+    DBPG_USER_COUNTS,        /* $1 coupon, $2 users: one count per user, in order */
+    DBPG_BATCH_WRITE,        /* $1 coupon, $2 stock, $3 fence, $4 users: the unfenced write + inserts */
+    DBPG_BATCH_FENCED_WRITE, /* the same, applied only if last_fence <= $3 */
+    DBPG_BATCH_SECTION,      /* $1 coupon, $2 fence, $3 users: decide and write, after the fenced read */
+    DBPG_BATCH_COUNT
+} dbpg_batch_id;
+extern const dbpg_sql dbpg_batch_statements[DBPG_BATCH_COUNT]; /* pg_sql.c */
+
+/* One statement of a pipeline (dbpg_run_pipeline): its text and
+ * parameters, and the name it was prepared under ("" when it has no
+ * parameter: sent unnamed, like BEGIN and COMMIT). */
+typedef struct dbpg_step {
+    const dbpg_sql *sql;
+    char prepared[16];
+    const char *const *values;
+} dbpg_step;
+/* pg_exec.c: a step of the common table / of the batch table. */
+dbpg_step dbpg_stmt_step(dbi_stmt_id id, const char *const *values);
+dbpg_step dbpg_batch_step(dbpg_batch_id id, const char *const *values);
 
 /* pg_exec.c: (re)connect if the connection was dropped, and prepare the
  * statement table on it. */
@@ -37,6 +63,14 @@ db_status dbpg_prepare_all(db_store *db);
  * the caller PQclear()s it; may be NULL when the caller needs no rows), or
  * the mapped failure with detail in db->errmsg and *out NULL. */
 db_status dbpg_run(db_store *db, dbi_stmt_id id, const char *const *values, PGresult **out);
+/* pg_exec.c: run n statements in one round trip (libpq pipeline mode, one
+ * Sync), each still bounded by statement_timeout on the server, the whole
+ * by the client deadline. DB_OK and out[i] the result of step i (the
+ * caller PQclear()s each; out may be NULL), or the first failure mapped as
+ * dbpg_run does, every out[i] NULL. A failed step makes the server skip
+ * the rest: a transaction the steps opened is left aborted, for the
+ * caller's ROLLBACK. */
+db_status dbpg_run_pipeline(db_store *db, const dbpg_step *steps, int n, PGresult **out, const char *what);
 /* pg_exec.c: run fixed SQL text (the simple protocol, several statements
  * allowed), bounded likewise; for the schema. */
 db_status dbpg_run_text(db_store *db, const char *sql, const char *what, PGresult **out);
@@ -54,5 +88,15 @@ void dbpg_close(db_store *db);
 
 /* pg_ops.c: a result's integer cell, checked. */
 db_status dbpg_int64(db_store *db, const PGresult *r, int row, int col, int64_t *v);
+
+/* pg_section.c: the section's read and write, each one round trip (the
+ * dbi_ops slots section_read / section_write). */
+db_status dbpg_section_read(db_store *db, int64_t coupon_id, db_fence_mode mode, int64_t fence, db_claim_req *reqs,
+                            size_t n, db_claim_view *view, int *has_row);
+db_status dbpg_section_write(db_store *db, int64_t coupon_id, db_fence_mode mode, int64_t fence, int64_t stock,
+                             db_claim_req *reqs, size_t n, int *changed);
+/* pg_section.c: the whole section with no business step (slot section_whole). */
+db_status dbpg_section_whole(db_store *db, int64_t coupon_id, int64_t fence, db_claim_req *reqs, size_t n,
+                             int *has_row);
 
 #endif /* COUPON_DB_PG_INTERNAL_H */

@@ -312,4 +312,7 @@ const dbi_ops dbi_pg_ops = {
     .insert_record = pg_insert_record,
     .audit_coupon = pg_audit_coupon,
     .audit_users = pg_audit_users,
+    .section_read = dbpg_section_read,
+    .section_write = dbpg_section_write,
+    .section_whole = dbpg_section_whole,
 };

@@ -60,3 +60,74 @@ const dbpg_sql dbpg_statements[DBI_STMT_COUNT] = {
                          "WHERE $2 > 0 AND n > $2",
                          "ii"},
 };
+
+/* The user ids of a batch travel as one text[] parameter, unnested WITH
+ * ORDINALITY to keep the batch's order: a batch costs one statement, not one
+ * per claim. */
+
+const dbpg_sql dbpg_batch_statements[DBPG_BATCH_COUNT] = {
+    /* DBI_USER_COUNT for every claim of the batch at once; run after the
+     * fenced read in the same READ COMMITTED transaction, as the per-claim
+     * counts were, so it sees every record committed before the read. */
+    [DBPG_USER_COUNTS] = {"count users' records",
+                          "SELECT (SELECT COUNT(*) FROM coupon_record r WHERE r.coupon_id = $1 "
+                          "AND r.user_id = u.user_id) FROM unnest($2::text[]) WITH ORDINALITY AS u(user_id, ord) "
+                          "ORDER BY u.ord",
+                          "ia"},
+    /* The section's write and its records as one statement: the INSERT
+     * reads the UPDATE's row, so when the UPDATE changes nothing (no such
+     * coupon; with the fence, a newer holder's fence on the row) no record
+     * is inserted and no row comes back: nothing of the batch is written.
+     * ORDER BY ord: the records get their ids in the batch's order. */
+    [DBPG_BATCH_WRITE] = {"write batch",
+                          "WITH w AS (UPDATE coupon SET stock = $2 WHERE id = $1 RETURNING id) "
+                          "INSERT INTO coupon_record(coupon_id, user_id, fence) "
+                          "SELECT w.id, u.user_id, $3 FROM w CROSS JOIN unnest($4::text[]) WITH ORDINALITY "
+                          "AS u(user_id, ord) ORDER BY u.ord RETURNING id, user_id",
+                          "iiia"},
+    [DBPG_BATCH_FENCED_WRITE] = {"fenced write batch",
+                                 "WITH w AS (UPDATE coupon SET stock = $2, last_fence = $3 "
+                                 "WHERE id = $1 AND last_fence <= $3 RETURNING id) "
+                                 "INSERT INTO coupon_record(coupon_id, user_id, fence) "
+                                 "SELECT w.id, u.user_id, $3 FROM w CROSS JOIN unnest($4::text[]) WITH ORDINALITY "
+                                 "AS u(user_id, ord) ORDER BY u.ord RETURNING id, user_id",
+                                 "iiia"},
+    /* The whole section of a batch with no business step, run right after
+     * DBI_FENCED_READ in its transaction, which registered our fence and
+     * holds the row lock: this statement's snapshot is taken after it, so it
+     * sees every record committed before the row let our fence in.
+     *   c  the coupon as our fenced read left it (last_fence = $2; no row
+     *      when the read was refused, and then nothing below happens);
+     *   u  each claim's user, its records (held) and its rank among the
+     *      batch's claims of that user (nth);
+     *   d  db_claim_decide (section.c) in one pass: a claim fits the per-user
+     *      limit when held + nth <= limit; `before` is how many fitting
+     *      claims precede it: once they reach the stock it is sold out
+     *      (2), else it is accepted (0) or over the limit (3);
+     *   w  the write, fenced: the stock read minus the accepted claims;
+     *   i  one record per accepted claim, in the batch's order.
+     * One row per claim, in order: status, held, stock left, record id (the
+     * k-th record of a user is that user's k-th accepted claim). */
+    [DBPG_BATCH_SECTION] = {
+        "claim batch",
+        "WITH c AS (SELECT id, stock, per_user_limit FROM coupon WHERE id = $1 AND last_fence = $2), "
+        "u AS (SELECT u.user_id, u.ord, "
+        "(SELECT COUNT(*) FROM coupon_record r WHERE r.coupon_id = $1 AND r.user_id = u.user_id) AS held, "
+        "row_number() OVER (PARTITION BY u.user_id ORDER BY u.ord) AS nth "
+        "FROM unnest($3::text[]) WITH ORDINALITY AS u(user_id, ord)), "
+        "f AS (SELECT u.*, c.stock, (c.per_user_limit = 0 OR u.held + u.nth <= c.per_user_limit) AS fits "
+        "FROM u CROSS JOIN c), "
+        "d AS (SELECT f.*, COALESCE(SUM(f.fits::int) OVER (ORDER BY f.ord ROWS BETWEEN UNBOUNDED PRECEDING "
+        "AND 1 PRECEDING), 0) AS before FROM f), "
+        "s AS (SELECT d.*, CASE WHEN d.before >= d.stock THEN 2 WHEN d.fits THEN 0 ELSE 3 END AS status, "
+        "row_number() OVER (PARTITION BY d.user_id, d.before < d.stock AND d.fits ORDER BY d.ord) AS k FROM d), "
+        "w AS (UPDATE coupon SET stock = c.stock - (SELECT COUNT(*) FROM s WHERE s.status = 0) FROM c "
+        "WHERE coupon.id = c.id AND coupon.last_fence <= $2 AND EXISTS (SELECT 1 FROM s WHERE s.status = 0) "
+        "RETURNING coupon.id), "
+        "i AS (INSERT INTO coupon_record(coupon_id, user_id, fence) SELECT w.id, s.user_id, $2 "
+        "FROM w CROSS JOIN s WHERE s.status = 0 ORDER BY s.ord RETURNING id, user_id), "
+        "ik AS (SELECT i.id, i.user_id, row_number() OVER (PARTITION BY i.user_id ORDER BY i.id) AS k FROM i) "
+        "SELECT s.status, s.held, s.stock - s.before - 1, ik.id FROM s "
+        "LEFT JOIN ik ON s.status = 0 AND ik.user_id = s.user_id AND ik.k = s.k ORDER BY s.ord",
+        "iia"},
+};

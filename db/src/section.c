@@ -130,6 +130,19 @@ db_status db_claim_read(db_store *db, int64_t coupon_id, db_fence_mode mode, uin
     }
     for (size_t i = 0; i < n; i++)
         reqs[i].held = 0;
+    if (db->ops->section_read != NULL) {
+        int has_row = 0;
+        res = db->ops->section_read(db, coupon_id, mode, (int64_t)fence, reqs, n, view, &has_row);
+        if (res == DB_OK && !has_row)
+            res = missing_or_stale(db, coupon_id, fence, "read");
+        if (res != DB_OK) {
+            dbi_rollback(db);
+            memset(view, 0, sizeof *view);
+            for (size_t i = 0; i < n; i++)
+                reqs[i].held = 0;
+        }
+        return res;
+    }
     /* One short transaction so the stock and the counts are one snapshot:
      * IMMEDIATE under `full` (the read writes last_fence, and SQLITE_BUSY
      * should surface here, not mid-way), a plain read otherwise. It ends
@@ -196,6 +209,17 @@ db_status db_claim_write(db_store *db, int64_t coupon_id, db_fence_mode mode, ui
     if (sold == 0)
         return DB_OK;
 
+    if (db->ops->section_write != NULL) {
+        /* The same write, the same refusal, as one round trip. */
+        res = db->ops->section_write(db, coupon_id, mode, (int64_t)fence, view->stock - sold, reqs, n, &changed);
+        if (res == DB_OK && changed == 0)
+            res = missing_or_stale(db, coupon_id, fence, "write");
+        left = view->stock;
+        for (size_t i = 0; res == DB_OK && i < n; i++)
+            if (reqs[i].status == DB_OK)
+                reqs[i].claim.stock = --left;
+        goto done;
+    }
     res = dbi_begin_immediate(db);
     if (res != DB_OK)
         return res;
@@ -219,6 +243,7 @@ db_status db_claim_write(db_store *db, int64_t coupon_id, db_fence_mode mode, ui
     }
     if (res == DB_OK)
         res = dbi_commit(db);
+done:
     if (res != DB_OK) {
         dbi_rollback(db); /* nothing of a refused or failed write stays */
         for (size_t i = 0; i < n; i++)
@@ -227,13 +252,39 @@ db_status db_claim_write(db_store *db, int64_t coupon_id, db_fence_mode mode, ui
     return res;
 }
 
+/* With no business step between them, a backend may run the read, the
+ * decision and the write as one transaction (section_whole): the same
+ * fenced read and fenced write, the same outcomes, the row locked from the
+ * read to the write. */
+static db_status whole_section(db_store *db, int64_t coupon_id, uint64_t fence, db_claim_req *reqs, size_t n)
+{
+    int has_row = 0;
+    db_status res = check_section_args(db, DB_FENCE_FULL, fence, reqs, n);
+
+    if (res != DB_OK)
+        return res;
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].held = 0;
+        reqs[i].status = DB_OK;
+        memset(&reqs[i].claim, 0, sizeof reqs[i].claim);
+    }
+    res = db->ops->section_whole(db, coupon_id, (int64_t)fence, reqs, n, &has_row);
+    if (res == DB_OK && !has_row)
+        res = missing_or_stale(db, coupon_id, fence, "read");
+    if (res != DB_OK)
+        dbi_rollback(db);
+    return res;
+}
+
 db_status db_claim_section(db_store *db, int64_t coupon_id, db_fence_mode mode, uint64_t fence, db_claim_req *reqs,
                            size_t n, db_work_fn work, void *work_arg)
 {
     db_claim_view view;
-    db_status res = db_claim_read(db, coupon_id, mode, fence, reqs, n, &view);
+    int whole = work == NULL && mode == DB_FENCE_FULL && db != NULL && db->ops->section_whole != NULL;
+    db_status res = whole ? whole_section(db, coupon_id, fence, reqs, n)
+                          : db_claim_read(db, coupon_id, mode, fence, reqs, n, &view);
 
-    if (res == DB_OK) {
+    if (res == DB_OK && !whole) {
         size_t accepted = db_claim_decide(&view, reqs, n);
         if (accepted > 0) {
             /* The business step runs between the read and the write with no

@@ -146,3 +146,89 @@ Test(db_pg_timeout, a_server_gone_at_reconnect_is_busy_not_an_error)
     db_close(db);
     cr_assert_eq(pg_stop(&own), 0);
 }
+
+/* The batch's pipelines are bounded alike: a held row lock answers DB_BUSY
+ * within the timeout, on the one-round-trip section (no business step) and
+ * on the read of the stepped one, with nothing written and the session
+ * usable afterwards (the aborted transaction rolled back). */
+static void noop_step(void *arg, size_t n)
+{
+    (void)arg;
+    (void)n;
+}
+
+Test(db_pg_timeout, a_held_row_lock_bounds_a_batch_on_both_paths)
+{
+    db_store *db = NULL;
+    char err[256];
+    int64_t id = dbt_create(dbt_db, "locked batch", 5, 1);
+    holder_arg h = {dbt_path, id};
+    db_claim_req reqs[3];
+    const char *users[] = {"x", "y", "z"};
+    int status = 0;
+    pid_t pid;
+
+    cr_assert_eq(db_open(dbt_path, SHORT_MS, &db, err, sizeof err), DB_OK, "%s", err);
+    for (int with_step = 0; with_step < 2; with_step++) {
+        memset(reqs, 0, sizeof reqs);
+        for (int i = 0; i < 3; i++)
+            reqs[i].user_id = users[i];
+        fflush(NULL);
+        pid = fork();
+        cr_assert_neq(pid, -1);
+        if (pid == 0)
+            _exit(hold_row_lock(0, &h));
+        test_sleep_ms(500); /* the holder has its lock */
+        int64_t t0 = test_now_ms();
+        db_status st = db_claim_section(db, id, DB_FENCE_FULL, 7, reqs, 3, with_step ? noop_step : NULL, NULL);
+        int64_t took = test_now_ms() - t0;
+        cr_assert_eq(st, DB_BUSY, "step %d: %s: %s", with_step, db_status_str(st), db_errmsg(db));
+        cr_assert(strstr(db_errmsg(db), "55P03") != NULL || strstr(db_errmsg(db), "57014") != NULL, "%s",
+                  db_errmsg(db));
+        cr_assert_lt(took, 1500, "step %d: %lld ms", with_step, (long long)took);
+        for (int i = 0; i < 3; i++)
+            cr_assert_eq(reqs[i].status, DB_BUSY);
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        cr_assert_eq(dbt_scalar(dbt_path, "SELECT COUNT(*) FROM coupon_record"), 0);
+        cr_assert_eq(dbt_scalar(dbt_path, "SELECT last_fence FROM coupon"), 0, "the refused read left its fence");
+    }
+    /* The same session, the lock gone: the batch goes through. */
+    cr_assert_eq(db_claim_section(db, id, DB_FENCE_FULL, 7, reqs, 3, NULL, NULL), DB_OK, "%s", db_errmsg(db));
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(reqs[i].status, DB_OK);
+    cr_assert_eq(dbt_scalar(dbt_path, "SELECT stock FROM coupon"), 2);
+    db_close(db);
+}
+
+/* A frozen server process mid-batch: the pipeline's client deadline drops
+ * the session (DB_BUSY, "no answer"), and the next batch opens a new one. */
+Test(db_pg_timeout, a_frozen_server_process_bounds_a_batch_then_the_store_reconnects)
+{
+    db_store *db = NULL;
+    int64_t id = dbt_create(dbt_db, "frozen batch", 5, 1);
+    pid_t backend = backend_of_new_session(&db);
+    db_claim_req reqs[2];
+    const char *users[] = {"p", "q"};
+
+    memset(reqs, 0, sizeof reqs);
+    for (int i = 0; i < 2; i++)
+        reqs[i].user_id = users[i];
+    cr_assert_eq(kill(backend, SIGSTOP), 0);
+    int64_t t0 = test_now_ms();
+    db_status st = db_claim_section(db, id, DB_FENCE_FULL, 3, reqs, 2, NULL, NULL);
+    int64_t took = test_now_ms() - t0;
+    cr_assert_eq(kill(backend, SIGCONT), 0);
+    cr_assert_eq(st, DB_BUSY, "%s: %s", db_status_str(st), db_errmsg(db));
+    cr_assert_not_null(strstr(db_errmsg(db), "no answer"), "%s", db_errmsg(db));
+    cr_assert_lt(took, SHORT_MS + 1000 + 1500, "%lld ms", (long long)took);
+    /* The frozen process got the whole pipeline before it froze, and may
+     * run it once thawed, as any COMMIT whose answer never came may have
+     * applied (deployment.md): then p and q are at their limit now. Either
+     * way each holds one record, sold once. */
+    cr_assert_eq(db_claim_section(db, id, DB_FENCE_FULL, 4, reqs, 2, NULL, NULL), DB_OK, "%s", db_errmsg(db));
+    cr_assert_eq(dbt_scalar(dbt_path, "SELECT COUNT(*) FROM coupon_record"), 2);
+    cr_assert_eq(dbt_scalar(dbt_path, "SELECT COUNT(DISTINCT user_id) FROM coupon_record"), 2);
+    cr_assert_eq(dbt_scalar(dbt_path, "SELECT stock FROM coupon"), 3);
+    db_close(db);
+}
