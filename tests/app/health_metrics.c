@@ -252,7 +252,9 @@ static void check_histogram(const scrape *sc)
 Test(app_health_metrics, counters_move_exactly, .timeout = 30)
 {
     APP_SETUP_OK();
-    start_all(1);
+    /* --work-us 1: a business step, so the section has its read, work and
+     * commit stages apart (with none the store may run it as one). */
+    app_env_up(&g_app, 1, 0, 1, "--lock-wait", "200", "--work-us", "1", NULL);
     scrape a, b, c, d;
     do_scrape(&a);
 
