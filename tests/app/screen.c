@@ -212,3 +212,72 @@ Test(app_screen, access_log_escapes_what_it_writes)
     cr_assert_eq(fields, 6, "time method path status code seconds:\n%s", al);
     free(al);
 }
+
+/* One request on a kept-alive connection: its answer's status (0 when
+ * none came within timeout_ms), the answer in answer. */
+static int kept_exchange(int fd, const char *req, char *answer, size_t cap, int timeout_ms)
+{
+    int closed = 0;
+    if (raw_send_all(fd, req, strlen(req)) != 0)
+        return 0;
+    raw_read_answer(fd, answer, cap, timeout_ms, &closed);
+    return raw_status_of(answer);
+}
+
+/* Requests one after the other on one kept-alive connection go to
+ * libmicrohttpd over the same socketpair (accept_relay.c): each is still
+ * screened (a malformed one gets the JSON 400, and libmicrohttpd never
+ * sees it), a HEAD answer (no body after its Content-Length) does not
+ * stall the next, and a request after the pair was closed idle is served. */
+Test(app_screen, kept_alive_requests_are_each_screened)
+{
+    APP_SETUP_OK();
+    app_env_server_up(&g_app, 0, NULL);
+    long long id = app_create_coupon(&g_app.srv[0], "c", 5, 0);
+    cr_assert_eq(id, 1, "the requests below name coupon 1");
+    int fd = raw_connect(&g_app.srv[0], NULL, 5000);
+    cr_assert_geq(fd, 0);
+    char answer[8192];
+    static const char CLAIM1[] = "POST /api/v1/coupon/add?coupon_id=1&user_id=k1 HTTP/1.1\r\nHost: x\r\n"
+                                 "Content-Length: 0\r\n\r\n";
+    static const char CLAIM2[] = "POST /api/v1/coupon/add?coupon_id=1&user_id=k2 HTTP/1.1\r\nHost: x\r\n"
+                                 "Content-Length: 0\r\n\r\n";
+    static const char GET[] = "GET /api/v1/coupon/1 HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char HEAD[] = "HEAD /api/v1/coupon/1 HTTP/1.1\r\nHost: x\r\n\r\n";
+    /* Back to back: the pair is kept between them. */
+    cr_assert_eq(kept_exchange(fd, CLAIM1, answer, sizeof answer, 5000), 200, "%s", answer);
+    cr_assert_eq(kept_exchange(fd, GET, answer, sizeof answer, 5000), 200, "%s", answer);
+    cr_assert_null(strstr(answer, "Connection: close"), "%s", answer);
+    /* raw_read_answer waits for the declared body a HEAD answer has not:
+     * a short wait, and then the status line alone must be there. */
+    int head_status = kept_exchange(fd, HEAD, answer, sizeof answer, 1000);
+    cr_assert(head_status != 0, "HEAD: no answer (the relay waited for a body): %s", answer);
+    cr_assert_null(strstr(answer, "{\""), "HEAD: a body came: %s", answer);
+    cr_assert_eq(kept_exchange(fd, GET, answer, sizeof answer, 5000), 200, "after HEAD: %s", answer);
+    cr_assert_null(strstr(answer, "\nHTTP/1."), "two answers in one: %s", answer);
+    /* Malformed, right after an answer (the pair still open): the screen's
+     * JSON 400, not libmicrohttpd's HTML, and the connection is closed. */
+    static const char BAD[] = "GET /api/v1/coupon/1 HTTP/2.5\r\nHost: x\r\n\r\n";
+    cr_assert_eq(kept_exchange(fd, BAD, answer, sizeof answer, 5000), 505, "%s", answer);
+    cr_assert_not_null(strstr(answer, "{\"code\":1001,"), "%s", answer);
+    cr_assert_null(strstr(answer, "<html"), "%s", answer);
+    close(fd);
+    /* A duplicate parameter (libmicrohttpd would take the first) right
+     * after a served claim: refused, and only the served claim counts. */
+    fd = raw_connect(&g_app.srv[0], NULL, 5000);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(kept_exchange(fd, CLAIM2, answer, sizeof answer, 5000), 200, "%s", answer);
+    static const char DUP[] = "POST /api/v1/coupon/add?coupon_id=2&coupon_id=1&user_id=k3 HTTP/1.1\r\n"
+                              "Host: x\r\nContent-Length: 0\r\n\r\n";
+    cr_assert_eq(kept_exchange(fd, DUP, answer, sizeof answer, 5000), 400, "%s", answer);
+    close(fd);
+    /* After a pause longer than a pair may idle: a new pair, still served. */
+    fd = raw_connect(&g_app.srv[0], NULL, 5000);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(kept_exchange(fd, GET, answer, sizeof answer, 5000), 200, "%s", answer);
+    test_sleep_ms(400);
+    cr_assert_eq(kept_exchange(fd, GET, answer, sizeof answer, 5000), 200, "after a pause: %s", answer);
+    close(fd);
+    app_coupon_state st;
+    app_expect_db(g_app.db, id, 3, 2, &st);
+}

@@ -526,6 +526,7 @@ static void sweep(front *f, int64_t now)
         }
         if (c->state != C_READING)
             continue;
+        relay_pair_idle(f, c, now);
         /* Stopping: a connection waiting for a request gets none served. */
         if (f->quiesced) {
             front_conn_close(f, c);

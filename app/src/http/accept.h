@@ -9,14 +9,17 @@
  * the request head and its body are complete, screens them
  * (head_parse.h), and answers anything malformed itself in the contract's
  * JSON. A whole, valid request is read off the socket and relayed: written
- * to a fresh UNIX socketpair whose other end libmicrohttpd gets
- * (MHD_add_connection, with the client's address), which answers it and
- * closes (every answer says "Connection: close" to it, reply.c); the end
- * of the pair is the end of the answer, which the front sends to the
- * client, without that "Connection: close" when the client keeps its
- * connection alive. So every request on a kept-alive connection is
- * screened, not only the first, and libmicrohttpd holds a slot only while
- * it serves one request.
+ * to the connection's UNIX socketpair, whose other end libmicrohttpd got
+ * (MHD_add_connection, with the client's address) at the connection's
+ * first request; the answer comes back on it, whole at the end its
+ * Content-Length gives (no body for HEAD, 204, 304), and goes out to the
+ * client. libmicrohttpd keeps the pair alive but reads only what the front
+ * writes: one screened request, the next only after its answer. So every
+ * request on a kept-alive connection is screened, not only the first. A
+ * pair idle PAIR_IDLE_MS is closed (the next request gets a new one), so
+ * libmicrohttpd holds a slot for a client that keeps asking, not for an
+ * idle one. Every answer to a socket handed over whole (below) says
+ * "Connection: close" (reply.c).
  *
  * What a client controls is bounded while the front holds it:
  *   head      within --header-timeout-s of the accept or the previous

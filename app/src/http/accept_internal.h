@@ -21,6 +21,14 @@
 /* The largest answer the relay buffers (the page and the coupon list are
  * far below); a larger one closes the connection. */
 #define ANSWER_MAX (64u * 1024 * 1024)
+/* A connection's socketpair to libmicrohttpd outlives its answer and
+ * carries the connection's next (screened) request; idle this long (up to
+ * a sweep more), it is closed and the next request gets a new one. Short:
+ * an idle pair holds one of libmicrohttpd's slots (its pool splits
+ * --max-connections among its threads, the pair going to the thread of
+ * its descriptor number), and a client that asks again at once (a load,
+ * a page's requests) is the one that gains from it. */
+#define PAIR_IDLE_MS 100
 
 /* Where a connection is in its request's life. */
 typedef enum conn_state {
@@ -60,7 +68,9 @@ typedef struct fconn {
     int64_t state_ms;   /* when the state began */
     int served;         /* answers relayed on this connection */
     int keep_alive;     /* the client may send another request after this answer */
-    int pair_fd;        /* relaying: the front's end of the socketpair to libmicrohttpd; else -1 */
+    int pair_fd;        /* the front's end of the socketpair to libmicrohttpd; else -1 */
+    int head_request;   /* the request with libmicrohttpd is a HEAD: its answer has no body */
+    size_t ans_off;     /* where the answer's final head starts in out (after any 1xx) */
     char *out;          /* the answer read back from libmicrohttpd, then sent from out_off */
     size_t out_len, out_cap, out_off;
 } fconn;
@@ -108,5 +118,7 @@ void relay_pair_event(front *f, fconn *c);
 void relay_client_send(front *f, fconn *c);
 /* Closes c's socketpair (when it has one). */
 void relay_pair_close(front *f, fconn *c);
+/* Closes c's socketpair when it has been idle too long (PAIR_IDLE_MS). */
+void relay_pair_idle(front *f, fconn *c, int64_t now);
 
 #endif /* APP_ACCEPT_INTERNAL_H */

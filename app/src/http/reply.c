@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* Seconds a client should wait before retrying a 503: a held coupon lock is
  * released within milliseconds and a Redis failover or a busy DB takes about
@@ -20,6 +21,15 @@
 #define DATA_CSP "default-src 'none'; frame-ancestors 'none'"
 
 static const char ERROR_FALLBACK[] = "{\"code\":1500,\"msg\":\"out of memory\",\"data\":null}";
+
+/* 1 when conn is the accept front's socketpair (accept_relay.c). */
+static int on_front_pair(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    return ci != NULL && getsockname(ci->connect_fd, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family == AF_UNIX;
+}
 
 /* retry_after: seconds for a Retry-After header, 0 for none. */
 static int queue(request *rq, unsigned status, unsigned retry_after, const char *content_type, char *body,
@@ -67,12 +77,11 @@ static int queue(request *rq, unsigned status, unsigned retry_after, const char 
     if (status == MHD_HTTP_UNAUTHORIZED &&
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer") != MHD_YES)
         goto out;
-    /* One request per libmicrohttpd connection: it would parse the next
-     * request on a kept-alive connection itself, past the accept front's
-     * screen and deadlines, so it closes after every answer; the end of
-     * its connection is how the front knows the answer is whole, and the
-     * front keeps the client's connection alive itself (accept.h). */
-    if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
+    /* libmicrohttpd must not parse a second request on a client's own
+     * socket (one handed over whole, accept.c): past the accept front's
+     * screen and deadlines. It may on the front's socketpair (AF_UNIX),
+     * where the front writes each screened request, one at a time. */
+    if (!on_front_pair(rq->conn) && MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
         goto out;
     ret = MHD_queue_response(rq->conn, status, resp);
     if (ret == MHD_YES) {
