@@ -34,17 +34,11 @@ int bundle_setup(const app_config *cfg, int strategy_uses_lock, char *err, size_
          * take one per bundle with, and needs no Redis: its bundles are the
          * lock-free transaction too. */
         the_kind = strategy_uses_lock ? BUNDLE_LOCK_MULTI : BUNDLE_LOCK_ATOMIC;
-        if (the_kind == BUNDLE_LOCK_MULTI && !bundle_multi_available)
-            the_kind = BUNDLE_LOCK_SORTED;
         return 0;
     }
     for (size_t k = 0; k < N_KINDS; k++) {
         if (strcmp(name, NAMES[k]) != 0)
             continue;
-        if (k == BUNDLE_LOCK_MULTI && !bundle_multi_available) {
-            snprintf(err, errlen, "--bundle-lock multi: this libdlock has no dlock_acquire_multi");
-            return -1;
-        }
         the_kind = (bundle_lock_kind)k;
         return 0;
     }

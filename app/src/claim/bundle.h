@@ -60,11 +60,9 @@ const char *bundle_lock_name(void);
 /* Readies job for the claim queue (its run hook); the caller fills the rest. */
 void bundle_job_init(bundle_job *job);
 
-/* bundle_lock.c, for bundle.c: nonzero when this libdlock has
- * dlock_acquire_multi; and the lock ways, which take every coupon's lock
- * (setting items[i].fence), run section, release, and return the store's
- * status, or set *lock_failed to the claim row of a lock failure. */
-extern const int bundle_multi_available;
+/* bundle_lock.c, for bundle.c: the lock ways, which take every coupon's
+ * lock (setting items[i].fence), run section, release, and return the
+ * store's status, or set *lock_failed to the claim row of a lock failure. */
 typedef db_status (*bundle_section_fn)(worker *w, const app_config *cfg, bundle_job *job, db_bundle_item *items);
 db_status bundle_under_locks(worker *w, const app_config *cfg, bundle_lock_kind kind, bundle_job *job,
                              db_bundle_item *items, int64_t deadline_us, claim_result *lock_failed,

@@ -12,8 +12,6 @@
 #include "core/metrics.h"
 
 
-const int bundle_multi_available = 1;
-
 /* order[k]: the item locked k-th. */
 static void lock_order(const bundle_job *job, bundle_lock_kind kind, size_t *order)
 {
