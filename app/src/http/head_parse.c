@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "api.h"
+#include "http/params.h"
 
 static head_status bad(head_info *out, unsigned status, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -31,17 +32,6 @@ static int is_tchar(unsigned char c)
     return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* A query argument's name, percent-decoded ('+' is a space) into out
  * (truncated to cap - 1: names that long are not the API's anyway, and two
  * that agree on their first 63 bytes count as the same). */
@@ -49,8 +39,8 @@ static size_t decode_name(const char *p, size_t n, char *out, size_t cap)
 {
     size_t o = 0;
     for (size_t i = 0; i < n && o + 1 < cap; i++) {
-        if (p[i] == '%' && i + 2 < n && hexval((unsigned char)p[i + 1]) >= 0 && hexval((unsigned char)p[i + 2]) >= 0) {
-            out[o++] = (char)(hexval((unsigned char)p[i + 1]) * 16 + hexval((unsigned char)p[i + 2]));
+        if (p[i] == '%' && i + 2 < n && http_hex_digit(p[i + 1]) >= 0 && http_hex_digit(p[i + 2]) >= 0) {
+            out[o++] = (char)(http_hex_digit(p[i + 1]) * 16 + http_hex_digit(p[i + 2]));
             i += 2;
         } else {
             out[o++] = p[i] == '+' ? ' ' : p[i];
@@ -72,7 +62,7 @@ static head_status check_target(const char *t, size_t n, head_info *out)
     for (size_t i = 0; i < n; i++) {
         if (t[i] == '#')
             return bad(out, 400, API_BAD_PARAM, "the request target carries a fragment ('#')");
-        if (t[i] == '%' && (i + 2 >= n || hexval((unsigned char)t[i + 1]) < 0 || hexval((unsigned char)t[i + 2]) < 0))
+        if (t[i] == '%' && (i + 2 >= n || http_hex_digit(t[i + 1]) < 0 || http_hex_digit(t[i + 2]) < 0))
             return bad(out, 400, API_BAD_PARAM, "malformed percent escape in the request target");
     }
     const char *q = memchr(t, '?', n);
@@ -277,10 +267,10 @@ chunk_status chunked_scan(const char *buf, size_t n, size_t max_body, size_t *us
     for (;;) {
         /* chunk-size: 1 to 8 hex digits. */
         size_t size = 0, digits = 0;
-        while (i < n && hexval((unsigned char)buf[i]) >= 0) {
+        while (i < n && http_hex_digit(buf[i]) >= 0) {
             if (++digits > 8)
                 return CHUNK_BAD;
-            size = size * 16 + (size_t)hexval((unsigned char)buf[i]);
+            size = size * 16 + (size_t)http_hex_digit(buf[i]);
             i++;
         }
         if (i == n)
