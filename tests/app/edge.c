@@ -15,87 +15,16 @@
 #include <criterion/criterion.h>
 
 #include "app_util.h"
+#include "raw_conn.h"
 
 const app_suite_plan app_plan = {.db_name = "edge.db", .nredis = 1, .nservers = 0};
 TestSuite(app_edge, .init = app_suite_init, .fini = app_suite_fini, .timeout = 60);
 
-/* A TCP connection to the server from source address src (any 127/8
- * address works on loopback), or -1. */
-static int connect_from(const server_proc *s, const char *src)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    if (src != NULL) {
-        inet_pton(AF_INET, src, &a.sin_addr);
-        if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-            close(fd);
-            return -1;
-        }
-    }
-    a.sin_port = htons((uint16_t)s->port);
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static int send_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Reads until the peer closes, buf is full or timeout_ms passes; returns the
- * bytes read (NUL-terminated), and *closed whether the peer closed. */
-static size_t read_answer(int fd, char *buf, size_t cap, int timeout_ms, int *closed)
-{
-    size_t have = 0;
-    int64_t deadline = test_now_ms() + timeout_ms;
-    *closed = 0;
-    while (have + 1 < cap) {
-        int64_t left = deadline - test_now_ms();
-        struct pollfd p = {fd, POLLIN, 0};
-        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-            break;
-        ssize_t r = recv(fd, buf + have, cap - 1 - have, 0);
-        if (r <= 0) {
-            *closed = 1;
-            break;
-        }
-        have += (size_t)r;
-        /* One answer with a body is enough (our JSON ends with "}"). */
-        if (strstr(buf, "\r\n\r\n") != NULL && have > 0 && buf[have - 1] == '}')
-            break;
-    }
-    buf[have] = '\0';
-    return have;
-}
-
-/* One raw request; the answer's status (0 when none came within 3 s). */
+/* One raw request on a fresh connection; the answer's status (0 when none
+ * came within 3 s). */
 static int raw_status(const server_proc *s, const char *req, char *answer, size_t cap)
 {
-    int fd = connect_from(s, NULL);
-    cr_assert_geq(fd, 0, "connect: %s", strerror(errno));
-    cr_assert_eq(send_all(fd, req, strlen(req)), 0);
-    int closed = 0;
-    read_answer(fd, answer, cap, 3000, &closed);
-    close(fd);
-    int status = 0;
-    if (sscanf(answer, "HTTP/1.%*d %d", &status) != 1)
-        status = 0;
-    return status;
+    return raw_exchange(s, req, strlen(req), answer, cap, 3000);
 }
 
 Test(app_edge, many_query_arguments_get_an_answer)
@@ -142,11 +71,11 @@ Test(app_edge, slow_chunked_body_past_the_limit_is_cut_at_the_limit)
      * fifth chunk (about 0.8 s in). The server must close then, not read
      * the 40 chunks the sender would go on with (8 s). */
     app_env_server_up(&g_app, 0, "--max-body-bytes", "4096", NULL);
-    int fd = connect_from(&g_app.srv[0], NULL);
+    int fd = raw_connect(&g_app.srv[0], NULL, 3000);
     cr_assert_geq(fd, 0);
     const char *head = "POST /api/v1/admin/coupon HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " APP_TOKEN
                        "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
-    cr_assert_eq(send_all(fd, head, strlen(head)), 0);
+    cr_assert_eq(raw_send_all(fd, head, strlen(head)), 0);
     char chunk[1100];
     int n = snprintf(chunk, sizeof chunk, "400\r\n");
     memset(chunk + n, 'a', 1024);
@@ -154,7 +83,7 @@ Test(app_edge, slow_chunked_body_past_the_limit_is_cut_at_the_limit)
     size_t chunk_len = (size_t)n + 1026;
     int64_t t0 = test_now_ms(), closed_at = -1;
     for (int i = 0; i < 40 && closed_at < 0; i++) {
-        if (send_all(fd, chunk, chunk_len) != 0) {
+        if (raw_send_all(fd, chunk, chunk_len) != 0) {
             closed_at = test_now_ms() - t0;
             break;
         }
@@ -182,8 +111,8 @@ Test(app_edge, one_address_cannot_take_every_connection, .timeout = 60)
     int fds[ATTACK];
     int held = 0;
     for (int i = 0; i < ATTACK; i++) {
-        fds[i] = connect_from(&g_app.srv[0], "127.0.0.2");
-        if (fds[i] >= 0 && send_all(fds[i], "GET /healthz HTTP/1.1\r\nX-Drip: ", 31) == 0)
+        fds[i] = raw_connect(&g_app.srv[0], "127.0.0.2", 3000);
+        if (fds[i] >= 0 && raw_send_all(fds[i], "GET /healthz HTTP/1.1\r\nX-Drip: ", 31) == 0)
             held++;
     }
     cr_assert_geq(held, 40, "the attacker could not even open its share (%d)", held);
@@ -191,7 +120,7 @@ Test(app_edge, one_address_cannot_take_every_connection, .timeout = 60)
     test_sleep_ms(300);
     for (int i = 0; i < ATTACK; i++)
         if (fds[i] >= 0)
-            (void)send_all(fds[i], "a", 1);
+            (void)raw_send_all(fds[i], "a", 1);
     /* A normal client from 127.0.0.1 gets its answer. */
     char answer[4096];
     int64_t t0 = test_now_ms();
@@ -208,9 +137,9 @@ Test(app_edge, one_address_cannot_take_every_connection, .timeout = 60)
  * closed the connection, or -1 when it kept it open. */
 static int64_t drip_header(const server_proc *s, int64_t limit_ms)
 {
-    int fd = connect_from(s, NULL);
+    int fd = raw_connect(s, NULL, 3000);
     cr_assert_geq(fd, 0, "connect: %s", strerror(errno));
-    cr_assert_eq(send_all(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Drip: ", 40), 0);
+    cr_assert_eq(raw_send_all(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Drip: ", 40), 0);
     int64_t t0 = test_now_ms(), closed_at = -1;
     while (closed_at < 0 && test_now_ms() - t0 < limit_ms) {
         struct pollfd p = {fd, POLLIN, 0};
@@ -218,7 +147,7 @@ static int64_t drip_header(const server_proc *s, int64_t limit_ms)
             char b[256];
             if (recv(fd, b, sizeof b, 0) <= 0)
                 closed_at = test_now_ms() - t0;
-        } else if (send_all(fd, "a", 1) != 0) {
+        } else if (raw_send_all(fd, "a", 1) != 0) {
             closed_at = test_now_ms() - t0;
         }
     }
@@ -245,7 +174,7 @@ Test(app_edge, header_dripped_past_the_deadline_is_cut, .timeout = 60)
      * connection whose requests come 0.7 s apart lives past 1 s; and every
      * request on it is screened, not only the first: a malformed third
      * one gets the JSON 400 and the close. */
-    int fd = connect_from(&g_app.srv[0], NULL);
+    int fd = raw_connect(&g_app.srv[0], NULL, 3000);
     cr_assert_geq(fd, 0);
     const char *req = "GET /api/v1/coupon HTTP/1.1\r\nHost: x\r\n\r\n";
     for (int i = 0; i < 3; i++) {
@@ -253,16 +182,16 @@ Test(app_edge, header_dripped_past_the_deadline_is_cut, .timeout = 60)
         int closed = 0;
         if (i > 0)
             test_sleep_ms(700);
-        cr_assert_eq(send_all(fd, req, strlen(req)), 0, "request %d: the connection is gone", i);
-        read_answer(fd, answer, sizeof answer, 3000, &closed);
+        cr_assert_eq(raw_send_all(fd, req, strlen(req)), 0, "request %d: the connection is gone", i);
+        raw_read_answer(fd, answer, sizeof answer, 3000, &closed);
         cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "request %d: %s", i, answer);
         cr_assert_null(strstr(answer, "Connection: close"), "request %d: %s", i, answer);
     }
     const char *bad = "GET /api/v1/coupon HTTP/2.5\r\nHost: x\r\n\r\n";
     char answer[4096];
     int closed = 0;
-    cr_assert_eq(send_all(fd, bad, strlen(bad)), 0);
-    read_answer(fd, answer, sizeof answer, 3000, &closed);
+    cr_assert_eq(raw_send_all(fd, bad, strlen(bad)), 0);
+    raw_read_answer(fd, answer, sizeof answer, 3000, &closed);
     cr_assert(strncmp(answer, "HTTP/1.1 505", 12) == 0, "%s", answer);
     cr_assert_not_null(strstr(answer, "\"code\":1001"), "%s", answer);
     close(fd);
@@ -278,40 +207,40 @@ Test(app_edge, idle_keepalive_connections_make_room_first, .timeout = 60)
     char answer[4096];
     int closed = 0;
     /* A: a request half sent, the oldest connection. */
-    int a = connect_from(&g_app.srv[0], NULL);
+    int a = raw_connect(&g_app.srv[0], NULL, 3000);
     cr_assert_geq(a, 0);
-    cr_assert_eq(send_all(a, req, 20), 0);
+    cr_assert_eq(raw_send_all(a, req, 20), 0);
     test_sleep_ms(100);
     /* B, then C: answered, now idle on keep-alive (B the older). */
     int bc[2];
     for (int i = 0; i < 2; i++) {
-        bc[i] = connect_from(&g_app.srv[0], NULL);
+        bc[i] = raw_connect(&g_app.srv[0], NULL, 3000);
         cr_assert_geq(bc[i], 0);
-        cr_assert_eq(send_all(bc[i], req, strlen(req)), 0);
-        read_answer(bc[i], answer, sizeof answer, 3000, &closed);
+        cr_assert_eq(raw_send_all(bc[i], req, strlen(req)), 0);
+        raw_read_answer(bc[i], answer, sizeof answer, 3000, &closed);
         cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "%s", answer);
         test_sleep_ms(100);
     }
     /* D: half sent too. The server now holds 4 of 4. */
-    int d = connect_from(&g_app.srv[0], NULL);
+    int d = raw_connect(&g_app.srv[0], NULL, 3000);
     cr_assert_geq(d, 0);
-    cr_assert_eq(send_all(d, req, 20), 0);
+    cr_assert_eq(raw_send_all(d, req, 20), 0);
     test_sleep_ms(200);
     /* E: served; B, the oldest idle one, made room. */
-    int e = connect_from(&g_app.srv[0], NULL);
+    int e = raw_connect(&g_app.srv[0], NULL, 3000);
     cr_assert_geq(e, 0);
-    cr_assert_eq(send_all(e, req, strlen(req)), 0);
-    read_answer(e, answer, sizeof answer, 3000, &closed);
+    cr_assert_eq(raw_send_all(e, req, strlen(req)), 0);
+    raw_read_answer(e, answer, sizeof answer, 3000, &closed);
     cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "the new client: %s", answer);
     closed = 0;
-    read_answer(bc[0], answer, sizeof answer, 1000, &closed);
+    raw_read_answer(bc[0], answer, sizeof answer, 1000, &closed);
     cr_assert(closed, "the oldest idle connection was not the one closed");
     /* A and D, still sending their requests, were kept: they finish now. */
     int ad[2] = {a, d};
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(send_all(ad[i], req + 20, strlen(req) - 20), 0, "connection %d is gone", i);
+        cr_assert_eq(raw_send_all(ad[i], req + 20, strlen(req) - 20), 0, "connection %d is gone", i);
         closed = 0;
-        read_answer(ad[i], answer, sizeof answer, 3000, &closed);
+        raw_read_answer(ad[i], answer, sizeof answer, 3000, &closed);
         cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "connection %d: %s", i, answer);
     }
     close(a);
