@@ -46,6 +46,53 @@ static void expire(claim_job *job, const app_config *cfg, int64_t now_us)
                  "its whole wait passed in the claim queue while the lock service failed: %s", dlock_strerror(seen));
 }
 
+/* The queue of the claim worker running on this thread (NULL elsewhere),
+ * for claimq_take_coupon. */
+static _Thread_local claimq *this_workers_queue;
+
+size_t claimq_take_coupon(int64_t coupon_id, claim_job **out, size_t max)
+{
+    claimq *q = this_workers_queue;
+    claim_job *late[CLAIMQ_TAKE_MAX];
+    size_t taken = 0, kept = 0, n_late = 0;
+
+    if (q == NULL || max == 0)
+        return 0;
+    int64_t now = cm_now_us();
+    pthread_mutex_lock(&q->mu);
+    /* One pass in arrival order: the jobs taken leave the ring, the others
+     * close up in place (kept <= i, so no entry is read after it is overwritten). */
+    for (size_t i = 0; i < q->n; i++) {
+        claim_job *job = q->ring[(q->head + i) % q->capacity];
+        if (job->run == NULL && job->coupon_id == coupon_id && taken + n_late < max &&
+            n_late < CLAIMQ_TAKE_MAX) {
+            if (now >= job->deadline_us)
+                late[n_late++] = job;
+            else
+                out[taken++] = job;
+        } else {
+            q->ring[(q->head + kept++) % q->capacity] = job;
+        }
+    }
+    q->n = kept;
+    metrics_claims_waiting(q->n);
+    pthread_mutex_unlock(&q->mu);
+    /* Outside the mutex, as claimq_stop does: done may take the HTTP server's locks. */
+    for (size_t i = 0; i < n_late; i++) {
+        memset(&late[i]->out, 0, sizeof late[i]->out);
+        if (late[i]->queued_us > 0)
+            metrics_stage_us(STAGE_CLAIM_QUEUE, now - late[i]->queued_us);
+        expire(late[i], q->cfg, now);
+        late[i]->done(late[i]);
+    }
+    for (size_t i = 0; i < taken; i++) {
+        memset(&out[i]->out, 0, sizeof out[i]->out);
+        if (out[i]->queued_us > 0)
+            metrics_stage_us(STAGE_CLAIM_QUEUE, now - out[i]->queued_us);
+    }
+    return taken;
+}
+
 static void run(claimq *q, worker *w, claim_job *job)
 {
     int64_t now = cm_now_us();
@@ -72,6 +119,8 @@ static void *worker_main(void *arg)
     /* The slot is this thread's until it leaves: its lock client's stats
      * and its SQLite connection are never shared (workers.h). */
     worker *w = pool_checkout(q->pool);
+
+    this_workers_queue = q;
 
     for (;;) {
         pthread_mutex_lock(&q->mu);

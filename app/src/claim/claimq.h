@@ -22,6 +22,7 @@
 #include "core/workers.h"
 
 #define CLAIMQ_USER_MAX 64 /* the API's longest user_id */
+#define CLAIMQ_TAKE_MAX 64 /* most jobs one claimq_take_coupon looks at (== CONFIG_MAX_BATCH) */
 
 typedef struct claim_job claim_job;
 struct claim_job {
@@ -63,6 +64,15 @@ int claimq_start(const app_config *cfg, const strategy *strat, worker_pool *pool
 /* Queues job (its coupon_id, user_id, deadline_us, done and ctx filled in).
  * Never blocks on a claim: a full queue is refused at once. */
 claimq_submit_result claimq_submit(claimq *q, claim_job *job);
+/* For a strategy running on a claim worker, holding the lock of coupon_id:
+ * takes out of that worker's queue up to max waiting single claims (not
+ * bundles) of coupon_id, oldest first, so that they run in its batch
+ * without a claim worker of their own (no wake-up and no second hand-off
+ * per claim). Those whose deadline has passed are answered 1005 here (as a
+ * worker would) and not returned. The caller owns the jobs returned (their
+ * out zeroed, the claim-queue stage counted): it sets result and out and
+ * calls done on each, exactly once. 0 when called off a claim worker. */
+size_t claimq_take_coupon(int64_t coupon_id, claim_job **out, size_t max);
 /* Stops the queue: new jobs are refused, jobs still waiting are answered
  * CLAIM_STOPPING ("server stopping") without running, the jobs running
  * finish (each bounded by its deadline and the store's timeout: nothing

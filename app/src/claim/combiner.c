@@ -23,6 +23,8 @@
 typedef struct stripe {
     pthread_mutex_t mu;
     int leader;        /* a leader exists for this stripe */
+    int leader_waits;  /* the leader sleeps on leader_cv for a request to be queued */
+    pthread_cond_t leader_cv;
     combine_req *head; /* queued requests, oldest first */
     combine_req *tail;
 } stripe;
@@ -40,7 +42,8 @@ static void combiner_init(void)
     if (pthread_condattr_setclock(&cond_attr, CLOCK_MONOTONIC) != 0)
         return;
     for (int i = 0; i < N_STRIPES; i++)
-        if (pthread_mutex_init(&stripes[i].mu, NULL) != 0)
+        if (pthread_mutex_init(&stripes[i].mu, NULL) != 0 ||
+            pthread_cond_init(&stripes[i].leader_cv, &cond_attr) != 0)
             return;
     init_ok = 1;
 }
@@ -89,14 +92,12 @@ static void unlink_req(stripe *s, combine_req *r)
     }
 }
 
-join_result combiner_join(combine_req *me, int64_t deadline_ms)
+/* deadline_ms is on dlock_now_ms()'s clock (CLOCK_BOOTTIME where there
+ * is one), the condvars wait on CLOCK_MONOTONIC: carry the instant over as
+ * "this long from now", since the two differ by any time suspended. */
+static struct timespec monotonic_deadline(int64_t deadline_ms)
 {
-    stripe *s = stripe_of(me->coupon_id);
     struct timespec ts;
-    join_result result;
-    /* deadline_ms is on dlock_now_ms()'s clock (CLOCK_BOOTTIME where there
-     * is one), the condvar waits on CLOCK_MONOTONIC: carry the instant over
-     * as "this long from now", since the two differ by any time suspended. */
     int64_t wait_ms = deadline_ms - dlock_now_ms();
 
     if (wait_ms < 0)
@@ -109,6 +110,14 @@ join_result combiner_join(combine_req *me, int64_t deadline_ms)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
+    return ts;
+}
+
+join_result combiner_join(combine_req *me, int64_t deadline_ms)
+{
+    stripe *s = stripe_of(me->coupon_id);
+    struct timespec ts = monotonic_deadline(deadline_ms);
+    join_result result;
 
     pthread_mutex_lock(&s->mu);
     if (!s->leader) {
@@ -121,6 +130,9 @@ join_result combiner_join(combine_req *me, int64_t deadline_ms)
     else
         s->head = me;
     s->tail = me;
+    /* A leader holding the lock across batches sleeps until a claim comes. */
+    if (s->leader_waits)
+        pthread_cond_signal(&s->leader_cv);
     for (;;) {
         if (me->state == COMBINE_DONE) {
             result = JOIN_DONE;
@@ -147,21 +159,42 @@ join_result combiner_join(combine_req *me, int64_t deadline_ms)
     return result;
 }
 
+/* Stripe mutex held: unlinks and marks TAKEN the oldest request for coupon_id. */
+static combine_req *take_locked(stripe *s, int64_t coupon_id)
+{
+    for (combine_req *p = s->head; p != NULL; p = p->next) {
+        if (p->coupon_id == coupon_id) {
+            unlink_req(s, p);
+            p->state = COMBINE_TAKEN;
+            return p;
+        }
+    }
+    return NULL;
+}
+
 combine_req *combiner_take(int64_t coupon_id)
 {
     stripe *s = stripe_of(coupon_id);
-    combine_req *found = NULL;
 
     pthread_mutex_lock(&s->mu);
-    for (combine_req *p = s->head; p != NULL; p = p->next) {
-        if (p->coupon_id == coupon_id) {
-            found = p;
-            break;
-        }
-    }
-    if (found != NULL) {
-        unlink_req(s, found);
-        found->state = COMBINE_TAKEN;
+    combine_req *found = take_locked(s, coupon_id);
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
+combine_req *combiner_take_wait(int64_t coupon_id, int64_t until_ms)
+{
+    stripe *s = stripe_of(coupon_id);
+    struct timespec ts = monotonic_deadline(until_ms);
+    combine_req *found;
+    int timed_out = 0;
+
+    pthread_mutex_lock(&s->mu);
+    /* One leader per stripe, so at most one thread waits on leader_cv. */
+    while ((found = take_locked(s, coupon_id)) == NULL && !timed_out) {
+        s->leader_waits = 1;
+        timed_out = pthread_cond_timedwait(&s->leader_cv, &s->mu, &ts) != 0;
+        s->leader_waits = 0;
     }
     pthread_mutex_unlock(&s->mu);
     return found;

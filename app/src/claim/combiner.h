@@ -43,6 +43,10 @@ void combine_req_destroy(combine_req *r);
 join_result combiner_join(combine_req *me, int64_t deadline_ms);
 /* Leader only: the next queued request for coupon_id, now TAKEN, or NULL. */
 combine_req *combiner_take(int64_t coupon_id);
+/* Leader only, holding the lock across batches (--lock-hold-ms): the next
+ * queued request for coupon_id, now TAKEN, waiting for one to be queued
+ * until until_ms (dlock_now_ms()'s clock); NULL when none came by then. */
+combine_req *combiner_take_wait(int64_t coupon_id, int64_t until_ms);
 /* Leader only: publish r's result and wake it; r must not be used afterwards. */
 void combiner_complete(combine_req *r, claim_result result);
 /* Leader only: give up leadership of coupon_id's stripe. */

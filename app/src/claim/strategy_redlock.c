@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "claim/claimq.h"
 #include "claim/combiner.h"
 #include "claim/fault.h"
 #include "claim/hold_log.h"
@@ -72,57 +73,169 @@ static db_status heal_fence(worker *w, const app_config *cfg, const char *resour
     return st;
 }
 
+/* The claims of one batch besides the leader's own: each either waited
+ * in the local queue on a claim worker of its own (combined), or was taken
+ * straight out of the claim queue (job) and is answered by the leader. */
+typedef struct batch {
+    db_claim_req reqs[CONFIG_MAX_BATCH];
+    combine_req *combined[CONFIG_MAX_BATCH];
+    claim_job *job[CONFIG_MAX_BATCH];
+    size_t n;
+} batch;
+
+/* A claim taken into the batch: its wait for the lock is over. */
+static void note_taken(int64_t t0_us, int local)
+{
+    int64_t taken_us = cm_now_us();
+
+    metrics_lock_wait_us(taken_us - t0_us);
+    if (local)
+        metrics_stage_us(STAGE_LOCAL_QUEUE, taken_us - t0_us);
+    metrics_lock_combined();
+}
+
+static void add_combined(batch *b, combine_req *r)
+{
+    note_taken(r->t0_us, 1);
+    b->combined[b->n] = r;
+    b->job[b->n] = NULL;
+    b->reqs[b->n].user_id = r->user_id;
+    b->n++;
+}
+
+/* Fills the batch up to --lock-batch with claims of coupon_id waiting in
+ * this server: first those on claim workers in the local queue (they came
+ * first), then those still in the claim queue, which thus need no claim
+ * worker's wake-up of their own. */
+static void take_queued(const app_config *cfg, int64_t coupon_id, batch *b)
+{
+    size_t max = (size_t)cfg->lock_batch;
+
+    while (b->n < max) {
+        combine_req *r = combiner_take(coupon_id);
+        if (r == NULL)
+            break;
+        add_combined(b, r);
+    }
+    if (b->n >= max)
+        return;
+    size_t got = claimq_take_coupon(coupon_id, &b->job[b->n], max - b->n);
+    for (size_t i = b->n; i < b->n + got; i++) {
+        note_taken(b->job[i]->queued_us, 0);
+        b->combined[i] = NULL;
+        b->reqs[i].user_id = b->job[i]->user_id;
+    }
+    b->n += got;
+}
+
+/* Answers the batch's claims from index from on with their outcomes under fence. */
+static void complete_batch(worker *w, uint64_t fence, batch *b, size_t from)
+{
+    for (size_t i = from; i < b->n; i++) {
+        if (b->combined[i] != NULL) {
+            b->combined[i]->out->fence = fence;
+            combiner_complete(b->combined[i], claim_from_req(w, &b->reqs[i], b->combined[i]->out));
+        } else {
+            claim_job *job = b->job[i];
+            job->out.fence = fence;
+            job->result = claim_from_req(w, &b->reqs[i], &job->out);
+            job->done(job); /* the last touch (claimq.h) */
+        }
+    }
+}
+
+/* --lock-hold-ms: after the first batch, more batches under the same lease
+ * instead of a release and a new acquisition each. On a hot coupon the
+ * claims of this server's connections come back within about a millisecond
+ * of their answers, while handing the lock to the other server and back
+ * costs a release and an acquiring round on the masters plus two wake-ups
+ * (benchmarks.md, "Hot coupon on SQLite"). Each batch starts only while
+ * the hold bound is not reached, so the other servers' waiters (in
+ * libdlock's wake queue) get the lock within about MS, and only while half
+ * the lease is left, so a healthy batch ends well inside the lease; a batch
+ * that outlives it anyway (a pause, a SIGSTOP) is what the fence is for:
+ * every batch carries the acquisition's fence, the store accepts it again
+ * from the same holder (last_fence <= fence) and refuses it once a newer
+ * holder has read (1010, the batch not applied), which ends the hold. */
+static void hold_batches(worker *w, const app_config *cfg, const dlock_lock *lock, int64_t coupon_id)
+{
+    batch b;
+    uint64_t fence = dlock_lock_fence(lock);
+    int64_t hold_end = dlock_now_ms() + cfg->lock_hold_ms;
+    int64_t margin = (int64_t)cfg->lock_ttl_ms / 2;
+
+    for (;;) {
+        int64_t until = dlock_lock_valid_until_ms(lock) - margin;
+        if (until > hold_end)
+            until = hold_end;
+        if (!dlock_is_held(lock) || dlock_now_ms() >= until)
+            break;
+        memset(&b, 0, sizeof b);
+        take_queued(cfg, coupon_id, &b);
+        if (b.n == 0) {
+            combine_req *first = combiner_take_wait(coupon_id, until);
+            if (first == NULL)
+                break;
+            add_combined(&b, first);
+            take_queued(cfg, coupon_id, &b);
+        }
+        metrics_lock_held_batch();
+        int64_t at_us = hold_log_begin(lock); /* each batch is a hold of its own in --hold-log */
+        db_status st = section_run(w, cfg, coupon_id, cfg->fence, fence, b.reqs, b.n);
+        hold_log_note(lock, at_us, st, b.reqs, b.n);
+        if (st == DB_STALE_FENCE)
+            log_event_line(LOG_WARN, LOG_EV_FENCE_REFUSED, "coupon %" PRId64 ": the store refused fence %" PRIu64
+                           " for %zu claim(s) held over from an earlier batch: %s", coupon_id, fence, b.n,
+                           db_errmsg(w->db));
+        complete_batch(w, fence, &b, 0);
+        if (st != DB_OK && st != DB_SOLD_OUT && st != DB_USER_LIMIT)
+            break; /* refused or failed: the next batch goes through a new acquisition */
+    }
+}
+
 /* The section under a held lock: our claim plus, with --lock-batch > 1,
  * claims of this coupon queued behind us in this server (combiner.h), with
  * one fenced read and one write for all of them (group commit): the lock's
  * round trips and the commit are paid once per batch. They all carry our
  * fence, so if our lease runs out mid-way (a pause, a SIGSTOP) and a newer
  * holder reads the coupon, the store refuses the whole batch (1010) and
- * nothing of it is applied. *lockp may be replaced (heal_fence). */
+ * nothing of it is applied. Then, with --lock-hold-ms, more batches under
+ * the same lock (hold_batches). *lockp may be replaced (heal_fence). */
 static claim_result run_locked(worker *w, const app_config *cfg, const char *resource, int64_t deadline,
                                dlock_lock **lockp, int64_t coupon_id, const char *user_id, claim_out *out,
                                int leading)
 {
-    db_claim_req reqs[CONFIG_MAX_BATCH];
-    combine_req *queued[CONFIG_MAX_BATCH];
+    batch b;
     uint64_t fence = dlock_lock_fence(*lockp);
     int64_t held_at_us = hold_log_begin(*lockp); /* --hold-log: before the write, see hold_log.h */
-    size_t n = 1;
 
-    memset(reqs, 0, sizeof reqs);
-    reqs[0].user_id = user_id;
+    memset(&b, 0, sizeof b);
+    b.reqs[0].user_id = user_id;
+    b.n = 1;
     /* Taken right after the acquisition, while the lease is fresh; the
      * batch size bounds how long one server keeps the lock from the others. */
-    while (leading && n < (size_t)cfg->lock_batch) {
-        combine_req *r = combiner_take(coupon_id);
-        if (r == NULL)
-            break;
-        int64_t taken_us = cm_now_us();
-        metrics_lock_wait_us(taken_us - r->t0_us);
-        metrics_stage_us(STAGE_LOCAL_QUEUE, taken_us - r->t0_us);
-        metrics_lock_combined();
-        queued[n] = r;
-        reqs[n].user_id = r->user_id;
-        n++;
-    }
+    if (leading)
+        take_queued(cfg, coupon_id, &b);
 
-    db_status st = section_run(w, cfg, coupon_id, cfg->fence, fence, reqs, n);
-    hold_log_note(*lockp, held_at_us, st, reqs, n);
+    db_status st = section_run(w, cfg, coupon_id, cfg->fence, fence, b.reqs, b.n);
+    hold_log_note(*lockp, held_at_us, st, b.reqs, b.n);
     if (st == DB_STALE_FENCE && dlock_lock_valid_until_ms(*lockp) > dlock_now_ms()) {
-        st = heal_fence(w, cfg, resource, coupon_id, deadline, lockp, reqs, n);
+        st = heal_fence(w, cfg, resource, coupon_id, deadline, lockp, b.reqs, b.n);
         if (*lockp != NULL)
             fence = dlock_lock_fence(*lockp);
     }
     if (st == DB_STALE_FENCE)
         log_event_line(LOG_WARN, LOG_EV_FENCE_REFUSED, "coupon %" PRId64 ": the store refused fence %" PRIu64
-                       " for %zu claim(s): %s", coupon_id, fence, n,
+                       " for %zu claim(s): %s", coupon_id, fence, b.n,
                        db_errmsg(w->db));
-    for (size_t i = 1; i < n; i++) {
-        queued[i]->out->fence = fence;
-        combiner_complete(queued[i], claim_from_req(w, &reqs[i], queued[i]->out));
-    }
+    complete_batch(w, fence, &b, 1);
     out->fence = fence;
-    return claim_from_req(w, &reqs[0], out);
+    /* Decided before any held batch: it reads the store's last message. */
+    claim_result result = claim_from_req(w, &b.reqs[0], out);
+    if (leading && cfg->lock_hold_ms > 0 && *lockp != NULL &&
+        (st == DB_OK || st == DB_SOLD_OUT || st == DB_USER_LIMIT))
+        hold_batches(w, cfg, *lockp, coupon_id);
+    return result;
 }
 
 static claim_result redlock_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,

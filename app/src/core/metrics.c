@@ -43,7 +43,7 @@ static histogram request_latency[METRICS_MAX_ROUTES];
 static _Atomic(const char *) route_labels[METRICS_MAX_ROUTES];
 static counter claims_total[CLAIM__COUNT];
 static counter sold_out_fast, sold_out_locked;
-static counter lock_acquired, lock_combined, lock_retries, lock_lost, lock_release_errors, fence_heals;
+static counter lock_acquired, lock_combined, lock_held_batches, lock_retries, lock_lost, lock_release_errors, fence_heals;
 static counter lock_errors[LOCK_ERROR__COUNT];
 static counter wait_bucket[N_WAIT + 1]; /* non-cumulative; last = +Inf only */
 static counter wait_sum_us;
@@ -141,6 +141,11 @@ void metrics_lock_acquired(void)
 void metrics_lock_combined(void)
 {
     inc(&lock_combined, 1);
+}
+
+void metrics_lock_held_batch(void)
+{
+    inc(&lock_held_batches, 1);
 }
 
 void metrics_lock_retries(uint64_t n)
@@ -263,6 +268,9 @@ static void render(FILE *f)
     one(f, "coupon_lock_acquisitions_total", "counter", "Distributed locks acquired.", get(&lock_acquired));
     one(f, "coupon_lock_combined_claims_total", "counter",
         "Claims run under an acquisition another request of this server made (combining).", get(&lock_combined));
+    one(f, "coupon_lock_held_batches_total", "counter",
+        "Batches run under a lock kept from an earlier batch, without a new acquisition (--lock-hold-ms).",
+        get(&lock_held_batches));
 
     header(f, "coupon_lock_wait_seconds", "histogram", "Time from a claim's start until it ran under a lock (or gave up).");
     histogram_series(f, "coupon_lock_wait_seconds", "", WAIT_BUCKETS_US, N_WAIT, wait_bucket, &wait_sum_us);

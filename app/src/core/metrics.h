@@ -29,6 +29,8 @@ void metrics_lock_wait_us(int64_t us);
 void metrics_lock_acquired(void);
 /* A claim run under another request's acquisition (combined). */
 void metrics_lock_combined(void);
+/* A batch run under a lock kept from an earlier batch (--lock-hold-ms). */
+void metrics_lock_held_batch(void);
 void metrics_lock_retries(uint64_t n);
 /* One claim that gave up on the lock, by kind (outcome.h). */
 void metrics_lock_error(lock_error_kind k);
