@@ -140,7 +140,7 @@ static step read_options(process *p)
         /* Room for the registry (11 today); a longer one must not hide a strategy. */
         if (n == sizeof p->strategies / sizeof p->strategies[0])
             return fail(p, STEP_FAILED, "more than %zu strategies registered", n);
-        p->strategies[n] = (config_strategy){s->name, s->summary, s->default_threads};
+        p->strategies[n] = (config_strategy){s->name, s->summary, s->default_threads, s->default_claim_workers};
     }
     switch (config_load(&p->cfg, p->strategies, n, p->argc, p->argv, p->err, sizeof p->err)) {
     case CONFIG_OK:

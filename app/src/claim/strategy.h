@@ -35,6 +35,7 @@ typedef struct strategy {
     const char *summary;  /* one line for --help */
     int uses_lock;        /* nonzero: worker slots get a dlock_client */
     int default_threads;  /* --threads when not given: what this strategy runs best with */
+    int default_claim_workers; /* --claim-workers when not given; 0: as many as --threads */
     /* deadline_us (CLOCK_MONOTONIC, common.h's cm_now_us) ends the wait for
      * the lock: the request's arrival + --lock-wait, so that time spent in
      * the claim queue counts against the same bound. */

@@ -351,10 +351,13 @@ const strategy strategy_redlock = {
     .name = "redlock",
     .summary = "the critical section under libdlock's lock, fenced (the right way)",
     .uses_lock = 1,
-    /* Claims waiting for the lock wait in claim workers (--claim-workers,
-     * default --threads), so the workers bound the batch (--lock-batch):
-     * 32 lets a batch of 32 fill. */
     .default_threads = 32,
+    /* A batch's leader takes its coupon's claims straight out of the claim
+     * queue (claimq_take_coupon), so a batch is not bounded by the workers
+     * and a claim taken so costs no worker's wake-up: fewer workers leave
+     * more claims there. 8 as atomic-sql's, so claims of different coupons
+     * still run 8 at a time (benchmarks.md, "Hot coupon on SQLite"). */
+    .default_claim_workers = 8,
     .claim = redlock_claim,
     .health = redlock_health,
 };

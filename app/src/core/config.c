@@ -410,9 +410,13 @@ static void print_help(const app_config *cfg, const char *prog)
                o->env ? "]" : "");
         /* The strategies come from their registry, each with its threads. */
         if (i == OPT_CUSTOM_strategy)
-            for (size_t k = 0; k < cfg->n_strategies; k++)
-                printf("  %-32s   %-20s %s (threads %d)\n", "", cfg->strategies[k].name, cfg->strategies[k].summary,
-                       cfg->strategies[k].default_threads);
+            for (size_t k = 0; k < cfg->n_strategies; k++) {
+                char workers[48] = "";
+                if (cfg->strategies[k].default_claim_workers > 0)
+                    snprintf(workers, sizeof workers, ", claim workers %d", cfg->strategies[k].default_claim_workers);
+                printf("  %-32s   %-20s %s (threads %d%s)\n", "", cfg->strategies[k].name, cfg->strategies[k].summary,
+                       cfg->strategies[k].default_threads, workers);
+            }
     }
     fflush(stdout);
 }
@@ -503,10 +507,13 @@ config_result config_load(app_config *cfg, const config_strategy *strategies, si
     /* Unset --threads: the strategy's own default (its row in the registry). */
     if (cfg->threads == 0)
         cfg->threads = config_strategy_of(cfg)->default_threads;
-    /* Unset --claim-workers: as many as --threads, so that as many claims
-     * of one coupon as before can wait for (and batch under) one lock. */
+    /* Unset --claim-workers: the strategy's own default, else as many as
+     * --threads, so that as many claims of one coupon as before can wait
+     * for (and batch under) one lock. */
     if (cfg->claim_workers == 0)
-        cfg->claim_workers = cfg->threads;
+        cfg->claim_workers = config_strategy_of(cfg)->default_claim_workers > 0
+                                 ? config_strategy_of(cfg)->default_claim_workers
+                                 : cfg->threads;
     /* MHD shares the connection limit out among its pool threads; fewer
      * connections than threads would leave a thread with none. */
     if (cfg->max_connections < (unsigned)cfg->threads) {

@@ -49,7 +49,7 @@
       "pause between lock attempts while it is taken, +- the same jitter")                                                                                      \
     X(NUM,    int,      lock_batch,       "lock-batch",        "COUPON_LOCK_BATCH",        "N",              1, CONFIG_MAX_BATCH,  32,                               \
       "claims of one coupon this server may run under one lock acquisition, with one read and one write (group commit); 1 = a lock (and a fence) per claim")     \
-    X(NUM,    int,      lock_hold_ms,     "lock-hold-ms",      "COUPON_LOCK_HOLD_MS",      "MS",             0, 60000,             0,                                \
+    X(NUM,    int,      lock_hold_ms,     "lock-hold-ms",      "COUPON_LOCK_HOLD_MS",      "MS",             0, 60000,             2,                                \
       "redlock: after a batch, keep the lock (same lease, same fence) up to MS for more batches of this coupon's claims queued on this server, while half the lease is left; 0 = release after every batch") \
     X(NUM,    int,      redis_timeout_ms, "redis-timeout-ms",  "COUPON_REDIS_TIMEOUT_MS",  "MS",             1, 60000,             200,                              \
       "per round-trip command timeout to the Redis nodes")                                                                                                       \
@@ -60,7 +60,7 @@
     X(NUM,    int,      threads,          "threads",           "COUPON_THREADS",           "N",              1, 256,               0,                                \
       "HTTP threads: parse, validate, answer, serve reads (default: the strategy's, listed under --strategy)")                                                                              \
     X(NUM,    int,      claim_workers,    "claim-workers",     "COUPON_CLAIM_WORKERS",     "N",              1, 256,               0,                                \
-      "threads that run the claims (lock wait + store write) off the HTTP threads (default: --threads)")                                                        \
+      "threads that run the claims (lock wait + store write) off the HTTP threads (default: the strategy's, listed under --strategy, else --threads)")                                                        \
     X(NUM,    int,      claim_queue,      "claim-queue",       "COUPON_CLAIM_QUEUE",       "N",              1, 100000,            1024,                             \
       "claims accepted and waiting for a claim worker; one more is answered 503 / 1005 at once")                                                                \
     X(CUSTOM, -,        admin_token,      "admin-token",       "COUPON_ADMIN_TOKEN",       "TOKEN",          0, 0,                 NULL,                             \
@@ -127,6 +127,7 @@ typedef struct config_strategy {
     const char *name;    /* --strategy NAME */
     const char *summary; /* one line for --help */
     int default_threads; /* --threads when not given */
+    int default_claim_workers; /* --claim-workers when not given; 0: --threads */
 } config_strategy;
 
 typedef struct app_config {
