@@ -225,7 +225,7 @@ done
 for k in "${kinds[@]}"; do
   [ "$k" != atomic-sql ] || continue
   base=atomic-sql
-  [ "$k" != base-redlock ] || base=base-atomic
+  [ "$k" != base-redlock ] || base="base-atomic"
   [ "$k" != base-atomic ] || continue
   line="$(printf '  %-13s' "$k/$base")"
   # shellcheck disable=SC2086
