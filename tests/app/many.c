@@ -5,8 +5,10 @@
  * its stock, no user holds more than the per-user limit, every success is
  * one record, and the audit of each coupon is clean. With the group on,
  * the servers' metrics show that its path ran (commit passes, one per
- * transaction, no more than the sections). The refusal of one stale
- * section inside a group is db_group's (tests/db/group.c). */
+ * transaction, no more than the sections). Lost fence counters are healed
+ * through the group as on the ordinary path. The refusal of one stale
+ * section inside a group while the others commit is db_group's
+ * (tests/db/group.c). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,4 +179,44 @@ Test(app_many, hundred_coupons_group_off)
     APP_SETUP_OK();
     sale("0");
     cr_expect_eq(commit_passes(), 0, "--commit-group 0 still ran the group");
+}
+
+/* The self-healing of lost fence counters (strategy_redlock.c, heal_fence)
+ * through the group: after every master lost its keys (FLUSHALL, nothing in
+ * flight), the next section of each coupon is refused inside its group as
+ * stale (the row's fence is above the new counter), healed, and committed
+ * through the group again: every claim succeeds, no unit twice. */
+Test(app_many, group_heals_lost_fence_counters)
+{
+    APP_SETUP_OK();
+    const char *flush[] = {"FLUSHALL"};
+    char out[64], user[32];
+    long long ids[3];
+
+    app_env_up(&g_app, 3, 0, 1, "--strategy", "redlock", "--commit-group", "64", NULL);
+    for (int c = 0; c < 3; c++) {
+        ids[c] = app_create_coupon(&g_app.srv[0], "heal", 10, 1);
+        for (int k = 0; k < 3; k++) {
+            snprintf(user, sizeof user, "before%d", k);
+            app_claim_expect(&g_app.srv[0], "POST", ids[c], user, 200, 0, 0);
+        }
+    }
+    for (size_t n = 0; n < g_app.nredis; n++) {
+        app_redis(&g_app.redis[n], out, sizeof out, 1, flush);
+        cr_assert_str_eq(out, "OK");
+    }
+    for (int c = 0; c < 3; c++) {
+        for (int k = 0; k < 2; k++) {
+            snprintf(user, sizeof user, "after%d", k);
+            app_claim_expect(&g_app.srv[0], "POST", ids[c], user, 200, 0, 0);
+        }
+        app_coupon_state st;
+        app_expect_db(g_app.db, ids[c], 5, 5, &st);
+        cr_expect_eq(st.users_over, 0);
+    }
+    long long heals = app_metric(&g_app.srv[0], "coupon_fence_heals_total");
+    long long commits = app_metric(&g_app.srv[0], "coupon_claim_stage_observations_total{stage=\"commit\"}");
+    cr_log_info("heals %lld, group transactions %lld", heals, commits);
+    cr_expect_eq(heals, 3, "one heal per coupon (each coupon's row kept its own last fence)");
+    cr_expect_geq(commits, 15, "the claims did not go through the group");
 }
