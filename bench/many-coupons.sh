@@ -17,13 +17,14 @@
 #                              [--counts "1 10 100"] [--connections C]
 #                              [--threads T] [--redlock-opts "OPTS"]
 #                              [--atomic-opts "OPTS"] [--try "OPTS"]
-#                              [--base-bin DIR]
+#                              [--base-bin DIR] [--redis-nodes N]
 # --counts: the coupon counts, each 1..100. --redlock-opts / --atomic-opts:
 # extra coupon-server options for that strategy's rows. --try: one more row
 # per count and round, redlock with OPTS ("redlock+"). --base-bin: two more
 # rows per count and round, atomic-sql and redlock run by the coupon-server
 # in DIR ("base-atomic", "base-redlock": another build, e.g. main's, as the
-# baseline of the same interleaved run).
+# baseline of the same interleaved run). --redis-nodes: the Redis masters
+# (default 3; 1 = a single instance, no Redlock quorum).
 # Environment: BUILD_DIR (default build/), DLOCK_REDIS_SERVER.
 # Exit status: 0 iff every row said NO OVERSELL (else 1, naming the row on
 # stderr); 2 on usage or start-up errors, with the reason on stderr.
@@ -62,7 +63,7 @@ need_int() { # name value min max
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) sed -n '2,/^set -Eeuo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    --rounds|--duration|--stock|--counts|--connections|--threads|--redlock-opts|--atomic-opts|--try|--base-bin)
+    --rounds|--duration|--stock|--counts|--connections|--threads|--redlock-opts|--atomic-opts|--try|--base-bin|--redis-nodes)
       [ $# -ge 2 ] || die "$1 needs a value (--help)" ;;
     *) die "unknown option $1 (--help)" ;;
   esac
@@ -77,6 +78,7 @@ while [ $# -gt 0 ]; do
     --atomic-opts) atomic_opts="$2" ;;
     --try) try_opts="$2" ;;
     --base-bin) base_bin="$2" ;;
+    --redis-nodes) need_int "$1" "$2" 1 5; redis_nodes="$2" ;;
   esac
   shift 2
 done
