@@ -189,6 +189,37 @@ db_status db_claim_section(db_store *db, int64_t coupon_id, db_fence_mode mode, 
  * the section's status or the claim's. For tests and tools. */
 db_status db_claim_coupon(db_store *db, int64_t coupon_id, const char *user_id, uint64_t fence, db_claim *out);
 
+/* ---- Group commit: the sections of several coupons, each under its own
+ * lock, in one write transaction (BEGIN IMMEDIATE ... COMMIT), each inside
+ * its own SAVEPOINT with its own fenced read, per-user check, fenced write
+ * and inserts. A section refused (a stale fence, no such coupon) or failed
+ * is undone alone (ROLLBACK TO its savepoint); the others commit. One
+ * commit instead of two write transactions per section. */
+typedef struct db_group_section {
+    int64_t coupon_id;   /* in */
+    uint64_t fence;      /* in: this section's lock's fence (DB_FENCE_FULL) */
+    db_claim_req *reqs;  /* in/out: as db_claim_section's, no business step */
+    size_t n;
+    db_status status;    /* out: as db_claim_section's return */
+    db_fault fault;      /* out: the failure's class when status is a failure */
+    char errmsg[256];    /* out: the failure's detail, "" when none */
+} db_group_section;
+
+/* 1 when db can run db_claim_group (SQLite), 0 otherwise (PostgreSQL keeps
+ * its one-round-trip section per coupon). */
+int db_group_supported(const db_store *db);
+/* Runs the n sections in one transaction, in order. DB_OK when it
+ * committed: each secs[i]->status then says what its section did (DB_OK and
+ * its reqs' statuses, or its own refusal, which left nothing). Otherwise
+ * the transaction's failure (BEGIN, a savepoint, COMMIT, or a failure that
+ * ended the transaction), which is then every section's status too, and
+ * nothing of any section was written. */
+db_status db_claim_group(db_store *db, db_group_section *const *secs, size_t n);
+/* Records msg and its class as db's last failure: for a caller whose
+ * section another connection ran (db_claim_group), so that db_errmsg and
+ * db_last_fault of its own store tell it. */
+void db_adopt_error(db_store *db, db_fault fault, const char *msg);
+
 /* The `atomic-sql` strategy: no lock, one conditional UPDATE ... WHERE
  * stock > 0 plus the record insert in one transaction. Fence stored as 0.
  * The baseline a distributed lock is measured against: possible only

@@ -36,6 +36,13 @@ typedef enum dbi_stmt_id {
     DBI_STMT_COUNT
 } dbi_stmt_id;
 
+/* The savepoint steps of a group's section (group.c). */
+typedef enum dbi_savepoint_op {
+    DBI_SAVEPOINT_OPEN,     /* SAVEPOINT */
+    DBI_SAVEPOINT_RELEASE,  /* RELEASE: keep its changes in the transaction */
+    DBI_SAVEPOINT_UNDO      /* ROLLBACK TO, then RELEASE: none of its changes stay */
+} dbi_savepoint_op;
+
 /* The backend of a db_store: the few statements whose text or driver
  * differs between SQLite and PostgreSQL. Everything above this layer (the
  * section and its fence rules, the decisions, the argument checks, the audit
@@ -90,6 +97,9 @@ typedef struct dbi_ops {
      * then nothing was written. */
     db_status (*section_whole)(db_store *db, int64_t coupon_id, int64_t fence, db_claim_req *reqs, size_t n,
                                int *has_row);
+    /* A savepoint inside the open transaction, for db_claim_group (NULL: the
+     * backend runs no group, db_group_supported says 0). */
+    db_status (*savepoint)(db_store *db, dbi_savepoint_op op);
 } dbi_ops;
 
 extern const dbi_ops dbi_sqlite_ops; /* open.c */
@@ -194,5 +204,12 @@ db_status dbi_sold_out(db_store *db, int64_t coupon_id);
  * stock_left); on any failure roll back. Returns the final status. */
 db_status dbi_end_claim(db_store *db, db_status res, int64_t coupon_id, const char *user_id, int64_t fence,
                         int64_t stock_left, db_claim *out);
+
+/* section.c: the section's argument checks (DB_INVALID with the detail). */
+db_status dbi_check_section_args(db_store *db, db_fence_mode mode, uint64_t fence, const db_claim_req *reqs,
+                                 size_t n);
+/* section.c: after a fenced statement changed no row: DB_NOT_FOUND, or
+ * DB_STALE_FENCE with "<step> refused: fence ... is older than ...". */
+db_status dbi_missing_or_stale(db_store *db, int64_t coupon_id, uint64_t fence, const char *step);
 
 #endif /* COUPON_DB_INTERNAL_H */

@@ -53,8 +53,8 @@ int db_fence_mode_parse(const char *name, db_fence_mode *out)
     return -1;
 }
 
-static db_status check_section_args(db_store *db, db_fence_mode mode, uint64_t fence, const db_claim_req *reqs,
-                                    size_t n)
+db_status dbi_check_section_args(db_store *db, db_fence_mode mode, uint64_t fence, const db_claim_req *reqs,
+                                 size_t n)
 {
     size_t len;
 
@@ -84,7 +84,7 @@ static db_status check_section_args(db_store *db, db_fence_mode mode, uint64_t f
 
 /* A fenced statement changed no row: the coupon does not exist, or a newer
  * holder's fence is already on it. */
-static db_status missing_or_stale(db_store *db, int64_t coupon_id, uint64_t fence, const char *step)
+db_status dbi_missing_or_stale(db_store *db, int64_t coupon_id, uint64_t fence, const char *step)
 {
     int64_t stock, limit, last_fence;
     db_status res = dbi_select_coupon(db, coupon_id, &stock, &limit, &last_fence);
@@ -110,7 +110,7 @@ static db_status read_coupon(db_store *db, int64_t coupon_id, db_fence_mode mode
     db_status res = db->ops->fenced_read(db, coupon_id, (int64_t)fence, &view->stock, &view->per_user_limit,
                                          &has_row);
     if (res == DB_OK && !has_row)
-        res = missing_or_stale(db, coupon_id, fence, "read");
+        res = dbi_missing_or_stale(db, coupon_id, fence, "read");
     return res;
 }
 
@@ -121,7 +121,7 @@ db_status db_claim_read(db_store *db, int64_t coupon_id, db_fence_mode mode, uin
 
     if (view != NULL)
         memset(view, 0, sizeof *view);
-    res = check_section_args(db, mode, fence, reqs, n);
+    res = dbi_check_section_args(db, mode, fence, reqs, n);
     if (res != DB_OK)
         return res;
     if (view == NULL) {
@@ -134,7 +134,7 @@ db_status db_claim_read(db_store *db, int64_t coupon_id, db_fence_mode mode, uin
         int has_row = 0;
         res = db->ops->section_read(db, coupon_id, mode, (int64_t)fence, reqs, n, view, &has_row);
         if (res == DB_OK && !has_row)
-            res = missing_or_stale(db, coupon_id, fence, "read");
+            res = dbi_missing_or_stale(db, coupon_id, fence, "read");
         if (res != DB_OK) {
             dbi_rollback(db);
             memset(view, 0, sizeof *view);
@@ -194,7 +194,7 @@ size_t db_claim_decide(const db_claim_view *view, db_claim_req *reqs, size_t n)
 db_status db_claim_write(db_store *db, int64_t coupon_id, db_fence_mode mode, uint64_t fence,
                          const db_claim_view *view, db_claim_req *reqs, size_t n)
 {
-    db_status res = check_section_args(db, mode, fence, reqs, n);
+    db_status res = dbi_check_section_args(db, mode, fence, reqs, n);
     int64_t sold = 0, left, values[2];
     int changed = 0;
 
@@ -213,7 +213,7 @@ db_status db_claim_write(db_store *db, int64_t coupon_id, db_fence_mode mode, ui
         /* The same write, the same refusal, as one round trip. */
         res = db->ops->section_write(db, coupon_id, mode, (int64_t)fence, view->stock - sold, reqs, n, &changed);
         if (res == DB_OK && changed == 0)
-            res = missing_or_stale(db, coupon_id, fence, "write");
+            res = dbi_missing_or_stale(db, coupon_id, fence, "write");
         left = view->stock;
         for (size_t i = 0; res == DB_OK && i < n; i++)
             if (reqs[i].status == DB_OK)
@@ -233,7 +233,7 @@ db_status db_claim_write(db_store *db, int64_t coupon_id, db_fence_mode mode, ui
     else
         res = dbi_update_stock(db, DBI_FENCED_WRITE_STOCK, coupon_id, values, 2, &changed, "fenced write stock");
     if (res == DB_OK && changed == 0)
-        res = missing_or_stale(db, coupon_id, fence, "write");
+        res = dbi_missing_or_stale(db, coupon_id, fence, "write");
     left = view->stock;
     for (size_t i = 0; res == DB_OK && i < n; i++) {
         if (reqs[i].status != DB_OK)
@@ -259,7 +259,7 @@ done:
 static db_status whole_section(db_store *db, int64_t coupon_id, uint64_t fence, db_claim_req *reqs, size_t n)
 {
     int has_row = 0;
-    db_status res = check_section_args(db, DB_FENCE_FULL, fence, reqs, n);
+    db_status res = dbi_check_section_args(db, DB_FENCE_FULL, fence, reqs, n);
 
     if (res != DB_OK)
         return res;
@@ -270,7 +270,7 @@ static db_status whole_section(db_store *db, int64_t coupon_id, uint64_t fence, 
     }
     res = db->ops->section_whole(db, coupon_id, (int64_t)fence, reqs, n, &has_row);
     if (res == DB_OK && !has_row)
-        res = missing_or_stale(db, coupon_id, fence, "read");
+        res = dbi_missing_or_stale(db, coupon_id, fence, "read");
     if (res != DB_OK)
         dbi_rollback(db);
     return res;

@@ -148,3 +148,11 @@ db_status dbi_fail(db_store *db, int rc, const char *what)
         return DB_BUSY;
     return DB_ERROR;
 }
+
+void db_adopt_error(db_store *db, db_fault fault, const char *msg)
+{
+    if (db == NULL)
+        return;
+    dbi_set_error(db, "%s", msg != NULL ? msg : "");
+    dbi_set_fault(db, fault);
+}

@@ -233,6 +233,35 @@ Test(docs_commands, hot_coupon, .timeout = 120)
     cr_assert_not_null(strstr(out, "load before: "), "%s", out);
 }
 
+/* bench/many-coupons.sh (docs/benchmarks.md), one short round over 1 and
+ * 10 coupons: atomic-sql and redlock rows each NO OVERSELL, the table of
+ * medians with redlock's ratio, and the commit group's passes counted. */
+Test(docs_commands, many_coupons, .timeout = 150)
+{
+    char line[512];
+    const char *argv[] = {"bench/many-coupons.sh", "--rounds", "1", "--duration", "1", "--stock", "1000",
+                          "--counts", "1 10", NULL};
+    int st = docs_run(argv, 130, &out);
+    cr_assert_eq(st, 0, "bench/many-coupons.sh exit %d:\n%s", st, out);
+    want_line("1            1 atomic-sql ", "  NO OVERSELL", line, sizeof line);
+    want_line("1            1 redlock ", "  NO OVERSELL", line, sizeof line);
+    want_line("1           10 atomic-sql ", "  NO OVERSELL", line, sizeof line);
+    want_line("1           10 redlock ", "  NO OVERSELL", line, sizeof line);
+    want_line("  coupons ", "", line, sizeof line);
+    want_line("  redlock/atomic-sql ", "x", line, sizeof line);
+    cr_assert_null(strstr(line, " -"), "a ratio without a baseline: %s", line);
+    /* 10 coupons: the redlock sections went through the commit group. */
+    want_line("where a claim's time goes, 10 coupon(s)", "", line, sizeof line);
+    const char *ten = strstr(out, "where a claim's time goes, 10 coupon(s)");
+    const char *commit = ten != NULL ? strstr(ten, "\n  commit ") : NULL;
+    cr_assert_not_null(commit, "%s", out);
+    const char *eol = strchr(commit + 1, '\n');
+    cr_assert_not_null(eol);
+    cr_assert_neq(strncmp(eol - 8, "       0", 8), 0, "no group commit counted for redlock: %.*s",
+                  (int)(eol - commit), commit);
+    cr_assert_not_null(strstr(out, "load before: "), "%s", out);
+}
+
 /* bench/sick-minority.sh --only paused-1of3 (docs/benchmarks.md): one line,
  * no stray lock key once the paused node resumed. */
 Test(docs_commands, sick_minority, .timeout = 120)

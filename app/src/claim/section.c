@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "claim/commit_group.h"
 #include "common.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -88,7 +89,12 @@ db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fe
     int idle = cfg->work_us == 0 && cfg->fault_pause_ms == 0;
     int64_t t0 = cm_now_us();
 
-    db_status st = db_claim_section(w->db, coupon_id, mode, fence, reqs, n, idle ? NULL : business_step, &step);
+    /* --commit-group: with nothing between the read and the write, the
+     * section joins this server's group and shares one transaction with
+     * the sections of other coupons held at the same time. */
+    db_status st = commit_group_applies(w, cfg, mode)
+                       ? commit_group_run(w, cfg, coupon_id, fence, reqs, n)
+                       : db_claim_section(w->db, coupon_id, mode, fence, reqs, n, idle ? NULL : business_step, &step);
     int64_t t1 = cm_now_us();
     /* A section without a business step, or refused before it (stale
      * fence, no such coupon, sold out), is booked as read. */

@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# many-coupons.sh - a sale of many coupons on SQLite: redlock against
+# atomic-sql, each at its defaults, with the claims spread uniformly over 1,
+# 10 and 100 coupons (coupon-loadtest --coupons N). For R rounds,
+# interleaved, each row on a fresh SQLite file and a fresh pair of
+# coupon-servers over the same 3 redis-server masters (flushed between
+# rows): per coupon count, atomic-sql, then redlock (N coupons of --stock
+# each, every request a real claim by a distinct user). The load:
+# coupon-loadtest --threads 2 --connections 64 --duration 4 --coupons N,
+# audited per coupon against the servers and the database. Prints a line
+# per row, then a table of medians (claims/s per coupon count, and redlock /
+# atomic-sql), and per coupon count the stages of a claim (from the
+# servers' coupon_claim_stage_seconds_total, summed over the rounds):
+# microseconds per claim run and per pass. `uptime` before and after.
+#
+# usage: bench/many-coupons.sh [--rounds R] [--duration S] [--stock N]
+#                              [--counts "1 10 100"] [--connections C]
+#                              [--threads T] [--redlock-opts "OPTS"]
+#                              [--atomic-opts "OPTS"] [--try "OPTS"]
+#                              [--base-bin DIR] [--redis-nodes N]
+# --counts: the coupon counts, each 1..100. --redlock-opts / --atomic-opts:
+# extra coupon-server options for that strategy's rows. --try: one more row
+# per count and round, redlock with OPTS ("redlock+"). --base-bin: two more
+# rows per count and round, atomic-sql and redlock run by the coupon-server
+# in DIR ("base-atomic", "base-redlock": another build, e.g. main's, as the
+# baseline of the same interleaved run). --redis-nodes: the Redis masters
+# (default 3; 1 = a single instance, no Redlock quorum).
+# Environment: BUILD_DIR (default build/), DLOCK_REDIS_SERVER.
+# Exit status: 0 iff every row said NO OVERSELL (else 1, naming the row on
+# stderr); 2 on usage or start-up errors, with the reason on stderr.
+set -Eeuo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+# shellcheck source=../scripts/lib/err.sh
+. "$root/scripts/lib/err.sh"
+err_trap many-coupons
+bin_dir="${BUILD_DIR:-$root/build}/bin"
+own_server_bin="$bin_dir/coupon-server"
+server_bin="$own_server_bin"
+loadtest_bin="$bin_dir/coupon-loadtest"
+redis_bin="${DLOCK_REDIS_SERVER:-$(command -v redis-server || true)}"
+
+die() { echo "many-coupons: $*" >&2; exit 2; }
+say() { [ "${quiet:-1}" = 1 ] || echo "many-coupons: $*" >&2; }
+
+# The variables scripts/lib/sale.sh reads (its header lists them).
+# shellcheck disable=SC2034  # read by scripts/lib/sale.sh
+{
+  instances=2 redis_nodes=3 stock=0 per_user_limit=1 connections=64 threads=2 requests=""
+  users="" load_rate="" work_us=0 lock_batch="" server_threads="" lock_wait="" base_port=""
+  rounds=3 duration=4 claim_stock=10000000 counts="1 10 100" redlock_opts="" atomic_opts="" try_opts=""
+  base_bin=""
+  redis_pids=() server_pids=() redis_addrs=() server_urls=() redis_ports=()
+}
+
+need_int() { # name value min max
+  if ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt "$3" ] || [ "$2" -gt "$4" ]; then
+    die "$1: '$2' is not an integer in $3..$4"
+  fi
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) sed -n '2,/^set -Eeuo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --rounds|--duration|--stock|--counts|--connections|--threads|--redlock-opts|--atomic-opts|--try|--base-bin|--redis-nodes)
+      [ $# -ge 2 ] || die "$1 needs a value (--help)" ;;
+    *) die "unknown option $1 (--help)" ;;
+  esac
+  case "$1" in
+    --rounds) need_int "$1" "$2" 1 100; rounds="$2" ;;
+    --duration) need_int "$1" "$2" 1 3600; duration="$2" ;;
+    --stock) need_int "$1" "$2" 1 1000000000; claim_stock="$2" ;;
+    --counts) counts="$2" ;;
+    --connections) need_int "$1" "$2" 1 10000; connections="$2" ;;
+    --threads) need_int "$1" "$2" 1 4096; threads="$2" ;;
+    --redlock-opts) redlock_opts="$2" ;;
+    --atomic-opts) atomic_opts="$2" ;;
+    --try) try_opts="$2" ;;
+    --base-bin) base_bin="$2" ;;
+    --redis-nodes) need_int "$1" "$2" 1 5; redis_nodes="$2" ;;
+  esac
+  shift 2
+done
+# shellcheck disable=SC2206  # word splitting is the point: the list of counts
+count_list=($counts)
+[ "${#count_list[@]}" -gt 0 ] || die "--counts: no coupon count given"
+for n in "${count_list[@]}"; do need_int "--counts" "$n" 1 100; done
+if [ ! -x "$server_bin" ] || [ ! -x "$loadtest_bin" ]; then die "build first: no $server_bin or $loadtest_bin"; fi
+if [ -n "$base_bin" ] && [ ! -x "$base_bin/coupon-server" ]; then die "--base-bin: no $base_bin/coupon-server"; fi
+[ -n "$redis_bin" ] || die "redis-server not found (apt-get install redis-server, or set DLOCK_REDIS_SERVER)"
+command -v curl >/dev/null || die "curl not found (apt-get install curl)"
+
+# shellcheck source=../scripts/lib/sale.sh
+. "$root/scripts/lib/sale.sh"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/many-coupons.XXXXXX")" || die "cannot create a temp dir"
+trap cleanup EXIT
+for ((i = 0; i < redis_nodes; i++)); do start_redis "$i"; done
+make_token
+
+STAGES=(http_in claim_queue local_queue lock read work commit release resume reply)
+declare -A stage_s=() stage_n=() tput=() cpu_srv=() cpu_redis=() cpu_load=() answers=()
+hz="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+
+cpu_ticks() { # pids... -> their utime + stime so far, in clock ticks
+  local pid stat sum=0 f
+  for pid in "$@"; do
+    stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
+    # Fields after the command (which may hold spaces): state is field 3, utime 14, stime 15.
+    read -r -a f <<<"${stat##*) }"
+    sum=$((sum + f[11] + f[12]))
+  done
+  echo "$sum"
+}
+
+# Adds the servers' stage counters to the totals of key (count:kind).
+scrape_stages() { # key
+  local url text
+  for url in "${server_urls[@]}"; do
+    text="$(curl -sS -m 10 --noproxy '*' "$url/metrics")" || die "cannot read $url/metrics"
+    while read -r k val; do
+      case "$k" in
+        s:*) stage_s["$1:${k#s:}"]="$(awk -v a="${stage_s["$1:${k#s:}"]:-0}" -v b="$val" 'BEGIN{printf "%.6f", a + b}')" ;;
+        n:*) stage_n["$1:${k#n:}"]=$(( ${stage_n["$1:${k#n:}"]:-0} + val )) ;;
+      esac
+    done < <(printf '%s\n' "$text" | awk '
+      /^coupon_claim_stage_seconds_total\{/ { match($0, /stage="[a-z_]+"/); print "s:" substr($0, RSTART + 7, RLENGTH - 8), $2 }
+      /^coupon_claim_stage_observations_total\{/ { match($0, /stage="[a-z_]+"/); print "n:" substr($0, RSTART + 7, RLENGTH - 8), $2 }
+      /^coupon_lock_retries_total / { print "n:retries", $2 }
+')
+  done
+}
+
+# One row: fresh database, fresh servers, N coupons, the load; prints its
+# line and appends its claims/s to tput[count:kind].
+row() { # round count kind strategy server-binary [server options...]
+  local round="$1" count="$2" kind="$3" strat="$4" db report log st=0 t p99 issued verdict first="" id c
+  local extra=("${@:6}")
+  server_bin="$5"
+  # shellcheck disable=SC2034  # create_coupon (scripts/lib/sale.sh) reads it
+  stock="$claim_stock"
+  db="$work/$kind-$count-$round.db"
+  flush_redis
+  start_servers "$strat" "$db" "${extra[@]}" 2>>"$work/servers.log"
+  for ((c = 0; c < count; c++)); do
+    id="$(create_coupon "sale-$c")" || exit 2
+    [ -n "$first" ] || first="$id"
+    # A fresh file numbers its coupons 1, 2, ...: the range below is exactly ours.
+    [ "$id" = $((first + c)) ] || die "coupon ids not consecutive ($first, then $id)"
+  done
+  report="$work/report-$kind-$count-$round.txt" log="$work/load-$kind-$count-$round.log"
+  local srv0 redis0 load0 key="$count:$kind"
+  srv0="$(cpu_ticks "${server_pids[@]}")" redis0="$(cpu_ticks "${redis_pids[@]}")"
+  # The load tester's CPU: its children's times, read by `times` after it exits.
+  times >"$work/times"
+  load0="$(sed -n 2p "$work/times")"
+  "$loadtest_bin" --url "$(IFS=,; echo "${server_urls[*]}")" --coupon "$first" --coupons "$count" \
+    --threads "$threads" --connections "$connections" --duration "$duration" --db "$db" >"$report" 2>"$log" || st=$?
+  cpu_srv["$key"]=$(( ${cpu_srv["$key"]:-0} + $(cpu_ticks "${server_pids[@]}") - srv0 ))
+  cpu_redis["$key"]=$(( ${cpu_redis["$key"]:-0} + $(cpu_ticks "${redis_pids[@]}") - redis0 ))
+  times >"$work/times" # in this shell: a $(times) subshell would report its own children
+  cpu_load["$key"]="$(awk -v a="${cpu_load["$key"]:-0}" -v b="$load0" -v c="$(sed -n 2p "$work/times")" 'function s(t, m, x) {
+      # "XmY.YYYs XmY.YYYs" (user, system) -> seconds
+      n = split(t, p, " "); x = 0; for (i = 1; i <= n; i++) { split(p[i], q, "m"); x += q[1] * 60 + q[2] } return x }
+    BEGIN { printf "%.3f", a + s(c) - s(b) }')"
+  scrape_stages "$count:$kind"
+  stop_servers
+  rm -f -- "$db" "$db-wal" "$db-shm"
+  t="$(sed -n 's/^requests: .*: \([0-9.]*\) req\/s.*/\1/p' "$report" | head -n 1)"
+  p99="$(sed -n 's/.*p99 \([0-9.]*\).*/\1/p' "$report" | head -n 1)"
+  issued="$(sed -n 's/^issued: *\([0-9]*\) units.*/\1/p' "$report" | head -n 1)"
+  verdict="$(sed -n 's/^verdict: *//p' "$report" | head -n 1)"
+  printf '%-6s %7s %-13s %10s %9s %9s  %s\n' "$round" "$count" "$kind" "${t:-?}" "${p99:-?}" "${issued:-?}" \
+    "${verdict:-exit $st}"
+  tput["$count:$kind"]="${tput["$count:$kind"]:-} ${t:-0}"
+  answers["$key"]=$(( ${answers["$key"]:-0} + $(sed -n 's/^requests: *\([0-9]*\) answered.*/\1/p' "$report" | head -n 1) ))
+  if [ "$st" != 0 ] || [ "${verdict:-}" != "NO OVERSELL" ]; then
+    rc=1
+    echo "many-coupons: round $round, $count coupons, $kind: coupon-loadtest exit $st (${verdict:-no verdict}); its last lines:" >&2
+    tail -n 5 "$log" "$report" >&2 2>/dev/null || true
+  fi
+}
+
+median() { # numbers... -> the median (the mean of the middle two for an even count)
+  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0;
+    else if (NR % 2) printf "%.0f\n", v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+
+# shellcheck disable=SC2206  # word splitting is the point: the extra options
+rl_extra=($redlock_opts) at_extra=($atomic_opts) try_extra=($try_opts)
+kinds=(atomic-sql redlock)
+[ -z "$try_opts" ] || kinds+=(redlock+)
+[ -z "$base_bin" ] || kinds+=(base-atomic base-redlock)
+echo "load before: $(uptime)"
+echo "many coupons on SQLite: $instances coupon-servers, $redis_nodes redis masters, coupon-loadtest --threads $threads --connections $connections --duration $duration --coupons N (uniform); stock $claim_stock per coupon, a distinct user per claim"
+[ -z "$redlock_opts$atomic_opts" ] || echo "extra options: redlock '$redlock_opts', atomic-sql '$atomic_opts'"
+[ -z "$try_opts" ] || echo "redlock+: redlock $redlock_opts $try_opts"
+[ -z "$base_bin" ] || echo "base-*: the coupon-server of $base_bin"
+rc=0
+printf '%-6s %7s %-13s %10s %9s %9s  %s\n' round coupons row claims/s "p99 ms" issued verdict
+for ((r = 1; r <= rounds; r++)); do
+  for n in "${count_list[@]}"; do
+    row "$r" "$n" atomic-sql atomic-sql "$own_server_bin" "${at_extra[@]}"
+    row "$r" "$n" redlock redlock "$own_server_bin" "${rl_extra[@]}"
+    [ -z "$try_opts" ] || row "$r" "$n" redlock+ redlock "$own_server_bin" "${rl_extra[@]}" "${try_extra[@]}"
+    if [ -n "$base_bin" ]; then
+      row "$r" "$n" base-atomic atomic-sql "$base_bin/coupon-server" "${at_extra[@]}"
+      row "$r" "$n" base-redlock redlock "$base_bin/coupon-server" "${rl_extra[@]}"
+    fi
+  done
+done
+echo "load after: $(uptime)"
+
+echo
+echo "medians of $rounds interleaved rounds (claims/s):"
+line="$(printf '  %-13s' coupons)"
+for n in "${count_list[@]}"; do line+="$(printf ' %10s' "$n")"; done
+echo "$line"
+for k in "${kinds[@]}"; do
+  line="$(printf '  %-13s' "$k")"
+  # shellcheck disable=SC2086  # the lists of numbers split into words on purpose
+  for n in "${count_list[@]}"; do line+="$(printf ' %10s' "$(median ${tput["$n:$k"]})")"; done
+  echo "$line"
+done
+for k in "${kinds[@]}"; do
+  [ "$k" != atomic-sql ] || continue
+  base=atomic-sql
+  [ "$k" != base-redlock ] || base="base-atomic"
+  [ "$k" != base-atomic ] || continue
+  line="$(printf '  %-13s' "$k/$base")"
+  # shellcheck disable=SC2086
+  for n in "${count_list[@]}"; do
+    line+="$(printf ' %10s' "$(ratio "$(median ${tput["$n:$k"]})" "$(median ${tput["$n:$base"]})")")"
+  done
+  echo "$line"
+done
+if [ -n "$base_bin" ]; then
+  for k in atomic-sql redlock; do
+    line="$(printf '  %-13s' "$k/base")"
+    # shellcheck disable=SC2086
+    for n in "${count_list[@]}"; do
+      line+="$(printf ' %10s' "$(ratio "$(median ${tput["$n:$k"]})" "$(median ${tput["$n:base-${k%-sql}"]})")")"
+    done
+    echo "$line"
+  done
+fi
+
+for n in "${count_list[@]}"; do
+  echo
+  echo "where a claim's time goes, $n coupon(s) (all rounds; us per claim run / us per pass, passes):"
+  line="$(printf '  %-12s' stage)"
+  for k in "${kinds[@]}"; do line+="$(printf ' %24s' "$k")"; done
+  echo "$line"
+  for s in "${STAGES[@]}"; do
+    line="$(printf '  %-12s' "$s")"
+    for k in "${kinds[@]}"; do
+      sec="${stage_s["$n:$k:$s"]:-0}" cnt="${stage_n["$n:$k:$s"]:-0}" cl="${stage_n["$n:$k:claim_queue"]:-0}"
+      line+="$(awk -v s="$sec" -v n="$cnt" -v c="$cl" 'BEGIN { printf " %7.1f /%7.1f %8d", (c ? s * 1e6 / c : 0), (n ? s * 1e6 / n : 0), n }')"
+    done
+    echo "$line"
+  done
+  line="$(printf '  %-12s' 'lock retries')"
+  for k in "${kinds[@]}"; do
+    line+="$(awk -v r="${stage_n["$n:$k:retries"]:-0}" -v p="${stage_n["$n:$k:lock"]:-0}" 'BEGIN { printf " %15.2f /acquire", (p ? r / p : 0) }')"
+  done
+  echo "$line"
+  echo "  CPU per answer (user + system over the answers): servers / redis masters / load tester, us"
+  for k in "${kinds[@]}"; do
+    key="$n:$k"
+    awk -v k="$k" -v s="${cpu_srv[$key]:-0}" -v r="${cpu_redis[$key]:-0}" -v l="${cpu_load[$key]:-0}" \
+      -v a="${answers[$key]:-0}" -v hz="$hz" 'BEGIN { if (a > 0)
+        printf "    %-13s %7.1f / %7.1f / %7.1f\n", k, s * 1e6 / hz / a, r * 1e6 / hz / a, l * 1e6 / a }'
+  done
+done
+exit "$rc"
