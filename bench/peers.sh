@@ -34,7 +34,7 @@ set -Eeuo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-# shellcheck source=../scripts/lib/err.sh
+# shellcheck source=scripts/lib/err.sh
 . "$root/scripts/lib/err.sh"
 err_trap peers.sh
 # INFO's reply is counted in bytes; C keeps bash's ${#line} in bytes too.
@@ -92,7 +92,7 @@ done
 [ "$(printf '%s\n' "${clients[@]}" | sort | uniq -d)" = "" ] || die "--clients: a client given twice"
 
 if [ "$setup" = 1 ]; then
-  # shellcheck source=../scripts/setup.sh
+  # shellcheck source=scripts/setup.sh
   SETUP_SET=peers source "$root/scripts/setup.sh"
 fi
 bench="${bench:-${BUILD_DIR:-$root/build}/bin/dlock-bench}"
@@ -107,7 +107,7 @@ if [ "$peers_needed" = 1 ]; then
 fi
 
 pids=() ports=() dirs=()
-# shellcheck source=lib/redis_nodes.sh
+# shellcheck source=bench/lib/redis_nodes.sh
 . "$here/lib/redis_nodes.sh"
 work="$(mktemp -d "${TMPDIR:-/tmp}/dlock-peers.XXXXXX")" || die "cannot create a temp dir"
 dirs+=("$work")
@@ -120,10 +120,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+echo "temp dir $work"
 for _ in $(seq "$max_nodes"); do
   start_redis_node peers
   pids+=("$node_pid")
   ports+=("$node_port")
+  echo "redis-server pid $node_pid on 127.0.0.1:$node_port"
 done
 
 # INFO commandstats of one node: "command calls usec" lines. The reply is

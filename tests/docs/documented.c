@@ -40,6 +40,7 @@ static const struct {
     {"bench/db-compare.sh", "docs_commands/db_compare_both_stores"},
     {"bench/sick-minority.sh", "docs_commands/sick_minority"},
     {"bench/hot-coupon.sh", "docs_commands/hot_coupon"},
+    {"bench/peers.sh", "docs_commands/peers and peers_catch_violations (tests/docs/peers.c)"},
     {"dlockctl", "the ctl_* suites (--help, --version, its options)"},
     {"dlockctl ping", "docs_commands/dlockctl_session"},
     {"dlockctl list", "docs_commands/dlockctl_session"},
