@@ -5,10 +5,11 @@
 # throwaway redis-server nodes. For each row, R rounds; in each round every
 # client runs once, in an order that rotates by one each round, with the
 # row's nodes flushed before each run. Prints a line per run, then markdown
-# tables: the medians (ops/s, acquire p50 / p99, per-worker successes
-# min-max, violations), libdlock against the best peer of each row (its
-# ops/s ratio, median and range of the per-round ratios; its acquire p99
-# against that peer's; its per-worker max/min), and, for each uncontended
+# tables: the medians (ops/s, acquire p50 / p99 of the successful
+# acquisitions, per-worker successes min-max, acquisitions given up), the
+# worst round's violations, libdlock against the best peer of each row (the
+# ratio of the ops/s medians, with the range of the per-round ratios; its
+# acquire p99 against that peer's; its per-worker max/min), and, for each uncontended
 # row, Redis INFO commandstats per client (calls per success and
 # microseconds per call, summed over the rounds and the row's nodes;
 # CONFIG RESETSTAT before each run, so the warm-up's few calls count too).
@@ -158,7 +159,7 @@ median() {
     awk '{ v[NR] = $1 } END { if (NR == 0) print "null"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-declare -A ops=() p50=() p99=() pwmin=() pwmax=() viol=() succ=() calls=() usec=() cmds=()
+declare -A ops=() p50=() p99=() pwmin=() pwmax=() fails=() viol=() succ=() calls=() usec=() cmds=()
 status=0
 
 run_one() { # round row client
@@ -200,6 +201,7 @@ run_one() { # round row client
   p99["$k"]+=" $(jnum "$line" acq_p99_ms)"
   pwmin["$k"]+=" $(jnum "$line" per_worker_min)"
   pwmax["$k"]+=" $(jnum "$line" per_worker_max)"
+  fails["$k"]+=" $(jnum "$line" acquire_failures)"
   # The worst round: one violation anywhere is the finding.
   viol["$k"]=$(( ${viol[$k]:-0} > v ? ${viol[$k]:-0} : v ))
   succ["$k"]=$(( ${succ[$k]:-0} + $(jnum "$line" successes) ))
@@ -234,16 +236,17 @@ done
 echo
 echo "Medians of $rounds round(s), $duration s each:"
 echo
-echo "| nodes | workers | mode | client | ops/s | acq p50 ms | acq p99 ms | per-worker min-max | violations |"
-echo "| ---: | ---: | --- | --- | ---: | ---: | ---: | --- | ---: |"
+echo "| nodes | workers | mode | client | ops/s | acq p50 ms | acq p99 ms | per-worker min-max | acquire failures | violations |"
+echo "| ---: | ---: | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |"
 for row in "${rows[@]}"; do
   IFS=: read -r n w mode <<<"$row"
   for c in "${clients[@]}"; do
     k="$row|$c"
-    [ -n "${ops[$k]:-}" ] || { echo "| $n | $w | $mode | $c | - | - | - | - | no run |"; continue; }
+    [ -n "${ops[$k]:-}" ] || { echo "| $n | $w | $mode | $c | - | - | - | - | - | no run |"; continue; }
     # shellcheck disable=SC2086  # the lists are space-separated numbers
-    printf '| %s | %s | %s | %s | %.0f | %s | %s | %s-%s | %s |\n' "$n" "$w" "$mode" "$c" "$(median ${ops[$k]})" \
-      "$(median ${p50[$k]})" "$(median ${p99[$k]})" "$(median ${pwmin[$k]})" "$(median ${pwmax[$k]})" "${viol[$k]}"
+    printf '| %s | %s | %s | %s | %.0f | %s | %s | %s-%s | %s | %s |\n' "$n" "$w" "$mode" "$c" "$(median ${ops[$k]})" \
+      "$(median ${p50[$k]})" "$(median ${p99[$k]})" "$(median ${pwmin[$k]})" "$(median ${pwmax[$k]})" \
+      "$(median ${fails[$k]})" "${viol[$k]}"
   done
 done
 
