@@ -7,7 +7,9 @@
 # row's nodes flushed before each run. Prints a line per run, then markdown
 # tables: the medians (ops/s, acquire p50 / p99 of the successful
 # acquisitions, per-worker successes min-max, acquisitions given up), the
-# worst round's violations, libdlock against the best peer of each row (the
+# worst round's violations, the CPU per success of the client process
+# (dlock-bench: this shell's `times`; the Node driver: its own cpu_s, over
+# its measured loops) and of the row's redis-servers (/proc), libdlock against the best peer of each row (the
 # ratio of the ops/s medians, with the range of the per-round ratios; its
 # acquire p99 against that peer's; its per-worker max/min), and, for each uncontended
 # row, Redis INFO commandstats per client (calls per success and
@@ -149,6 +151,30 @@ commandstats() { # port
   exec 3>&- 3<&-
 }
 
+# The CPU this shell's finished children used so far (user + sys), in
+# microseconds, into the variable named $1: the clients run as children, so
+# the difference over one run is that client's CPU, process start-up
+# included. `times` runs in this shell (in a $(...) it would see the
+# subshell's children only).
+children_cpu_us() { # variable name
+  times >"$work/times"
+  printf -v "$1" '%s' "$(awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] }
+                               printf "%.0f", t * 1e6 }' "$work/times")"
+}
+
+# CPU used so far by the processes (utime + stime), in microseconds.
+proc_cpu_us() { # pids...
+  local pid stat sum=0 f hz
+  hz="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+  for pid in "$@"; do
+    stat="$(cat "/proc/$pid/stat")" || die "cannot read /proc/$pid/stat"
+    # After the command (which may hold spaces): utime is field 14, stime 15.
+    read -r -a f <<<"${stat##*) }"
+    sum=$((sum + f[11] + f[12]))
+  done
+  echo $((sum * 1000000 / hz))
+}
+
 jnum() { # json key -> its number, or null
   sed -n "s/.*\"$2\":\(null\|-\{0,1\}[0-9][0-9.]*\).*/\1/p" <<<"$1"
 }
@@ -159,7 +185,7 @@ median() {
     awk '{ v[NR] = $1 } END { if (NR == 0) print "null"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-declare -A ops=() p50=() p99=() pwmin=() pwmax=() fails=() viol=() succ=() calls=() usec=() cmds=()
+declare -A ops=() p50=() p99=() pwmin=() pwmax=() fails=() ccpu=() rcpu=() viol=() succ=() calls=() usec=() cmds=()
 status=0
 
 run_one() { # round row client
@@ -176,6 +202,9 @@ run_one() { # round row client
   done
   out="$work/out" err="$work/err"
   local args=(--ports "$csv" --workers "$w" --duration "$duration" --mode "$mode")
+  local c0 r0 c1 r1
+  children_cpu_us c0
+  r0="$(proc_cpu_us "${pids[@]:0:$n}")"
   # timeout: a backstop only; both drivers bound their own waits.
   if [ "$client" = libdlock ]; then
     timeout $((duration * 3 + 120)) "$bench" "${args[@]}" >"$out" 2>"$err" </dev/null || st=$?
@@ -183,6 +212,8 @@ run_one() { # round row client
     timeout $((duration * 3 + 120)) "$node_bin" "$here/peers/driver.js" --client "$client" "${args[@]}" \
       >"$out" 2>"$err" </dev/null || st=$?
   fi
+  children_cpu_us c1
+  r1="$(proc_cpu_us "${pids[@]:0:$n}")"
   line="$(grep -m 1 '^{' "$out" || true)"
   k="$row|$client"
   local v o
@@ -202,6 +233,20 @@ run_one() { # round row client
   pwmin["$k"]+=" $(jnum "$line" per_worker_min)"
   pwmax["$k"]+=" $(jnum "$line" per_worker_max)"
   fails["$k"]+=" $(jnum "$line" acquire_failures)"
+  local s1
+  s1="$(jnum "$line" successes)"
+  if [ "$s1" -gt 0 ]; then
+    # The Node driver's own figure leaves out Node's start-up (tenths of a
+    # second of CPU); dlock-bench's start-up is a few ms, counted in `times`.
+    local drv
+    drv="$(jnum "$line" cpu_s)"
+    if [ -n "$drv" ]; then
+      ccpu["$k"]+=" $(awk -v c="$drv" -v s="$s1" 'BEGIN { printf "%.0f", c * 1e6 / s }')"
+    else
+      ccpu["$k"]+=" $(( (c1 - c0) / s1 ))"
+    fi
+    rcpu["$k"]+=" $(awk -v a="$((r1 - r0))" -v s="$s1" 'BEGIN { printf "%.1f", a / s }')"
+  fi
   # The worst round: one violation anywhere is the finding.
   viol["$k"]=$(( ${viol[$k]:-0} > v ? ${viol[$k]:-0} : v ))
   succ["$k"]=$(( ${succ[$k]:-0} + $(jnum "$line" successes) ))
@@ -236,17 +281,18 @@ done
 echo
 echo "Medians of $rounds round(s), $duration s each:"
 echo
-echo "| nodes | workers | mode | client | ops/s | acq p50 ms | acq p99 ms | per-worker min-max | acquire failures | violations |"
-echo "| ---: | ---: | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |"
+echo "| nodes | workers | mode | client | ops/s | acq p50 ms | acq p99 ms | per-worker min-max | acquire failures | client CPU us/op | redis CPU us/op | violations |"
+echo "| ---: | ---: | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"
 for row in "${rows[@]}"; do
   IFS=: read -r n w mode <<<"$row"
   for c in "${clients[@]}"; do
     k="$row|$c"
-    [ -n "${ops[$k]:-}" ] || { echo "| $n | $w | $mode | $c | - | - | - | - | - | no run |"; continue; }
+    [ -n "${ops[$k]:-}" ] || { echo "| $n | $w | $mode | $c | - | - | - | - | - | - | - | no run |"; continue; }
     # shellcheck disable=SC2086  # the lists are space-separated numbers
-    printf '| %s | %s | %s | %s | %.0f | %s | %s | %s-%s | %s | %s |\n' "$n" "$w" "$mode" "$c" "$(median ${ops[$k]})" \
-      "$(median ${p50[$k]})" "$(median ${p99[$k]})" "$(median ${pwmin[$k]})" "$(median ${pwmax[$k]})" \
-      "$(median ${fails[$k]})" "${viol[$k]}"
+    printf '| %s | %s | %s | %s | %.0f | %s | %s | %s-%s | %s | %s | %s | %s |\n' "$n" "$w" "$mode" "$c" \
+      "$(median ${ops[$k]})" "$(median ${p50[$k]})" "$(median ${p99[$k]})" "$(median ${pwmin[$k]})" \
+      "$(median ${pwmax[$k]})" "$(median ${fails[$k]})" "$(median ${ccpu[$k]:-null})" "$(median ${rcpu[$k]:-null})" \
+      "${viol[$k]}"
   done
 done
 
@@ -310,7 +356,8 @@ for row in "${rows[@]}"; do
     s="${succ[$k]:-0}"
     [ "$s" -gt 0 ] || continue
     rare=""
-    for cmd in ${cmds[$k]:-}; do
+    # shellcheck disable=SC2086  # a space-separated list of names
+    for cmd in $(printf '%s\n' ${cmds[$k]:-} | sort); do
       # Below 0.01 per success: the set-up's own calls (connect checks,
       # script loads, the warm-up), named on one line instead.
       if [ $(( calls[$k|$cmd] * 100 )) -lt "$s" ]; then rare+=" $cmd"; continue; fi

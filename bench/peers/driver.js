@@ -171,6 +171,9 @@ function jsonLine(run, t) {
     // node counts one, as dlock_client_stats counts a round.
     `"lock_rt_per_success":${t.successes === 0 ? 'null' : (t.lockCmds / cfg.ports.length / t.successes).toFixed(3)}`,
     `"per_worker_min":${t.pwMin},"per_worker_max":${t.pwMax}`,
+    // Beyond dlock-bench's keys: this process's CPU over the measured loops
+    // (without Node's start-up, which is not the peer's cost per lock).
+    `"cpu_s":${t.cpuS.toFixed(3)}`,
   ];
   return `{${parts.join(',')}}\n`;
 }
@@ -215,9 +218,12 @@ async function main() {
   // The start gate: every worker set up; the end is fixed from here.
   run.startNs = nowNs();
   run.endNs = run.startNs + Math.round(cfg.durationS * 1e9);
+  const cpu0 = process.cpuUsage();
   await Promise.all(run.workers.map((w) => loop(w, run)));
+  const cpu = process.cpuUsage(cpu0);
 
-  const t = { successes: 0, failures: 0, lockCmds: 0, pwMin: Infinity, pwMax: 0, counter: 0, violations: 0 };
+  const t = { successes: 0, failures: 0, lockCmds: 0, pwMin: Infinity, pwMax: 0, counter: 0, violations: 0,
+              cpuS: (cpu.user + cpu.system) / 1e6 };
   let lastEnd = run.endNs;
   run.workers.forEach((w, i) => {
     t.successes += w.successes;
