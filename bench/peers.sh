@@ -9,12 +9,13 @@
 # acquisitions, per-worker successes min-max, acquisitions given up), the
 # worst round's violations, the CPU per success of the client process
 # (dlock-bench: this shell's `times`; the Node driver: its own cpu_s, over
-# its measured loops) and of the row's redis-servers (/proc), libdlock against the best peer of each row (the
-# ratio of the ops/s medians, with the range of the per-round ratios; its
-# acquire p99 against that peer's; its per-worker max/min), and, for each uncontended
-# row, Redis INFO commandstats per client (calls per success and
-# microseconds per call, summed over the rounds and the row's nodes;
-# CONFIG RESETSTAT before each run, so the warm-up's few calls count too).
+# its measured loops) and of the row's redis-servers (/proc), libdlock
+# against the best peer of each row (the ratio of the ops/s medians, with
+# each round's ratio to that round's best peer; its acquire p99 against
+# that peer's; its per-worker max/min), and, for each uncontended row,
+# Redis INFO commandstats per client (calls per success and microseconds
+# per call, summed over the rounds and the row's nodes; CONFIG RESETSTAT
+# before each run, so the warm-up's few calls count too).
 # `uptime` is printed before and after.
 #
 # usage: bench/peers.sh [--rounds R] [--duration S] [--rows LIST] [--clients LIST]
@@ -304,7 +305,7 @@ if [ -n "${ops[${rows[0]}|libdlock]+x}" ] && [ "${#peer_list[@]}" -gt 0 ]; then
   echo
   echo "libdlock against the best peer of each row (the peer with the higher median ops/s):"
   echo
-  echo "| nodes | workers | mode | best peer | ops/s libdlock / peer (per-round range) | acq p99 libdlock / peer | per-worker max/min, libdlock |"
+  echo "| nodes | workers | mode | best peer | ops/s libdlock / peer (each round's) | acq p99 libdlock / peer | per-worker max/min, libdlock |"
   echo "| ---: | ---: | --- | --- | --- | ---: | ---: |"
   for row in "${rows[@]}"; do
     IFS=: read -r n w mode <<<"$row"
@@ -327,19 +328,19 @@ if [ -n "${ops[${rows[0]}|libdlock]+x}" ] && [ "${#peer_list[@]}" -gt 0 ]; then
         if [ -z "$top" ] || awk -v a="$o" -v b="$top" 'BEGIN { exit !(a > b) }'; then top="$o"; fi
       done
       l="${ops[$row|libdlock|$r]:-}"
-      [ -n "$top" ] && [ -n "$l" ] && per_round+=("$(awk -v a="$l" -v b="$top" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "null" }')")
+      [ -n "$top" ] && [ -n "$l" ] && per_round+=("$(awk -v a="$l" -v b="$top" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')")
     done
     # shellcheck disable=SC2086
     {
-      lo="$(printf '%s\n' "${per_round[@]}" | grep -v null | sort -g | head -n 1)"
-      hi="$(printf '%s\n' "${per_round[@]}" | grep -v null | sort -g | tail -n 1)"
+      rounds_list="$(IFS=,; echo "${per_round[*]:-?}")"
+      rounds_list="${rounds_list//,/, }"
       ratio="$(awk -v a="$(median ${ops[$row|libdlock]})" -v b="$best_ops" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')"
       p99r="$(awk -v a="$(median ${p99[$row|libdlock]})" -v b="$(median ${p99[$row|$best]})" \
         'BEGIN { if (a != "null" && b != "null" && b > 0) printf "%.3f", a / b; else print "-" }')"
       spread="$(awk -v a="$(median ${pwmax[$row|libdlock]})" -v b="$(median ${pwmin[$row|libdlock]})" \
         'BEGIN { if (b > 0) printf "%.2f", a / b; else print "inf" }')"
     }
-    echo "| $n | $w | $mode | $best | $ratio (${lo:-?}-${hi:-?}) | $p99r | $spread |"
+    echo "| $n | $w | $mode | $best | $ratio ($rounds_list) | $p99r | $spread |"
   done
 fi
 
