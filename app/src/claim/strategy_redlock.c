@@ -242,6 +242,7 @@ const strategy strategy_redlock = {
      * default --threads), so the workers bound the batch (--lock-batch):
      * 32 lets a batch of 32 fill. */
     .default_threads = 32,
+    .stock_falls = STOCK_FALLS_FENCED,
     .claim = redlock_claim,
     .health = redlock_health,
 };
