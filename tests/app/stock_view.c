@@ -76,12 +76,15 @@ Test(VIEW_SUITE, sold_out_before_the_lock_without_a_round_trip)
         snprintf(user, sizeof user, "late%d", i);
         claim_code(0, id, user, 409, 1003);
     }
-    cr_assert_eq(app_metric(s, SOLD_OUT("fast")) - fast, 20, "every late claim refused before the lock");
-    cr_assert_eq(app_metric(s, SOLD_OUT("locked")) - locked, 0);
-    cr_assert_eq(app_metric(s, ACQUIRED) - acquired, 0, "no lock taken once sold out");
-    cr_assert_eq(lock_commands(&g_app.redis[0]) - scripts, 0, "no lock script ran on Redis once sold out");
-    cr_assert_eq(app_metric(s, PEEKS("issued")) - issued, 0, "no store round trip once the view knew 0");
-    cr_assert_eq(app_metric(s, PEEKS("saved")) - saved, 20);
+    long long d_fast = app_metric(s, SOLD_OUT("fast")) - fast, d_locked = app_metric(s, SOLD_OUT("locked")) - locked;
+    long long d_acq = app_metric(s, ACQUIRED) - acquired, d_scripts = lock_commands(&g_app.redis[0]) - scripts;
+    long long d_issued = app_metric(s, PEEKS("issued")) - issued, d_saved = app_metric(s, PEEKS("saved")) - saved;
+    cr_assert_eq(d_fast, 20, "late claims refused before the lock: %lld of 20 (under it: %lld)", d_fast, d_locked);
+    cr_assert_eq(d_locked, 0);
+    cr_assert_eq(d_acq, 0, "%lld locks taken once sold out", d_acq);
+    cr_assert_eq(d_scripts, 0, "%lld lock scripts ran on Redis once sold out", d_scripts);
+    cr_assert_eq(d_issued, 0, "%lld store round trips once the view knew 0", d_issued);
+    cr_assert_eq(d_saved, 20, "%lld of 20 answered from the view", d_saved);
     expect_db(id, 0, 2);
 }
 
@@ -310,4 +313,27 @@ Test(VIEW_SUITE, unsafe_strategy_forgets_zero)
     app_db_exec(g_app.db, "UPDATE coupon SET stock = 1 WHERE id = %lld", id);
     test_sleep_ms(200); /* 4x the freshness bound */
     claim_code(0, id, "u3", 200, 0);
+}
+
+/* A refused bundle teaches the view only its sold-out members: the others
+ * were decremented and rolled back (atomic-sql), so the stock they would
+ * report is not the store's. Views kept fresh for a minute, so srv[0]
+ * still thinks "rare-b" in stock when its bundle reaches the store. */
+Test(VIEW_SUITE, refused_bundle_teaches_only_sold_out)
+{
+    APP_SETUP_OK();
+    app_env_up(&g_app, 1, 0, 2, "--strategy", "atomic-sql", "--stock-view-ms", "60000", NULL);
+    long long a = app_create_coupon(&g_app.srv[0], "rare-a", 1, 1);
+    long long b = app_create_coupon(&g_app.srv[0], "rare-b", 1, 1);
+    claim_code(1, b, "other", 200, 0); /* sold out behind srv[0]'s back */
+    char path[128];
+    http_reply r;
+    snprintf(path, sizeof path, "/api/v1/coupon/bundle?user_id=both&coupon_ids=%lld,%lld", a, b);
+    app_request(&g_app.srv[0], "POST", path, NULL, NULL, &r);
+    json_decref(app_expect(&r, 409, 1003));
+    http_reply_free(&r);
+    expect_db(a, 1, 0); /* rolled back whole */
+    claim_code(0, a, "single", 200, 0);
+    claim_code(0, b, "late", 409, 1003);
+    expect_db(a, 0, 1);
 }
