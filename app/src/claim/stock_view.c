@@ -21,7 +21,8 @@ typedef struct entry {
     int in_flight;           /* a request is peeking this coupon now */
     uint64_t flights;        /* peeks finished: a waiter's wake-up condition */
     int64_t flight_start_us; /* the running (or last) peek's start */
-    db_status last;          /* the last peek's status */
+    db_status last;          /* the last finished peek's status ... */
+    int64_t last_start_us;   /* ... and its start: a new peek may be running already */
 } entry;
 
 typedef struct stripe {
@@ -167,6 +168,7 @@ static stock_answer lead(stripe *s, entry *e, db_store *db, int64_t id)
     if (st == DB_OK)
         learn_locked(e, stock, start);
     e->last = st;
+    e->last_start_us = start;
     e->in_flight = 0;
     e->flights++;
     pthread_cond_broadcast(&s->done);
@@ -222,8 +224,10 @@ stock_answer stock_view_ask(db_store *db, int64_t coupon_id)
             }
             /* "Not found" holds only for a peek that started after we
              * arrived: one sent before may have missed a coupon created
-             * since (on this server or another) that our client knows of. */
-            if (e->last == DB_NOT_FOUND && e->flight_start_us <= arrival)
+             * since (on this server or another) that our client knows of.
+             * last_start_us, not flight_start_us: another request may have
+             * started the next peek before we woke. */
+            if (e->last == DB_NOT_FOUND && e->last_start_us <= arrival)
                 continue;
             if (e->last == DB_NOT_FOUND) {
                 a = STOCK_NOT_FOUND;
