@@ -9,12 +9,16 @@
 #
 # usage: bench/db-compare.sh [--requests R] [--stock S] [--connections C] [--threads T]
 #                            [--strategies a,b] [--stores sqlite,postgresql]
-#                            [--pg-synchronous-commit on|off]
+#                            [--pg-synchronous-commit on|off] [--stages]
 # --connections: the load tester's connections (default 64); --threads: its
 # worker threads (default min(C, cores)).
 # --pg-synchronous-commit off: PostgreSQL acknowledges a commit before its
 # WAL reaches the disk (the closest to SQLite's WAL + synchronous=NORMAL,
 # which does not fsync each commit either); default on (fsync per commit).
+# --stages: under each row, where its claims' time went, from the servers'
+# coupon_claim_stage_seconds_total summed over both (microseconds per claim
+# answered; a batch's lock, read, commit and release count once per batch),
+# and the sold-out fast path's store round trips (coupon_stock_peeks_total).
 # Environment: BUILD_DIR (default build/), DLOCK_REDIS_SERVER, DLOCK_PG_BINDIR
 # (default: the highest /usr/lib/postgresql/*/bin), DLOCK_PG_USER (the user
 # postgres runs as when this runs as root; default nobody).
@@ -39,7 +43,7 @@ say() { [ "${quiet:-1}" = 1 ] || echo "db-compare: $*" >&2; }
 # for every row. load_rate '' = closed loop.
 instances=2 redis_nodes=3 stock=100000 per_user_limit=1 connections=64 threads="" requests=20000
 users="" load_rate="" work_us=0 lock_batch="" server_threads="" lock_wait="" base_port=""
-strategies="redlock,atomic-sql" stores="sqlite,postgresql" pg_sync=on
+strategies="redlock,atomic-sql" stores="sqlite,postgresql" pg_sync=on stages=0
 redis_pids=() server_pids=() redis_addrs=() server_urls=() redis_ports=()
 
 need_int() { # name value min max
@@ -50,7 +54,8 @@ need_int() { # name value min max
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --stages) stages=1; shift; continue ;;
     --requests|--stock|--connections|--threads|--strategies|--stores|--pg-synchronous-commit)
       [ $# -ge 2 ] || die "$1 needs a value (--help)" ;;
     *) die "unknown option $1 (--help)" ;;
@@ -146,6 +151,33 @@ case ",$stores," in *,postgresql,*) start_pg ;; esac
 for ((i = 0; i < redis_nodes; i++)); do start_redis "$i"; done
 make_token
 
+# The servers' stage times per claim answered and their stock peeks, as one
+# line (a build without the stock view shows its peeks as "-").
+stage_line() {
+  local u all=""
+  for u in "${server_urls[@]}"; do
+    all+="$(curl -s --max-time 5 "$u/metrics" || true)"$'\n'
+  done
+  awk '
+    /^coupon_claims_total[{]/ { claims += $2 }
+    /^coupon_claim_stage_seconds_total[{]/ {
+      match($0, /stage="[a-z_]+"/); s = substr($0, RSTART + 7, RLENGTH - 8)
+      if (!(s in sec)) order[++n] = s
+      sec[s] += $2
+    }
+    /^coupon_stock_peeks_total[{]/ {
+      match($0, /result="[a-z]+"/); r = substr($0, RSTART + 8, RLENGTH - 9); peeks[r] += $2
+    }
+    END {
+      printf "  us per claim (%d claims):", claims
+      for (i = 1; i <= n; i++) printf " %s %.0f", order[i], claims ? sec[order[i]] * 1e6 / claims : 0
+      if ("issued" in peeks)
+        printf "; stock peeks issued %d saved %d coalesced %d\n", peeks["issued"], peeks["saved"], peeks["coalesced"]
+      else
+        printf "; stock peeks -\n"
+    }' <<<"$all"
+}
+
 # One row: fresh database, fresh servers, the load; prints the table's line.
 # Its values are local: nothing one row measures reaches the next.
 db_row() { # store strategy
@@ -156,6 +188,8 @@ db_row() { # store strategy
   report="$work/report-$store-$strat.txt" log="$work/load-$store-$strat.log"
   # The tester's progress lines go to a log, shown when the row fails.
   run_load "$id" "$db" "$report" 2>"$log" || st=$?
+  local stage_text=""
+  [ "$stages" = 0 ] || stage_text="$(stage_line)"
   stop_servers
   tput="$(sed -n 's/.*throughput \([0-9.]*\) req\/s.*/\1/p' "$report" | head -n 1)"
   p99="$(sed -n 's/.*p99 \([0-9.]*\).*/\1/p' "$report" | head -n 1)"
@@ -163,6 +197,7 @@ db_row() { # store strategy
   verdict="$(sed -n 's/^verdict: //p' "$report" | head -n 1)"
   printf '%-11s %-11s %10s %9s %12s  %s\n' "$store" "$strat" "${tput:-?}" "${p99:-?}" "${issued:-?}" \
     "${verdict:-exit $st}"
+  [ -z "$stage_text" ] || echo "$stage_text"
   if [ "$st" != 0 ]; then
     rc=1
     echo "db-compare: $store $strat: coupon-loadtest exit $st (${verdict:-no verdict}); its last lines:" >&2

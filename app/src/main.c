@@ -20,6 +20,7 @@
 #include "claim/claimq.h"
 #include "claim/hold_log.h"
 #include "claim/section.h"
+#include "claim/stock_view.h"
 #include "claim/strategies.h"
 #include "core/lockwatch.h"
 #include "core/log.h"
@@ -155,6 +156,16 @@ static step read_options(process *p)
     /* --bundle-lock resolved before the pool: its lock ways need a lock client per slot. */
     if (bundle_setup(&p->cfg, p->a.strat->uses_lock, p->err, sizeof p->err) != 0)
         return STEP_USAGE;
+    /* Whether a coupon's 0 stock is final for the fast path's view: every
+     * claim and every bundle of this process can only lower a stock. The
+     * bundle's lock ways run their section under --fence like a claim. */
+    const strategy *st = p->a.strat;
+    int falls = st->stock_falls == STOCK_FALLS_ALWAYS ||
+                (st->stock_falls == STOCK_FALLS_FENCED && p->cfg.fence == DB_FENCE_FULL);
+    if (bundle_uses_lock() && p->cfg.fence != DB_FENCE_FULL)
+        falls = 0;
+    if (stock_view_setup(p->cfg.stock_view_ms, falls, p->cfg.db_busy_ms) != 0)
+        return fail(p, STEP_FAILED, "cannot set up the stock view's clock");
     /* --trusted-proxy is parsed again by the accept front; a bad one is a
      * usage error here, before anything starts. */
     proxy_cidr cidrs[PROXY_MAX_CIDRS];

@@ -189,25 +189,29 @@ Test(docs_commands, run_bench, .timeout = 120)
               sizeof line);
 }
 
-/* bench/db-compare.sh on both stores (docs/benchmarks.md): four rows, each
- * selling exactly the stock with NO OVERSELL. */
+/* bench/db-compare.sh on both stores (docs/benchmarks.md), with --stages:
+ * four rows, each selling exactly the stock with NO OVERSELL, each followed
+ * by its stage line with the stock peeks counted. */
 Test(docs_commands, db_compare_both_stores, .timeout = 240)
 {
-    char rows[4][512], pg[256];
+    char rows[8][512], pg[256];
     if (pg_bindir(pg, sizeof pg) != 0)
         cr_skip_test("PostgreSQL server binaries not installed (apt-get install postgresql): "
                      "bench/db-compare.sh not run");
     const char *argv[] = {"bench/db-compare.sh", "--requests", "200", "--stock", "100", "--connections", "16",
-                          "--pg-synchronous-commit", "off", NULL};
+                          "--pg-synchronous-commit", "off", "--stages", NULL};
     int st = docs_run(argv, 220, &out);
     cr_assert_eq(st, 0, "bench/db-compare.sh exit %d:\n%s", st, out);
-    docs_rows_after(out, "store       strategy      claims/s    p99 ms issued/stock  verdict", rows, 4);
+    docs_rows_after(out, "store       strategy      claims/s    p99 ms issued/stock  verdict", rows, 8);
     const char *start[] = {"sqlite      redlock ", "sqlite      atomic-sql ", "postgresql  redlock ",
                            "postgresql  atomic-sql "};
     for (size_t i = 0; i < 4; i++) {
-        cr_assert_eq(strncmp(rows[i], start[i], strlen(start[i])), 0, "row %zu is not '%s':\n%s", i + 1, start[i],
+        const char *row = rows[2 * i], *stages = rows[2 * i + 1];
+        cr_assert_eq(strncmp(row, start[i], strlen(start[i])), 0, "row %zu is not '%s':\n%s", i + 1, start[i], out);
+        cr_assert_not_null(strstr(row, " 100/100  NO OVERSELL"), "row %zu:\n%s", i + 1, out);
+        cr_assert_eq(strncmp(stages, "  us per claim (200 claims): http_in ", 37), 0, "row %zu's stages:\n%s", i + 1,
                      out);
-        cr_assert_not_null(strstr(rows[i], " 100/100  NO OVERSELL"), "row %zu:\n%s", i + 1, out);
+        cr_assert_not_null(strstr(stages, "; stock peeks issued "), "row %zu's stages:\n%s", i + 1, out);
     }
 }
 

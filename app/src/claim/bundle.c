@@ -8,6 +8,7 @@
 
 #include "claim/fault.h"
 #include "claim/section.h"
+#include "claim/stock_view.h"
 #include "common.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -68,14 +69,21 @@ static claim_result from_items(worker *w, bundle_job *job, db_status st, const d
 {
     claim_result r = claim_from_db(st);
 
+    /* The stock view learns only what is committed: a refused bundle's
+     * other items were rolled back (atomic-sql decremented them first), so
+     * their stock_left is not the store's; a sold-out item's 0 is. */
     if (st == DB_OK) {
         for (size_t i = 0; i < job->n; i++) {
             job->record_ids[i] = items[i].record_id;
             job->fences[i] = items[i].fence;
+            stock_view_learn(items[i].coupon_id, items[i].stock_left);
         }
     } else if (st == DB_SOLD_OUT || st == DB_USER_LIMIT) {
-        for (size_t i = 0; i < job->n; i++)
+        for (size_t i = 0; i < job->n; i++) {
             job->sold_out[i] = items[i].status == DB_SOLD_OUT;
+            if (job->sold_out[i])
+                stock_view_learn(items[i].coupon_id, 0);
+        }
         snprintf(job->base.out.detail, sizeof job->base.out.detail, "%s", db_status_str(st));
     } else {
         snprintf(job->base.out.detail, sizeof job->base.out.detail, "%s", db_errmsg(w->db));

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "claim/commit_group.h"
+#include "claim/stock_view.h"
 #include "common.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -79,6 +80,24 @@ void section_business_step(void *cfg, size_t n_claims)
     business_pause(cfg, n_claims);
 }
 
+/* What a section that ran (DB_OK: its write, if any, committed) tells the
+ * stock view: the stock the last accepted claim left, else 0 when a claim
+ * was refused as sold out (no claim accepted: the stock read was 0), else
+ * nothing (every claim at its user's limit says only "positive"). */
+static void section_learn(int64_t coupon_id, const db_claim_req *reqs, size_t n)
+{
+    int64_t left = -1;
+
+    for (size_t i = 0; i < n; i++) {
+        if (reqs[i].status == DB_OK && (left < 0 || reqs[i].claim.stock < left))
+            left = reqs[i].claim.stock;
+        else if (reqs[i].status == DB_SOLD_OUT && left < 0)
+            left = 0;
+    }
+    if (left >= 0)
+        stock_view_learn(coupon_id, left);
+}
+
 db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fence_mode mode, uint64_t fence,
                       db_claim_req *reqs, size_t n)
 {
@@ -105,6 +124,8 @@ db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fe
         metrics_stage_us(STAGE_WORK, step.work_end_us - step.work_start_us);
         metrics_stage_us(STAGE_COMMIT, t1 - step.work_end_us);
     }
+    if (st == DB_OK)
+        section_learn(coupon_id, reqs, n);
     return st;
 }
 

@@ -358,6 +358,7 @@ const strategy strategy_redlock = {
      * more claims there. 8 as atomic-sql's, so claims of different coupons
      * still run 8 at a time (benchmarks.md, "Hot coupon on SQLite"). */
     .default_claim_workers = 8,
+    .stock_falls = STOCK_FALLS_FENCED,
     .claim = redlock_claim,
     .health = redlock_health,
 };

@@ -88,6 +88,8 @@
       "fault injection: added to the wall clock the setnx-getset recipe reads (a clock running ahead)")                                                        \
     X(STR,    char *,   hold_log,         "hold-log",          "COUPON_HOLD_LOG",          "FILE",           0, 0,                 NULL,                             \
       "append one line per lock hold of the redlock strategy (pid, fence, CLOCK_MONOTONIC times, applied/refused) to FILE, for the chaos checker; off unless given") \
+    X(NUM,    int,      stock_view_ms,    "stock-view-ms",     "COUPON_STOCK_VIEW_MS",     "MS",             0, 60000,             100,                              \
+      "how long what this server's claims learned of a coupon's stock spares the sold-out fast path a store round trip (0 = a round trip per claim)") \
     X(NUM,    int,      db_busy_ms,       "db-busy-ms",        "COUPON_DB_BUSY_MS",        "MS",             1, 600000,            5000,                             \
       "SQLite busy timeout; PostgreSQL: each statement's bound")                                                                                                 \
     X(NUM,    size_t,   max_body,         "max-body-bytes",    "COUPON_MAX_BODY_BYTES",    "N",              1, 1048576,           16384,                            \

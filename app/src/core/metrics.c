@@ -125,6 +125,16 @@ void metrics_sold_out(int fast)
     inc(fast ? &sold_out_fast : &sold_out_locked, 1);
 }
 
+static counter stock_peeks[STOCK_PEEK__COUNT];
+static const char *const STOCK_PEEK_LABELS[STOCK_PEEK__COUNT] = {
+    [STOCK_PEEK_ISSUED] = "issued", [STOCK_PEEK_SAVED] = "saved", [STOCK_PEEK_COALESCED] = "coalesced"};
+
+void metrics_stock_peek(stock_peek_kind k)
+{
+    if ((unsigned)k < STOCK_PEEK__COUNT)
+        inc(&stock_peeks[k], 1);
+}
+
 void metrics_lock_wait_us(int64_t us)
 {
     if (us < 0)
@@ -264,6 +274,14 @@ static void render(FILE *f)
            "Claims answered sold out, by where: fast = before the lock, locked = by the store under the lock.");
     fprintf(f, "coupon_sold_out_total{path=\"fast\"} %llu\n", (unsigned long long)get(&sold_out_fast));
     fprintf(f, "coupon_sold_out_total{path=\"locked\"} %llu\n", (unsigned long long)get(&sold_out_locked));
+
+    header(f, "coupon_stock_peeks_total", "counter",
+           "The sold-out fast path's stock questions (one per claim, one per coupon of a bundle): issued = store "
+           "round trips made (db_peek_stock), saved = answered from this server's stock view, coalesced = waited "
+           "for another request's round trip of the same coupon.");
+    for (size_t k = 0; k < STOCK_PEEK__COUNT; k++)
+        fprintf(f, "coupon_stock_peeks_total{result=\"%s\"} %llu\n", STOCK_PEEK_LABELS[k],
+                (unsigned long long)get(&stock_peeks[k]));
 
     one(f, "coupon_lock_acquisitions_total", "counter", "Distributed locks acquired.", get(&lock_acquired));
     one(f, "coupon_lock_combined_claims_total", "counter",

@@ -20,6 +20,15 @@ void metrics_request(unsigned route, const char *route_label, unsigned status, i
 void metrics_claim(claim_result r);
 /* fast: answered by the peek before the lock; else by the store under it. */
 void metrics_sold_out(int fast);
+/* How the sold-out fast path's question was answered (claim/stock_view.h):
+ * coupon_stock_peeks_total{result=...}. */
+typedef enum {
+    STOCK_PEEK_ISSUED,    /* a store round trip (db_peek_stock) was made */
+    STOCK_PEEK_SAVED,     /* answered from what the view knew: no round trip */
+    STOCK_PEEK_COALESCED, /* waited for another request's round trip of the same coupon */
+    STOCK_PEEK__COUNT
+} stock_peek_kind;
+void metrics_stock_peek(stock_peek_kind k);
 /* One bundle claim answered (POST /api/v1/coupon/bundle), by its row:
  * coupon_bundles_total{result=...}. */
 void metrics_bundle(claim_result r);

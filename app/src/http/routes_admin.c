@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "claim/stock_view.h"
 #include "common.h"
 #include "http/admin_body.h"
 #include "http/admin_guard.h"
@@ -123,6 +124,9 @@ int route_admin_create(request *rq)
     db_status st = db_create_coupon(rq->w->db, in.name, in.stock, in.per_user_limit, &c);
     if (st != DB_OK)
         return reply_db_error(rq, st);
+    /* A new id (ids are never reused): nothing stale to invalidate, only
+     * fresh knowledge for the fast path. */
+    stock_view_learn(c.id, c.stock);
     json_t *data = coupon_to_json(&c);
     if (data == NULL)
         return reply_error(rq, MHD_HTTP_INTERNAL_SERVER_ERROR, API_INTERNAL, "out of memory");

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "claim/bundle.h"
+#include "claim/stock_view.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "http/params.h"
@@ -131,17 +132,16 @@ int route_bundle(request *rq)
     if (parse_ids(list, job->ids, &job->n, why, sizeof why) != 0)
         return reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM, "%s", why);
 
-    /* The single claim's fast path (routes_coupon.c), over every id: stock
-     * only decreases, so a 0 read is final and the bundle could not
-     * succeed; an unknown id is final too. */
+    /* The single claim's fast path (routes_coupon.c), over every id, from
+     * the same stock view: a sold-out coupon means the bundle cannot
+     * succeed, and so does an unknown id. */
     for (size_t i = 0; i < job->n; i++) {
-        int64_t stock = 0;
-        db_status peek = db_peek_stock(rq->w->db, job->ids[i], &stock);
-        if (peek == DB_NOT_FOUND) {
+        stock_answer a = stock_view_ask(rq->w->db, job->ids[i]);
+        if (a == STOCK_NOT_FOUND) {
             metrics_bundle(CLAIM_NOT_FOUND);
             return reply_error(rq, MHD_HTTP_NOT_FOUND, API_NO_COUPON, "no such coupon: %" PRId64, job->ids[i]);
         }
-        if (peek == DB_OK && stock <= 0)
+        if (a == STOCK_SOLD_OUT)
             any_sold_out = sold_out[i] = 1;
     }
     if (any_sold_out) {

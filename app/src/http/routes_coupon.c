@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "claim/stock_view.h"
 #include "common.h"
 #include "core/metrics.h"
 #include "http/params.h"
@@ -129,7 +130,7 @@ int route_claim(request *rq)
     const app_config *cfg = rq->app->cfg;
     char cid_buf[64], uid_buf[128];
     const char *cid = NULL, *uid = NULL;
-    int64_t coupon_id = 0, stock = 0;
+    int64_t coupon_id = 0;
 
     lookup_param(rq, "coupon_id", cid_buf, sizeof cid_buf, &cid);
     lookup_param(rq, "user_id", uid_buf, sizeof uid_buf, &uid);
@@ -143,18 +144,21 @@ int route_claim(request *rq)
         return reply_refused(rq, CLAIM_INVALID, "user_id must be " USER_ID_RULE);
 
     /* The sold-out fast path, the only one, before any strategy and so
-     * before the lock. Safe because stock only ever decreases: a 0 read is
-     * final, so answering 1003 without the lock cannot refuse a claim that
-     * could have succeeded. A stale positive read is harmless too: it only
-     * sends the request on to the strategy, which re-checks stock inside its
-     * transaction. This keeps a sold-out flash sale from queueing every
-     * late request on one Redis key (and in the claim queue). A failed peek
-     * falls through likewise. */
-    db_status peek = db_peek_stock(rq->w->db, coupon_id, &stock);
-    if (peek == DB_NOT_FOUND)
+     * before the lock: this keeps a sold-out flash sale from queueing every
+     * late request on one Redis key (and in the claim queue). The stock
+     * view answers it from what this server's claims already learned, with
+     * a store round trip only when nothing fresh is known; when it may say
+     * "sold out" or "not found" without the lock (stock only falls; a stale
+     * positive just sends the request on to the strategy, which re-checks
+     * inside its transaction) is claim/stock_view.h's. */
+    switch (stock_view_ask(rq->w->db, coupon_id)) {
+    case STOCK_NOT_FOUND:
         return reply_refused(rq, CLAIM_NOT_FOUND, NULL);
-    if (peek == DB_OK && stock <= 0)
+    case STOCK_SOLD_OUT:
         return reply_refused(rq, CLAIM_SOLD_OUT, NULL);
+    case STOCK_GO_ON:
+        break;
+    }
 
     claim_job *job = &rq->job;
     memset(job, 0, sizeof *job);
