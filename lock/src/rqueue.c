@@ -1,0 +1,427 @@
+/* rqueue.c - Redlock with wake_on_release: queue.c's FIFO with direct
+ * hand-off on every node, and the lock held only once a quorum of nodes
+ * has handed its key to this waiter (docs/redlock.md, "Hand-off").
+ *
+ * A waiter lists itself on every node (enter.lua) under one score of its
+ * own, so that the nodes order the same waiters the same way; a release
+ * runs pass.lua on every node, which SETs the key to the head waiter's
+ * token and pushes that node's fence to the waiter's list. The waiter
+ * BLPOPs its list on every node at once (wake.c, dlock__wake_pop_any) and
+ * counts the nodes whose key is now its own. Each node's key is bounded
+ * on the waiter's clock only: pass.lua ran after the last enter.lua that
+ * listed us there (that script empties our list), so the key lives at
+ * least until that enter.lua's send time + TTL - drift. */
+#include "dlock_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define RQ_MAX_STAY_MS (24 * 3600 * 1000LL)
+#define RQ_MAX_BLOCK_MS (3600 * 1000LL)
+
+typedef struct rq_run {
+    dlock_client *c;
+    const char *resource;
+    uint32_t ttl_ms;
+    int64_t deadline_ms;
+    char token[DLOCK_TOKEN_LEN];
+    char ttl_s[16], stay_s[24], score_s[24];
+    char member[DLOCK_TOKEN_LEN + 48];
+    char list[DLOCK__KEY_BUF + 48];
+    dlock__pass_buf pb;
+    const char *keys[4];
+    uint32_t listed;                     /* nodes whose last answered enter.lua listed us */
+    int64_t listed_sent[DLOCK_MAX_NODES]; /* that enter.lua's send time, our clock */
+    uint32_t owned;                      /* nodes whose key holds our token */
+    int64_t valid[DLOCK_MAX_NODES];      /* owned: the key lives at least until then (less drift) */
+    uint64_t fence[DLOCK_MAX_NODES];     /* owned: that node's fence */
+    uint64_t seen[DLOCK_MAX_NODES];      /* the largest fence of a key of ours on that node so far */
+    dlock__waker *w;                     /* our blocking connections, kept for the whole call */
+    int64_t minority_since;              /* first instant we held keys short of a quorum; 0 none */
+} rq_run;
+
+static int64_t drift_of(const dlock_client *c, int64_t span_ms)
+{
+    return dlock__drift_ms(c, span_ms > UINT32_MAX ? UINT32_MAX
+                                                   : (uint32_t)(span_ms > 0 ? span_ms : 0));
+}
+
+/* Keys we own but will not use: pass.lua hands each to its next waiter
+ * (or deletes it). Nobody waits for the answers; the round connections
+ * run them in order behind anything we sent before. */
+static void pass_on(rq_run *q, uint32_t mask)
+{
+    if (mask != 0)
+        dlock__script_send_only(q->c, mask, DLOCK__SCRIPT_PASS, q->pb.keys, 3, q->pb.args, 3);
+    q->owned &= ~mask;
+    q->minority_since = 0;
+}
+
+/* Nodes owned whose bound is still ahead. */
+static uint32_t owned_now(rq_run *q)
+{
+    int64_t now = dlock_now_ms();
+
+    for (size_t i = 0; i < q->c->n; i++)
+        if ((q->owned & (1u << i)) && q->valid[i] <= now)
+            q->owned &= ~(1u << i); /* expired by our bound: not counted, not passed on */
+    return q->owned;
+}
+
+/* Raises lagging fence counters of the owned nodes to fence; the mask of
+ * nodes known to hold >= fence (acquire.c's fence_sync, for handed keys). */
+static uint32_t sync_fences(rq_run *q, uint64_t fence)
+{
+    dlock_client *c = q->c;
+    dlock__result res[DLOCK_MAX_NODES];
+    uint32_t synced = 0, lagging = 0, ones = 0;
+    const char *keys[1] = {q->pb.fkey};
+    const char *args[1];
+    char fence_s[24];
+
+    for (size_t i = 0; i < c->n; i++) {
+        if (!(q->owned & (1u << i)))
+            continue;
+        if (q->fence[i] == fence)
+            synced |= 1u << i;
+        else
+            lagging |= 1u << i;
+    }
+    if (lagging == 0)
+        return synced;
+    memset(res, 0, sizeof(res));
+    snprintf(fence_s, sizeof(fence_s), "%" PRIu64, fence);
+    args[0] = fence_s;
+    dlock__script_round(c, lagging, 0, DLOCK__SCRIPT_FENCE_SYNC, keys, 1, args, 1, res, NULL, NULL);
+    dlock__count_int(res, c->n, 1, &ones);
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    return synced | (ones & lagging);
+}
+
+/* A quorum of keys is ours: the handle, or pass them all on. 1 when
+ * decided (*rc set), 0 when not yet a quorum. */
+static int try_grant(rq_run *q, dlock_err *rc, dlock_lock **out)
+{
+    dlock_client *c = q->c;
+    uint32_t own = owned_now(q), synced, rest;
+    uint64_t fence = 0;
+    int64_t valid = INT64_MAX;
+    dlock_lock *lock;
+
+    if (dlock__popcount(own) < c->quorum)
+        return 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (own & (1u << i)) {
+            if (q->fence[i] > fence)
+                fence = q->fence[i];
+            if (q->valid[i] < valid)
+                valid = q->valid[i];
+        }
+    synced = sync_fences(q, fence);
+    rest = dlock__all_nodes(c) & ~own;
+    /* Off the queues of the nodes not handed over yet: a key they hand
+     * us later would sit unused until it expired. Sent before any
+     * release, on the same connections, so a key handed before leave.lua
+     * ran is passed on by our release. */
+    if (rest != 0) {
+        const char *args[2] = {q->token, q->member};
+
+        dlock__script_send_only(c, rest, DLOCK__SCRIPT_LEAVE, q->keys, 4, args, 2);
+    }
+    if (dlock__popcount(synced) < c->quorum) {
+        dlock__errf(c->errstr, "\"%s\" handed over on %zu/%zu nodes, but the fence counter "
+                    "reached %" PRIu64 " on only %zu of them", q->resource,
+                    dlock__popcount(own), c->n, fence, dlock__popcount(synced));
+        pass_on(q, dlock__all_nodes(c));
+        *rc = DLOCK_ERR_FENCE_SYNC;
+        return 1;
+    }
+    /* base: when the earliest key's TTL started at the earliest. */
+    lock = dlock__lock_new(c, q->resource, q->token, fence, q->ttl_ms,
+                           valid + drift_of(c, q->ttl_ms) - (int64_t)q->ttl_ms, valid,
+                           dlock__all_nodes(c));
+    if (lock == NULL) {
+        dlock__errf(c->errstr, "out of memory for the lock handle");
+        pass_on(q, dlock__all_nodes(c));
+        *rc = DLOCK_ERR_NOMEM;
+        return 1;
+    }
+    *out = lock;
+    c->stats.acquires++;
+    *rc = DLOCK_OK;
+    return 1;
+}
+
+/* One enter.lua (or leave.lua) round on every node: records which nodes
+ * listed us and which keys are ours. DLOCK_ERR_TAKEN when a quorum
+ * answered, else the round's unavailability. pttl: the longest remaining
+ * TTL of another holder's key among the answers. */
+static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *args, int nargs,
+                          int64_t *pttl)
+{
+    dlock_client *c = q->c;
+    dlock__result res[DLOCK_MAX_NODES];
+    int64_t t0 = dlock_now_ms();
+    uint32_t answered = 0;
+    dlock_err rc = DLOCK_ERR_TAKEN;
+
+    memset(res, 0, sizeof(res));
+    *pttl = 0;
+    dlock__script_round(c, dlock__all_nodes(c), 0, id, q->keys, 4, args, nargs, res, NULL, NULL);
+    for (size_t i = 0; i < c->n; i++) {
+        const redisReply *x = res[i].reply;
+
+        if (res[i].status != DLOCK__R_REPLY || x->type != REDIS_REPLY_ARRAY || x->elements < 2 ||
+            x->element[0]->type != REDIS_REPLY_INTEGER ||
+            x->element[1]->type != REDIS_REPLY_INTEGER)
+            continue; /* unknown: its listing bound stays the last answered one */
+        answered |= 1u << i;
+        if (x->element[0]->integer == 0) {
+            q->owned &= ~(1u << i);
+            if (id == DLOCK__SCRIPT_ENTER) {
+                q->listed |= 1u << i;
+                q->listed_sent[i] = t0;
+            }
+            if (x->element[1]->integer > *pttl)
+                *pttl = x->element[1]->integer;
+            continue;
+        }
+        if (x->elements < 3 || x->element[2]->type != REDIS_REPLY_INTEGER ||
+            x->element[1]->integer <= 0)
+            continue;
+        q->owned |= 1u << i;
+        q->fence[i] = (uint64_t)x->element[1]->integer;
+        if (q->fence[i] > q->seen[i])
+            q->seen[i] = q->fence[i];
+        /* -1: set by this script after t0; else the key's PTTL read after t0. */
+        if (x->element[2]->integer < 0)
+            q->valid[i] = t0 + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
+        else
+            q->valid[i] = t0 + x->element[2]->integer - drift_of(c, x->element[2]->integer);
+    }
+    if (dlock__popcount(answered) < c->quorum)
+        rc = dlock__unavailable(c, res, dlock__all_nodes(c), answered, c->errstr);
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    return rc;
+}
+
+/* Waits (without the mutex) for hand-offs on every node where we are
+ * listed, at most until block_ms. Records the keys handed to us. -1 when
+ * no wait was possible. */
+static int wait_handoffs(rq_run *q, int64_t block_ms)
+{
+    dlock_client *c = q->c;
+    dlock__waker *w;
+    char msgs[DLOCK_MAX_NODES][DLOCK__RQ_MSG_LEN];
+    uint32_t got = 0, skip = 0;
+    int64_t now;
+
+    for (size_t i = 0; i < c->n; i++)
+        if (c->nodes[i].breaker.open)
+            skip |= 1u << i;
+    if (q->w == NULL && (q->w = dlock__waker_take(c)) != NULL)
+        dlock__waker_settle(q->w); /* a BLPOP of an earlier call is not ours to read */
+    w = q->w;
+    if (w == NULL || (q->listed & ~q->owned & ~skip) == 0)
+        return -1; /* nowhere to wait: the caller backs off */
+    {
+        dlock__sigpipe_guard g;
+
+        pthread_mutex_unlock(&c->mu);
+        dlock__sigpipe_block(&g);
+        got = dlock__wake_pop_any(c, w, q->listed & ~q->owned & ~skip, q->list, block_ms, msgs);
+        dlock__sigpipe_restore(&g);
+        pthread_mutex_lock(&c->mu);
+    }
+    now = dlock_now_ms();
+    for (size_t i = 0; i < c->n; i++) {
+        unsigned long long f;
+        int64_t valid;
+
+        if (!(got & (1u << i)))
+            continue;
+        if (sscanf(msgs[i], "%llu", &f) != 1 || f == 0 || !(q->listed & (1u << i)))
+            continue; /* not pass.lua's: the next enter.lua finds out */
+        /* Every hand-off INCRs the node's fence: a message whose fence we
+         * have seen already (an enter.lua found that key ours, and we may
+         * have passed it on since) is a stale copy that a BLPOP popped
+         * before the enter.lua emptied our list. */
+        if (f <= q->seen[i])
+            continue;
+        q->seen[i] = f;
+        /* Never from Redis TIME (a clock step on the node would move it;
+         * see queue.c): the send time of the enter.lua that last listed
+         * us there, which emptied our list before pass.lua pushed. */
+        valid = q->listed_sent[i] + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
+        if (valid - now < (int64_t)q->ttl_ms / 2)
+            continue; /* too little by that bound: the next enter.lua reads the key's PTTL */
+        q->owned |= 1u << i;
+        q->fence[i] = f;
+        q->valid[i] = valid;
+    }
+    return 0;
+}
+
+/* Giving up: off every queue; keys handed to us meanwhile are counted,
+ * and unless they make a quorum, passed on. */
+static dlock_err give_up(rq_run *q, dlock_err rc, dlock_lock **out)
+{
+    const char *args[2] = {q->token, q->member};
+    char why[DLOCK_ERRSTR_LEN];
+    int64_t pttl;
+    dlock_err got;
+
+    memcpy(why, q->c->errstr, sizeof(why));
+    (void)round_of(q, DLOCK__SCRIPT_LEAVE, args, 2, &pttl);
+    if (try_grant(q, &got, out))
+        return got;
+    /* Every node: one whose leave.lua went unanswered may have handed us
+     * its key; pass.lua's token check makes the others no-ops. */
+    pass_on(q, dlock__all_nodes(q->c));
+    memcpy(q->c->errstr, why, sizeof(why));
+    return rc;
+}
+
+static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_ms,
+                 int64_t deadline_ms)
+{
+    struct timespec ts;
+    int64_t span;
+    int n;
+
+    memset(q, 0, sizeof(*q));
+    q->c = c;
+    q->resource = resource;
+    q->ttl_ms = ttl_ms;
+    q->deadline_ms = deadline_ms;
+    if (dlock__token_new(q->token) != 0) {
+        dlock__errf(c->errstr, "no randomness for the token");
+        return DLOCK_ERR_NOMEM;
+    }
+    if (dlock__pass_prepare(c, resource, q->token, &q->pb) != 0) {
+        dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
+        return DLOCK_ERR_ARG;
+    }
+    n = snprintf(q->list, sizeof(q->list), "%s%s%s", q->pb.list_prefix, q->token,
+                 q->pb.list_suffix);
+    if (n < 0 || (size_t)n >= sizeof(q->list)) {
+        dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
+        return DLOCK_ERR_ARG;
+    }
+    /* One score on every node, so that every node orders the same waiters
+     * alike; microseconds of the wall clock, as pass.lua reads a listing's
+     * age from it (a client clock far off only makes its listings look
+     * young or old to pass.lua: order, never safety). */
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
+        dlock__errf(c->errstr, "no wall clock for the queue score");
+        return DLOCK_ERR_NOMEM;
+    }
+    snprintf(q->score_s, sizeof(q->score_s), "%lld",
+             (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000);
+    snprintf(q->ttl_s, sizeof(q->ttl_s), "%" PRIu32, ttl_ms);
+    span = deadline_ms - dlock_now_ms();
+    if (span > RQ_MAX_STAY_MS)
+        span = RQ_MAX_STAY_MS;
+    snprintf(q->stay_s, sizeof(q->stay_s), "%lld", (long long)(span + c->handoff_ms));
+    snprintf(q->member, sizeof(q->member), "%s:%s:%s", q->token, q->ttl_s, q->stay_s);
+    q->keys[0] = q->pb.key;
+    q->keys[1] = q->pb.fkey;
+    q->keys[2] = q->pb.waiters;
+    q->keys[3] = q->list;
+    return DLOCK_OK;
+}
+
+static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resource,
+                                 uint32_t ttl_ms, int64_t deadline_ms, dlock_lock **out);
+
+dlock_err dlock__acquire_rqueued(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                                 int64_t deadline_ms, dlock_lock **out)
+{
+    rq_run q;
+    dlock_err rc = acquire_rqueued(&q, c, resource, ttl_ms, deadline_ms, out);
+
+    dlock__waker_put(c, q.w);
+    return rc;
+}
+
+static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resource,
+                                 uint32_t ttl_ms, int64_t deadline_ms, dlock_lock **out)
+{
+#define q (*qp)
+    const char *args[6];
+    unsigned attempt = 0;
+    dlock_err rc = setup(&q, c, resource, ttl_ms, deadline_ms);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    args[0] = q.token;
+    args[1] = q.ttl_s;
+    args[2] = q.member;
+    args[3] = q.stay_s;
+    args[4] = "0";
+    args[5] = q.score_s;
+    for (;;) {
+        int64_t pttl = 0, now, block;
+        dlock_err got;
+
+        c->stats.attempts++;
+        if (attempt > 0) {
+            c->stats.retries++;
+            args[4] = "1";
+        }
+        rc = round_of(&q, DLOCK__SCRIPT_ENTER, args, 6, &pttl);
+        if (try_grant(&q, &got, out))
+            return got;
+        if (rc == DLOCK_ERR_TAKEN)
+            c->stats.taken++;
+        now = dlock_now_ms();
+        if (now >= deadline_ms || !(rc == DLOCK_ERR_TAKEN || (c->retry_unavailable &&
+                                                              dlock_err_is_unavailable(rc))))
+            return give_up(&q, rc, out);
+        attempt++;
+        if (rc != DLOCK_ERR_TAKEN) {
+            dlock__backoff_sleep(c, attempt, now, deadline_ms);
+            continue;
+        }
+        /* Wait for hand-offs, never past another holder's key (if it dies
+         * without releasing, its expiry is our cue to enter again) nor
+         * our deadline. */
+        int64_t wait_end = deadline_ms;
+        int waited = 0;
+
+        if (pttl > 0 && now + pttl < wait_end)
+            wait_end = now + pttl;
+        while ((now = dlock_now_ms()) < wait_end) {
+            block = wait_end - now;
+            if (owned_now(&q) != 0) {
+                /* Keys short of a quorum: the nodes' queues disagree (a
+                 * listing reached some nodes late). Held for one hand-off
+                 * window at most, then passed on, so that waiters each
+                 * holding a minority cannot stall each other. */
+                if (q.minority_since == 0)
+                    q.minority_since = now;
+                if (now - q.minority_since >= c->handoff_ms) {
+                    pass_on(&q, q.owned);
+                    break;
+                }
+                if (q.minority_since + c->handoff_ms - now < block)
+                    block = q.minority_since + c->handoff_ms - now;
+            }
+            if (block > RQ_MAX_BLOCK_MS)
+                block = RQ_MAX_BLOCK_MS;
+            if (wait_handoffs(&q, block) != 0)
+                break;
+            waited = 1;
+            if (try_grant(&q, &got, out))
+                return got;
+        }
+        if (!waited)
+            dlock__backoff_sleep(c, attempt, dlock_now_ms(), deadline_ms);
+        if (dlock_now_ms() >= deadline_ms)
+            return give_up(&q, DLOCK_ERR_TAKEN, out);
+    }
+}
+#undef q
