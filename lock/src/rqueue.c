@@ -29,11 +29,16 @@ typedef struct rq_run {
     int64_t deadline_ms;
     char token[DLOCK_TOKEN_LEN];
     char ttl_s[16], stay_s[24], score_s[24];
+    char late_s[24];                     /* enter.lua lists us only until then (wall clock, us) */
     char member[DLOCK_TOKEN_LEN + 48];
     char list[DLOCK__KEY_BUF + 48];
     dlock__pass_buf pb;
     const char *keys[4];
     uint32_t listed;                     /* nodes whose last answered enter.lua listed us */
+    uint32_t answered;                   /* nodes that answered the last round */
+    uint32_t maybe;                      /* sent the last enter.lua, no answer: ours or not, unknown */
+    int64_t first_sent;                  /* the first enter.lua's send time, our clock */
+    int recheck;                         /* a hand-off came that only an enter.lua can bound */
     int64_t listed_sent[DLOCK_MAX_NODES]; /* that enter.lua's send time, our clock */
     uint32_t owned;                      /* nodes whose key holds our token */
     int64_t valid[DLOCK_MAX_NODES];      /* owned: the key lives at least until then (less drift) */
@@ -155,12 +160,56 @@ static int try_grant(rq_run *q, dlock_err *rc, dlock_lock **out)
     return 1;
 }
 
-/* One enter.lua (or leave.lua) round on every node: records which nodes
- * listed us and which keys are ours. DLOCK_ERR_TAKEN when a quorum
- * answered, else the round's unavailability. pttl: the longest remaining
- * TTL of another holder's key among the answers. */
+/* enter.lua answers {1, fence, pttl} (the key is ours), {0, pttl, fence}
+ * (listed behind another holder), {2, pttl, fence} (arrived too late to
+ * list us); leave.lua {1, fence, pttl} or {0, 0}. Whether r is one of them. */
+static int well_formed(const dlock__result *r)
+{
+    const redisReply *x = r->reply;
+
+    return r->status == DLOCK__R_REPLY && x->type == REDIS_REPLY_ARRAY && x->elements >= 2 &&
+           x->element[0]->type == REDIS_REPLY_INTEGER &&
+           x->element[1]->type == REDIS_REPLY_INTEGER;
+}
+
+/* Stop rule of the listing and leaving rounds: decided once a quorum
+ * answered, whatever it said. The round then waits only its grace
+ * (rounds.c, check_stop) for the others: a paused or cut-off node costs a
+ * few ms instead of the command timeout, and once it owes too many
+ * replies its breaker opens and rounds skip it, as a plain acquire's do.
+ * The rest of the round's commands still run there, in order, on the
+ * kept connection: see round_of for what an unknown answer means. */
+static int answered_quorum(const dlock__result *res, size_t n, void *arg)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < n; i++)
+        k += (size_t)well_formed(&res[i]);
+    return k >= *(const size_t *)arg;
+}
+
+/* One enter.lua (or leave.lua) round, ended at a quorum of answers:
+ * records which nodes listed us and which keys are ours. DLOCK_ERR_TAKEN
+ * when a quorum answered, else the round's unavailability. pttl: the
+ * longest remaining TTL of another holder's key among the answers.
+ *
+ * A node that did not answer (paused, cut off, slower than the grace, or
+ * skipped with its breaker open) is unknown, never guessed: its enter.lua
+ * may still run there, late. It is not counted as ours (a key it sets for
+ * us counts only once a later round reads it, which the wait asks for
+ * early when that key would complete a quorum); its listing bound keeps
+ * the last answered one; the wait listens there too (wait_handoffs),
+ * unless its breaker is open. If the late
+ * enter.lua lists us, what we send later on that connection runs after
+ * it, in order: leave.lua when we give up or are granted elsewhere,
+ * pass.lua on our release or give-up, so the node never hands its key to
+ * a waiter that has left (the kept lagging connection is conn.c's; reach
+ * makes the leaving round go to nodes whose breaker is open). A listing
+ * arriving later than that connection is kept is refused by enter.lua
+ * itself (ARGV[7], late_s), and one of a waiter whose deadline passed is
+ * skipped by pass.lua (its stay ran out). */
 static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *args, int nargs,
-                          int64_t *pttl)
+                          uint32_t reach, int64_t *pttl)
 {
     dlock_client *c = q->c;
     dlock__result res[DLOCK_MAX_NODES];
@@ -170,18 +219,25 @@ static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *arg
 
     memset(res, 0, sizeof(res));
     *pttl = 0;
-    dlock__script_round(c, dlock__all_nodes(c), 0, id, q->keys, 4, args, nargs, res, NULL, NULL);
+    dlock__script_round(c, dlock__all_nodes(c), reach, id, q->keys, 4, args, nargs, res,
+                        answered_quorum, &c->quorum);
     for (size_t i = 0; i < c->n; i++) {
         const redisReply *x = res[i].reply;
+        long long what;
 
-        if (res[i].status != DLOCK__R_REPLY || x->type != REDIS_REPLY_ARRAY || x->elements < 2 ||
-            x->element[0]->type != REDIS_REPLY_INTEGER ||
-            x->element[1]->type != REDIS_REPLY_INTEGER)
-            continue; /* unknown: its listing bound stays the last answered one */
+        if (!well_formed(&res[i]))
+            continue; /* unknown: see above */
         answered |= 1u << i;
-        if (x->element[0]->integer == 0) {
+        what = x->element[0]->integer;
+        if (what == 0 || what == 2) {
             q->owned &= ~(1u << i);
-            if (id == DLOCK__SCRIPT_ENTER) {
+            /* Every hand-off INCRs the node's fence: a message with a
+             * fence no larger than the one read here was pushed before
+             * this script ran, for a key that is no longer ours. */
+            if (x->elements >= 3 && x->element[2]->type == REDIS_REPLY_INTEGER &&
+                (uint64_t)x->element[2]->integer > q->seen[i])
+                q->seen[i] = (uint64_t)x->element[2]->integer;
+            if (id == DLOCK__SCRIPT_ENTER && what == 0) {
                 q->listed |= 1u << i;
                 q->listed_sent[i] = t0;
             }
@@ -202,6 +258,16 @@ static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *arg
         else
             q->valid[i] = t0 + x->element[2]->integer - drift_of(c, x->element[2]->integer);
     }
+    q->answered = answered;
+    if (id == DLOCK__SCRIPT_ENTER && q->first_sent == 0)
+        q->first_sent = t0;
+    if (id == DLOCK__SCRIPT_ENTER) {
+        q->maybe = 0;
+        for (size_t i = 0; i < c->n; i++)
+            if (res[i].status == DLOCK__R_PENDING || res[i].status == DLOCK__R_TIMEOUT ||
+                res[i].status == DLOCK__R_IOERR)
+                q->maybe |= 1u << i;
+    }
     if (dlock__popcount(answered) < c->quorum)
         rc = dlock__unavailable(c, res, dlock__all_nodes(c), answered, c->errstr);
     dlock__results_clear(res, DLOCK_MAX_NODES);
@@ -216,7 +282,7 @@ static int wait_handoffs(rq_run *q, int64_t block_ms)
     dlock_client *c = q->c;
     dlock__waker *w;
     char msgs[DLOCK_MAX_NODES][DLOCK__RQ_MSG_LEN];
-    uint32_t got = 0, skip = 0;
+    uint32_t got = 0, skip = 0, mask;
     int64_t now;
 
     for (size_t i = 0; i < c->n; i++)
@@ -225,39 +291,57 @@ static int wait_handoffs(rq_run *q, int64_t block_ms)
     if (q->w == NULL && (q->w = dlock__waker_take(c)) != NULL)
         dlock__waker_settle(q->w); /* a BLPOP of an earlier call is not ours to read */
     w = q->w;
-    if (w == NULL || (q->listed & ~q->owned & ~skip) == 0)
+    /* Where we are listed, and where the last enter.lua went unanswered:
+     * it may have listed us there all the same (a node slower than the
+     * round's grace), and a hand-off there that we did not hear of would
+     * sit unused until our next round. A node whose breaker is open
+     * (paused, cut off) is skipped: a hand-off there counts only with a
+     * quorum, which the others give. */
+    mask = (q->listed | q->maybe) & ~q->owned & ~skip;
+    if (w == NULL || mask == 0)
         return -1; /* nowhere to wait: the caller backs off */
     {
         dlock__sigpipe_guard g;
 
         pthread_mutex_unlock(&c->mu);
         dlock__sigpipe_block(&g);
-        got = dlock__wake_pop_any(c, w, q->listed & ~q->owned & ~skip, q->list, block_ms, msgs);
+        got = dlock__wake_pop_any(c, w, mask, q->list, block_ms, msgs);
         dlock__sigpipe_restore(&g);
         pthread_mutex_lock(&c->mu);
     }
     now = dlock_now_ms();
     for (size_t i = 0; i < c->n; i++) {
         unsigned long long f;
-        int64_t valid;
+        int64_t valid, since;
 
         if (!(got & (1u << i)))
             continue;
-        if (sscanf(msgs[i], "%llu", &f) != 1 || f == 0 || !(q->listed & (1u << i)))
+        if (sscanf(msgs[i], "%llu", &f) != 1 || f == 0)
             continue; /* not pass.lua's: the next enter.lua finds out */
         /* Every hand-off INCRs the node's fence: a message whose fence we
-         * have seen already (an enter.lua found that key ours, and we may
-         * have passed it on since) is a stale copy that a BLPOP popped
-         * before the enter.lua emptied our list. */
+         * have seen already (an enter.lua found that key ours, or listed
+         * us after that hand-off, and we may have passed it on since) is
+         * a stale copy that a BLPOP popped before the enter.lua emptied
+         * our list. */
         if (f <= q->seen[i])
             continue;
         q->seen[i] = f;
         /* Never from Redis TIME (a clock step on the node would move it;
          * see queue.c): the send time of the enter.lua that last listed
-         * us there, which emptied our list before pass.lua pushed. */
-        valid = q->listed_sent[i] + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
-        if (valid - now < (int64_t)q->ttl_ms / 2)
-            continue; /* too little by that bound: the next enter.lua reads the key's PTTL */
+         * us there, which emptied our list before pass.lua pushed (a
+         * message older than that listing has a fence <= seen). Where no
+         * listing was answered, the first enter.lua of this call: every
+         * message on our list follows one of ours. */
+        since = (q->listed & (1u << i)) ? q->listed_sent[i] : q->first_sent;
+        valid = since + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
+        if (valid - now < (int64_t)q->ttl_ms / 2) {
+            /* Too little by that bound: the key is ours there, but only
+             * the next enter.lua can say for how long (it reads the
+             * PTTL). Ask now rather than at the end of the wait, or
+             * the key would sit unused meanwhile. */
+            q->recheck = 1;
+            continue;
+        }
         q->owned |= 1u << i;
         q->fence[i] = f;
         q->valid[i] = valid;
@@ -275,7 +359,9 @@ static dlock_err give_up(rq_run *q, dlock_err rc, dlock_lock **out)
     dlock_err got;
 
     memcpy(why, q->c->errstr, sizeof(why));
-    (void)round_of(q, DLOCK__SCRIPT_LEAVE, args, 2, &pttl);
+    /* reach: a node whose breaker is open may still run our enter.lua
+     * late; leave.lua queues behind it on the kept connection. */
+    (void)round_of(q, DLOCK__SCRIPT_LEAVE, args, 2, dlock__all_nodes(q->c), &pttl);
     if (try_grant(q, &got, out))
         return got;
     /* Every node: one whose leave.lua went unanswered may have handed us
@@ -285,10 +371,39 @@ static dlock_err give_up(rq_run *q, dlock_err rc, dlock_lock **out)
     return rc;
 }
 
+/* The wall clock in microseconds, as enter.lua and pass.lua compare it
+ * with Redis TIME; -1 when there is none. */
+static long long wall_us(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+        return -1;
+    return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+/* enter.lua lists us only if it runs within half a TTL of being sent (by
+ * the node's wall clock against ours): a lagging connection is kept for
+ * at least one TTL of silence (conn.c, dlock__conn_expire), so a listing
+ * that runs later may have come on a connection we have since closed,
+ * where our leave.lua can no longer follow it in order. Half: the margin
+ * covers the silence counted from a reply older than the send and the
+ * offset of the two clocks. A node whose clock runs more than that ahead
+ * of ours lists nobody: its key still goes by SET NX and pass.lua, and
+ * the other nodes make the quorum (order and liveness, never safety). */
+static void late_bound(rq_run *q)
+{
+    long long now = wall_us();
+
+    snprintf(q->late_s, sizeof(q->late_s), "%lld",
+             now < 0 ? 9000000000000000LL /* no clock: no bound */
+                     : now + (long long)q->ttl_ms * 500LL);
+}
+
 static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_ms,
                  int64_t deadline_ms)
 {
-    struct timespec ts;
+    long long score;
     int64_t span;
     int n;
 
@@ -315,12 +430,11 @@ static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_
      * alike; microseconds of the wall clock, as pass.lua reads a listing's
      * age from it (a client clock far off only makes its listings look
      * young or old to pass.lua: order, never safety). */
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
+    if ((score = wall_us()) < 0) {
         dlock__errf(c->errstr, "no wall clock for the queue score");
         return DLOCK_ERR_NOMEM;
     }
-    snprintf(q->score_s, sizeof(q->score_s), "%lld",
-             (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000);
+    snprintf(q->score_s, sizeof(q->score_s), "%lld", score);
     snprintf(q->ttl_s, sizeof(q->ttl_s), "%" PRIu32, ttl_ms);
     span = deadline_ms - dlock_now_ms();
     if (span > RQ_MAX_STAY_MS)
@@ -351,7 +465,7 @@ static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resour
                                  uint32_t ttl_ms, int64_t deadline_ms, dlock_lock **out)
 {
 #define q (*qp)
-    const char *args[6];
+    const char *args[7];
     unsigned attempt = 0;
     dlock_err rc = setup(&q, c, resource, ttl_ms, deadline_ms);
 
@@ -363,6 +477,7 @@ static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resour
     args[3] = q.stay_s;
     args[4] = "0";
     args[5] = q.score_s;
+    args[6] = q.late_s;
     for (;;) {
         int64_t pttl = 0, now, block;
         dlock_err got;
@@ -372,7 +487,9 @@ static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resour
             c->stats.retries++;
             args[4] = "1";
         }
-        rc = round_of(&q, DLOCK__SCRIPT_ENTER, args, 6, &pttl);
+        late_bound(&q);
+        q.recheck = 0;
+        rc = round_of(&q, DLOCK__SCRIPT_ENTER, args, 7, 0, &pttl);
         if (try_grant(&q, &got, out))
             return got;
         if (rc == DLOCK_ERR_TAKEN)
@@ -390,12 +507,28 @@ static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resour
          * without releasing, its expiry is our cue to enter again) nor
          * our deadline. */
         int64_t wait_end = deadline_ms;
-        int waited = 0;
+        int waited = 0, recheck = 0;
 
         if (pttl > 0 && now + pttl < wait_end)
             wait_end = now + pttl;
         while ((now = dlock_now_ms()) < wait_end) {
             block = wait_end - now;
+            if (q.recheck || (owned_now(&q) != 0 &&
+                              dlock__popcount(q.owned | q.maybe) >= c->quorum)) {
+                /* A key handed to us that only an enter.lua can bound
+                 * (wait_handoffs), or a minority that the nodes whose
+                 * enter.lua went unanswered would make a quorum: their
+                 * script may have
+                 * taken the free key for us (SET NX) while the round had
+                 * stopped waiting. Ask again now (the next answer comes
+                 * behind the late one, on the same connection) rather
+                 * than hold the minority for a window while that key,
+                 * unknown to us, keeps everyone else from a quorum. A
+                 * node that keeps not answering opens its breaker within
+                 * a few rounds and is then no longer sent to. */
+                recheck = 1;
+                break;
+            }
             if (owned_now(&q) != 0) {
                 /* Keys short of a quorum: the nodes' queues disagree (a
                  * listing reached some nodes late). Held for one hand-off
@@ -418,7 +551,7 @@ static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resour
             if (try_grant(&q, &got, out))
                 return got;
         }
-        if (!waited)
+        if (!waited && !recheck)
             dlock__backoff_sleep(c, attempt, dlock_now_ms(), deadline_ms);
         if (dlock_now_ms() >= deadline_ms)
             return give_up(&q, DLOCK_ERR_TAKEN, out);

@@ -523,3 +523,136 @@ Test(lock_redlock_handoff, clock_step_on_one_node_gives_no_second_holder, .timeo
     dlock_client_free(xc);
     dlock_client_free(zc);
 }
+
+/* ---- one master of three paused for the whole run ---- */
+
+#define PW_WORKERS 16
+#define PW_RUN_MS 4000
+#define PW_WINDOW_MS 1000
+#define PW_MAX_RECS 100000
+/* Each worker's client waits up to 1 s for a node's answer. A listing
+ * round that waited for the paused node would cost every acquisition that
+ * much: 16 workers could then make at most 16 acquisitions a second.
+ * Stopping at a quorum, the two live nodes serve hundreds (300-1,700 a
+ * second measured with the machine's load at 16-23 on 2 cores). The
+ * floors sit far from both, so load on the machine does not decide. */
+#define PW_COMMAND_TIMEOUT_MS 1000
+#define PW_FLOOR_PER_WINDOW 40
+#define PW_FLOOR_TOTAL 400
+
+typedef struct pw_shared {
+    pthread_mutex_t mu;
+    rec *recs;
+    size_t n;
+    int64_t stop_at;
+} pw_shared;
+
+typedef struct pw_worker {
+    pw_shared *sh;
+    dlock_client *c;
+    int id;
+    int ok;
+} pw_worker;
+
+static void *pw_main(void *arg)
+{
+    pw_worker *w = arg;
+    unsigned seed = (unsigned)w->id * 2654435761u;
+
+    while (dlock_now_ms() < w->sh->stop_at) {
+        dlock_lock *l = NULL;
+        rec r;
+
+        if (dlock_acquire(w->c, "rpaused", 2000, dlock_now_ms() + 2000, &l) != DLOCK_OK)
+            continue;
+        r.start = now_ns();
+        r.valid_until = dlock_lock_valid_until_ms(l) * 1000000;
+        r.fence = dlock_lock_fence(l);
+        r.worker = w->id;
+        usleep(rand_r(&seed) % 300);
+        r.end = now_ns();
+        dlock_release(w->c, l);
+        dlock_lock_free(l);
+        w->ok++;
+        pthread_mutex_lock(&w->sh->mu);
+        if (w->sh->n < PW_MAX_RECS)
+            w->sh->recs[w->sh->n++] = r;
+        pthread_mutex_unlock(&w->sh->mu);
+    }
+    return NULL;
+}
+
+Test(lock_redlock_handoff, one_master_paused_sixteen_workers_keep_going, .timeout = 90)
+{
+    pw_shared sh = {.mu = PTHREAD_MUTEX_INITIALIZER, .recs = calloc(PW_MAX_RECS, sizeof(rec))};
+    pw_worker w[PW_WORKERS];
+    pthread_t th[PW_WORKERS];
+    int64_t busy_until = 0, t_start;
+    size_t windows = PW_RUN_MS / PW_WINDOW_MS, per[PW_RUN_MS / PW_WINDOW_MS] = {0};
+
+    cr_assert_not_null(sh.recs);
+    {
+        /* A node paused in service has the scripts cached; a fresh one
+         * answers the first EVALSHA with NOSCRIPT, which decides no round,
+         * so each worker's first round would wait out the paused node. */
+        dlock_client *warm = client(PW_COMMAND_TIMEOUT_MS);
+        dlock_lock *l = NULL;
+
+        cr_assert_not_null(warm);
+        cr_assert_eq(dlock_acquire_for(warm, "rpaused", 2000, 2000, &l), DLOCK_OK, "%s",
+                     TC_ERR(warm));
+        cr_assert_eq(dlock_release(warm, l), DLOCK_OK, "%s", TC_ERR(warm));
+        dlock_lock_free(l);
+        dlock_client_free(warm);
+    }
+    cr_assert_eq(redis_pause(&nodes[2]), 0);
+    for (int i = 0; i < PW_WORKERS; i++) {
+        w[i] = (pw_worker){.sh = &sh, .id = i, .c = client(PW_COMMAND_TIMEOUT_MS)};
+        cr_assert_not_null(w[i].c);
+    }
+    t_start = now_ns();
+    sh.stop_at = dlock_now_ms() + PW_RUN_MS;
+    for (int i = 0; i < PW_WORKERS; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, pw_main, &w[i]), 0);
+    for (int i = 0; i < PW_WORKERS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < PW_WORKERS; i++)
+        dlock_client_free(w[i].c);
+    qsort(sh.recs, sh.n, sizeof(rec), by_start);
+    for (size_t i = 0; i < sh.n; i++) {
+        const rec *r = &sh.recs[i];
+        int64_t eff = r->end < r->valid_until ? r->end : r->valid_until;
+        size_t win = (size_t)((r->start - t_start) / (PW_WINDOW_MS * 1000000LL));
+
+        cr_assert_geq(r->start, busy_until,
+                      "section %zu (worker %d, fence %llu) started %lld ns before the previous "
+                      "one ended: two holders",
+                      i, r->worker, (unsigned long long)r->fence,
+                      (long long)(busy_until - r->start));
+        cr_assert_lt(r->end, r->valid_until, "section %zu outlived its validity", i);
+        if (i > 0)
+            cr_assert_gt(r->fence, sh.recs[i - 1].fence, "fence %llu after %llu at section %zu",
+                         (unsigned long long)r->fence,
+                         (unsigned long long)sh.recs[i - 1].fence, i);
+        if (eff > busy_until)
+            busy_until = eff;
+        if (win < windows)
+            per[win]++;
+    }
+    if (getenv("RQ_TEST_TRACE"))
+        fprintf(stderr, "paused: %zu sections, per second %zu %zu %zu %zu\n", sh.n, per[0],
+                per[1], per[2], per[3]);
+    /* Steady: every second of the run, not a burst before the node's
+     * answers were missed. */
+    for (size_t k = 0; k < windows; k++)
+        cr_assert_geq(per[k], PW_FLOOR_PER_WINDOW,
+                      "second %zu of the run with node 2 paused: %zu acquisitions (floor %d; "
+                      "per second: %zu %zu %zu %zu)",
+                      k, per[k], PW_FLOOR_PER_WINDOW, per[0], per[1], per[2], per[3]);
+    cr_assert_geq(sh.n, PW_FLOOR_TOTAL, "%zu acquisitions in %d ms with node 2 paused (floor %d)",
+                  sh.n, PW_RUN_MS, PW_FLOOR_TOTAL);
+    for (int i = 0; i < PW_WORKERS; i++)
+        cr_assert_gt(w[i].ok, 0, "worker %d never got the lock (%zu sections)", i, sh.n);
+    cr_assert_eq(redis_resume(&nodes[2]), 0);
+    free(sh.recs);
+}
