@@ -79,10 +79,11 @@ static void wait_listed(const char *res, long long want)
 }
 
 /* Swaps the scores of the first two waiters on node r: that node's queue
- * now hands over in the other order (a split the clients must survive). */
-static void swap_first_two(const redis_proc *r, const char *res)
+ * now hands over in the other order (a split the clients must survive).
+ * out: "1" when swapped, "0" when fewer than two were listed. */
+static void try_swap_first_two(const redis_proc *r, const char *res, char *out, size_t outlen)
 {
-    char key[TC_KEY_LEN + 16], out[64];
+    char key[TC_KEY_LEN + 16];
     const char *argv[] = {"EVAL",
                           "local m = redis.call('ZRANGE', KEYS[1], 0, 1, 'WITHSCORES') "
                           "if #m < 4 then return 0 end "
@@ -91,7 +92,14 @@ static void swap_first_two(const redis_proc *r, const char *res)
                           "1", key};
 
     snprintf(key, sizeof key, "%s%s", DLOCK_WAITERS_NS, res);
-    tc_cmd(r, out, sizeof out, 4, argv);
+    tc_cmd(r, out, outlen, 4, argv);
+}
+
+static void swap_first_two(const redis_proc *r, const char *res)
+{
+    char out[64];
+
+    try_swap_first_two(r, res, out, sizeof out);
     cr_assert_str_eq(out, "1", "could not swap the queue order: %s", out);
 }
 
@@ -227,7 +235,9 @@ static void *hworker_main(void *arg)
         r.valid_until = dlock_lock_valid_until_ms(l) * 1000000;
         r.fence = dlock_lock_fence(l);
         r.worker = h->id;
-        usleep(rand_r(&seed) % 300);
+        /* Long enough that two holders granted by different nodes at one
+         * hand-off overlap, even when the machine is slow to wake them. */
+        usleep(1000 + rand_r(&seed) % 1000);
         r.end = now_ns();
         dlock_release(c, l);
         dlock_lock_free(l);
@@ -265,6 +275,29 @@ typedef struct reader {
     size_t n;
 } reader;
 
+/* While the workers run: every 20 ms the first two waiters of one node
+ * (in turn) change places, so that node hands over to another waiter than
+ * the other two do. The lock must hold through it: the waiter handed a
+ * minority holds nothing. A lock that took one node's hand-off for a
+ * grant shows two holders here. */
+typedef struct disorder {
+    int64_t stop_at;
+    int swaps;
+} disorder;
+
+static void *disorder_main(void *p)
+{
+    disorder *d = p;
+    char out[64];
+
+    for (size_t k = 0; dlock_now_ms() < d->stop_at; k++) {
+        try_swap_first_two(&nodes[k % NODES], "rhistory", out, sizeof out);
+        d->swaps += strcmp(out, "1") == 0;
+        test_sleep_ms(20);
+    }
+    return NULL;
+}
+
 static void *read_all(void *p)
 {
     reader *rd = p;
@@ -289,8 +322,9 @@ Test(lock_redlock_handoff, history_64_workers_three_masters, .timeout = 90)
 {
     int pfd[2];
     pid_t pids[PROCS];
-    pthread_t th;
+    pthread_t th, dth;
     reader rd = {.recs = calloc(MAX_RECS, sizeof(rec))};
+    disorder dis;
     int seen[PROCS * THREADS] = {0};
     int64_t busy_until = 0, stop_at;
 
@@ -308,9 +342,15 @@ Test(lock_redlock_handoff, history_64_workers_three_masters, .timeout = 90)
     close(pfd[1]);
     rd.fd = pfd[0];
     cr_assert_eq(pthread_create(&th, NULL, read_all, &rd), 0);
+    dis = (disorder){.stop_at = stop_at};
+    cr_assert_eq(pthread_create(&dth, NULL, disorder_main, &dis), 0);
     for (int i = 0; i < PROCS; i++)
         cr_assert_eq(tc_wait_child(pids[i], 30000), 0, "worker process %d failed", i);
     pthread_join(th, NULL);
+    pthread_join(dth, NULL);
+    if (getenv("RQ_TEST_TRACE"))
+        fprintf(stderr, "history: %zu sections, %d queue swaps\n", rd.n, dis.swaps);
+    cr_assert_gt(dis.swaps, 10, "only %d queue swaps: the disorder did not happen", dis.swaps);
     close(pfd[0]);
     cr_assert_geq(rd.n, 200, "only %zu critical sections recorded", rd.n);
     qsort(rd.recs, rd.n, sizeof(rec), by_start);
