@@ -282,22 +282,30 @@ static int wait_handoffs(rq_run *q, int64_t block_ms)
     dlock_client *c = q->c;
     dlock__waker *w;
     char msgs[DLOCK_MAX_NODES][DLOCK__RQ_MSG_LEN];
-    uint32_t got = 0, skip = 0, mask;
+    uint32_t got = 0, skip = 0, want, mask;
     int64_t now;
 
-    for (size_t i = 0; i < c->n; i++)
-        if (c->nodes[i].breaker.open)
-            skip |= 1u << i;
     if (q->w == NULL && (q->w = dlock__waker_take(c)) != NULL)
         dlock__waker_settle(q->w); /* a BLPOP of an earlier call is not ours to read */
     w = q->w;
     /* Where we are listed, and where the last enter.lua went unanswered:
      * it may have listed us there all the same (a node slower than the
      * round's grace), and a hand-off there that we did not hear of would
-     * sit unused until our next round. A node whose breaker is open
-     * (paused, cut off) is skipped: a hand-off there counts only with a
-     * quorum, which the others give. */
-    mask = (q->listed | q->maybe) & ~q->owned & ~skip;
+     * sit unused until our next round. */
+    want = (q->listed | q->maybe) & ~q->owned;
+    /* A node whose breaker is open (paused, cut off, or a healthy node
+     * that fell a few replies behind under load) is skipped only where
+     * our blocking connection to it is gone: a new one would cost a
+     * blocking connect. On a connection we have, a BLPOP costs a write.
+     * And a skipped node is looked at again within a hand-off window: a
+     * healthy node's breaker closes as soon as it has caught up, and its
+     * hand-off to us must not wait for the end of our wait meanwhile. */
+    for (size_t i = 0; w != NULL && i < c->n; i++)
+        if (c->nodes[i].breaker.open && w->ctx[i] == NULL)
+            skip |= 1u << i;
+    if ((want & skip) != 0 && block_ms > c->handoff_ms)
+        block_ms = c->handoff_ms;
+    mask = want & ~skip;
     if (w == NULL || mask == 0)
         return -1; /* nowhere to wait: the caller backs off */
     {
