@@ -38,7 +38,7 @@ static const struct {
     {"scripts/fuzz", ".ci/run"},
     {"bench/run-bench.sh", "docs_commands/run_bench"},
     {"bench/db-compare.sh", "docs_commands/db_compare_both_stores"},
-    {"bench/sick-minority.sh", "docs_commands/sick_minority"},
+    {"bench/sick-minority.sh", "docs_commands/sick_minority and sick_minority_contended"},
     {"bench/hot-coupon.sh", "docs_commands/hot_coupon"},
     {"dlockctl", "the ctl_* suites (--help, --version, its options)"},
     {"dlockctl ping", "docs_commands/dlockctl_session"},
