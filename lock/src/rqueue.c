@@ -390,22 +390,25 @@ static long long wall_us(void)
     return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
 }
 
-/* enter.lua lists us only if it runs within half a TTL of being sent (by
- * the node's wall clock against ours): a lagging connection is kept for
- * at least one TTL of silence (conn.c, dlock__conn_expire), so a listing
- * that runs later may have come on a connection we have since closed,
- * where our leave.lua can no longer follow it in order. Half: the margin
- * covers the silence counted from a reply older than the send and the
- * offset of the two clocks. A node whose clock runs more than that ahead
- * of ours lists nobody: its key still goes by SET NX and pass.lua, and
- * the other nodes make the quorum (order and liveness, never safety). */
+/* enter.lua lists us only if it runs within half of max(TTL, command
+ * timeout) of being sent (by the node's wall clock against ours): a
+ * lagging connection is kept for at least max(TTL, command timeout) of
+ * silence (conn.c, dlock__conn_expire), so a listing that runs later may have
+ * come on a connection we have since closed, where our leave.lua can no
+ * longer follow it in order. Half: the margin covers the silence counted
+ * from a reply older than the send and the offset of the two clocks. A
+ * node whose clock runs more than that ahead of ours lists nobody: its
+ * key still goes by SET NX and pass.lua, and the other nodes make the
+ * quorum (order and liveness, never safety). */
 static void late_bound(rq_run *q)
 {
     long long now = wall_us();
+    long long span_ms = q->ttl_ms > (uint32_t)q->c->command_timeout_ms
+                            ? (long long)q->ttl_ms
+                            : (long long)q->c->command_timeout_ms;
 
     snprintf(q->late_s, sizeof(q->late_s), "%lld",
-             now < 0 ? 9000000000000000LL /* no clock: no bound */
-                     : now + (long long)q->ttl_ms * 500LL);
+             now < 0 ? 9000000000000000LL /* no clock: no bound */ : now + span_ms * 500LL);
 }
 
 static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_ms,
