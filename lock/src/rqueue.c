@@ -65,6 +65,29 @@ static void pass_on(rq_run *q, uint32_t mask)
     q->minority_since = 0;
 }
 
+/* A minority held for a hand-off window: give its keys to the oldest
+ * waiter of each node, counting ourselves. We list ourselves again first
+ * (ZADD NX, our one score), then pass.lua hands each key to the head of
+ * its node's queue, in order on the same connection. Two waiters each
+ * holding the other's missing key would otherwise swap keys at every
+ * window for ever (a plain pass_on hands each key to the other, which
+ * is now the only one listed there, and both list again): with the
+ * yielder listed, the older of the two gets its own key back, the
+ * younger's key too, and a quorum. A key handed back to us arrives as a
+ * message like any hand-off, bounded by our earlier listing there, which
+ * is older than this one. */
+static void yield_minority(rq_run *q, uint32_t mask)
+{
+    const char *argv[5] = {"ZADD", q->pb.waiters, "NX", q->score_s, q->member};
+    size_t argvlen[5];
+
+    for (size_t i = 0; i < 5; i++)
+        argvlen[i] = strlen(argv[i]);
+    if (mask != 0)
+        dlock__send_only(q->c, mask, 5, argv, argvlen);
+    pass_on(q, mask);
+}
+
 /* Nodes owned whose bound is still ahead. */
 static uint32_t owned_now(rq_run *q)
 {
@@ -543,12 +566,13 @@ static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resour
             if (owned_now(&q) != 0) {
                 /* Keys short of a quorum: the nodes' queues disagree (a
                  * listing reached some nodes late). Held for one hand-off
-                 * window at most, then passed on, so that waiters each
-                 * holding a minority cannot stall each other. */
+                 * window at most, then yielded to the oldest waiter, so
+                 * that waiters each holding a minority cannot stall each
+                 * other. */
                 if (q.minority_since == 0)
                     q.minority_since = now;
                 if (now - q.minority_since >= c->handoff_ms) {
-                    pass_on(&q, q.owned);
+                    yield_minority(&q, q.owned);
                     break;
                 }
                 if (q.minority_since + c->handoff_ms - now < block)
