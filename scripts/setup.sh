@@ -20,6 +20,9 @@
 #   test   demo + libcriterion-dev, postgresql, sqlite3; and promtool,
 #          unpacked from the prometheus package into $BUILD_DIR/tools (not
 #          installed, so no prometheus service), named in DLOCK_PROMTOOL
+#   peers  demo + nodejs (and npm when node came without it), then `npm ci`
+#          in bench/peers: the peer drivers of bench/peers.sh at the exact
+#          versions of its package-lock.json (needs the npm registry)
 #
 # Environment: SETUP_SET (default build), BUILD_DIR (default build),
 # DLOCK_SANITIZE (''|address|thread), SETUP_EXTRA_PACKAGES (optional
@@ -58,6 +61,8 @@ SETUP_WHY=(
   "valgrind|scripts/memcheck"
   "clang|scripts/fuzz builds the harnesses with libFuzzer"
   "libclang-rt-14-dev|libFuzzer's runtime for scripts/fuzz"
+  "nodejs|runs bench/peers.sh's peer drivers (node-redlock, redis-semaphore)"
+  "npm|installs the peer drivers' packages (npm ci in bench/peers)"
 )
 
 setup_log() { [ "${SETUP_QUIET:-0}" = 1 ] || printf '[setup] %s\n' "$*" >&2; }
@@ -86,7 +91,8 @@ setup_set_packages() { # set -> its packages, one a line
     chaos) printf '%s\n' "${demo[@]}" sqlite3 ;;
     hosts) printf '%s\n' "${demo[@]}" postgresql haproxy ;;
     test) printf '%s\n' "${demo[@]}" libcriterion-dev postgresql sqlite3 ;;
-    *) echo "setup.sh: unknown SETUP_SET '$1' (build, demo, chaos, hosts or test)" >&2; exit 2 ;;
+    peers) printf '%s\n' "${demo[@]}" nodejs ;;
+    *) echo "setup.sh: unknown SETUP_SET '$1' (build, demo, chaos, hosts, test or peers)" >&2; exit 2 ;;
   esac
 }
 
@@ -203,6 +209,33 @@ setup_promtool() {
   [ -z "${DLOCK_PROMTOOL:-}" ] || export DLOCK_PROMTOOL
 }
 
+# The peers set: npm (checked by command, not by package: NodeSource's
+# nodejs carries its own npm, which Debian's npm package would conflict
+# with), then the drivers' packages from bench/peers/package-lock.json.
+setup_peers() {
+  local dir="$DLOCK_ROOT/bench/peers" registry
+  if ! command -v npm >/dev/null 2>&1; then
+    if [ "$(id -u)" != 0 ]; then
+      echo "missing for this command: npm: $(setup_why npm)" >&2
+      echo "run as root:  apt-get install -y --no-install-recommends npm" >&2
+      exit 2
+    fi
+    setup_log "installing npm: $(setup_why npm)"
+    { setup_apt_update_once && setup_apt_install npm; } || setup_fail "apt-get install failed for: npm"
+  fi
+  setup_log "npm ci in bench/peers: $(setup_why npm)"
+  # Bounded fetches: npm's own default waits minutes for a registry that
+  # does not answer. --prefer-offline: what the cache holds is not fetched again.
+  if ! (cd "$dir" && npm ci --no-audit --no-fund --prefer-offline --fetch-timeout=30000 \
+          --fetch-retries=1) >>"$SETUP_LOG" 2>&1; then
+    registry="$(cd "$dir" && npm config get registry 2>/dev/null || echo 'the npm registry')"
+    if ! (cd "$dir" && timeout 30 npm ping) >>"$SETUP_LOG" 2>&1; then
+      setup_fail "npm ci in bench/peers failed: $registry is unreachable (the peer drivers' packages come from it; set npm's registry or a proxy, or copy bench/peers/node_modules from a machine that has them)"
+    fi
+    setup_fail "npm ci in bench/peers failed"
+  fi
+}
+
 setup_build() {
   local jobs testing=OFF
   jobs="$(nproc 2>/dev/null || echo 2)"
@@ -226,6 +259,7 @@ mkdir -p "$BUILD_DIR" || { echo "[setup] cannot create $BUILD_DIR" >&2; exit 2; 
 : >"$SETUP_LOG" || { echo "[setup] cannot write $SETUP_LOG" >&2; exit 2; }
 setup_packages
 if [ "$SETUP_SET" = test ]; then setup_promtool; fi
+if [ "$SETUP_SET" = peers ]; then setup_peers; fi
 # SETUP_NO_BUILD=1: packages only (scripts/fuzz and scripts/memcheck build their own way).
 if [ "${SETUP_NO_BUILD:-0}" != 1 ]; then
   setup_log "building into $(basename "$BUILD_DIR")/ (output in $SETUP_LOG)"
