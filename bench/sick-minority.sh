@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # sick-minority.sh - what a sick minority of Redis masters costs libdlock:
-# dlock-bench (uncontended) against fresh redis-servers on free loopback
+# dlock-bench (uncontended, or --mode contended: every worker on one key)
+# against fresh redis-servers on free loopback
 # ports, healthy and with one of three and two of five masters paused
 # (SIGSTOP), tarpitted (a socket that listens and never accepts), killed or
 # slowed (kept busy by a Lua loop); then counts the lock keys left on every
@@ -8,7 +9,7 @@
 #
 # usage: bench/sick-minority.sh [--bench PATH] [--redis-server PATH]
 #                               [--duration S] [--workers "8 1"] [--fault-after S]
-#                               [--only SCENARIO]
+#                               [--only SCENARIO] [--mode uncontended|contended]
 #
 # Paused, killed and slowed nodes fall sick --fault-after seconds (default
 # 0.3) into the run, after every worker connected and cached the scripts; the
@@ -34,6 +35,7 @@ duration=5
 workers_list="8 1"
 fault_after=0.3
 only=""
+mode=uncontended
 
 die() { echo "sick-minority.sh: $*" >&2; exit 2; }
 
@@ -45,7 +47,10 @@ while [ $# -gt 0 ]; do
         --workers) [ $# -ge 2 ] || die "--workers needs a list"; workers_list="$2"; shift 2 ;;
         --fault-after) [ $# -ge 2 ] || die "--fault-after needs seconds"; fault_after="$2"; shift 2 ;;
         --only) [ $# -ge 2 ] || die "--only needs a scenario name"; only="$2"; shift 2 ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --mode) [ $# -ge 2 ] || die "--mode needs uncontended or contended"
+            case "$2" in uncontended | contended) mode="$2" ;; *) die "--mode: '$2' is not uncontended or contended" ;; esac
+            shift 2 ;;
+        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
@@ -147,7 +152,7 @@ run() {
     done
     csv="$(IFS=,; echo "${ports[*]}")"
     out="$(mktemp "${TMPDIR:-/tmp}/dlock-sick-out.XXXXXX")"
-    "$bench" --ports "$csv" --workers "$w" --duration "$duration" --mode uncontended \
+    "$bench" --ports "$csv" --workers "$w" --duration "$duration" --mode "$mode" \
         </dev/null >"$out" &
     bpid=$!
     if [ "$fault" = pause ] || [ "$fault" = kill ]; then

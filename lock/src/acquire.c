@@ -356,6 +356,15 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
         pthread_mutex_unlock(&c->mu);
         return rc;
     }
+    /* Redlock, waking, with time to wait: the same queue on every node,
+     * the lock held once a quorum handed it over (rqueue.c). */
+    if (c->n > 1 && c->wake_on_release && deadline_ms > dlock_now_ms()) {
+        rc = dlock__acquire_rqueued(c, resource, ttl_ms, deadline_ms, out);
+        if (dlock_err_is_unavailable(rc))
+            c->stats.errors++;
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
     for (;;) {
         int64_t now;
         int again;

@@ -191,6 +191,7 @@ typedef struct dlock__script {
  * without mu, and gives it back: blocked waiters never hold the client. */
 typedef struct dlock__waker {
     redisContext *ctx[DLOCK_MAX_NODES];
+    uint32_t pending;                 /* nodes whose ctx owes the reply of a BLPOP (rqueue.c) */
     struct dlock__waker *next;        /* pool link */
 } dlock__waker;
 
@@ -410,6 +411,21 @@ int dlock__wake_wait(const dlock_client *c, dlock__waker *w, uint32_t skip, cons
                      const char *id, int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN]);
 int dlock__wake_pop(const dlock_client *c, dlock__waker *w, const char *list, int64_t block_ms,
                     char *msg, size_t msglen);
+
+/* Redlock's hand-off (rqueue.c): BLPOP list on every node of mask at once
+ * (a node already waiting keeps its BLPOP), for at most block_ms; no
+ * client mutex held. Returns the mask of nodes whose BLPOP popped a
+ * message (msgs[i], "<fence>"), 0 when none came in time. */
+#define DLOCK__RQ_MSG_LEN 48
+void dlock__waker_settle(dlock__waker *w);
+uint32_t dlock__wake_pop_any(const dlock_client *c, dlock__waker *w, uint32_t mask,
+                             const char *list, int64_t block_ms,
+                             char msgs[DLOCK_MAX_NODES][DLOCK__RQ_MSG_LEN]);
+/* dlock_acquire's loop for several nodes with wake_on_release and time to
+ * wait: every node's FIFO queue with direct hand-off, the lock held once a
+ * quorum handed it over (rqueue.c; docs/redlock.md). Mutex held. */
+dlock_err dlock__acquire_rqueued(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                                 int64_t deadline_ms, dlock_lock **out);
 
 /* ---- queue.c (one node, wake_on_release: FIFO with direct hand-off) ---- */
 /* dlock_acquire's loop for one node with wake_on_release and time to wait;

@@ -2,8 +2,8 @@
  * and a release hands the key straight to the oldest live waiter, so the
  * woken waiter holds the lock when its BLPOP returns (scripts enter.lua,
  * pass.lua, leave.lua, described in script.c; the algorithm and its costs
- * in docs/single-instance.md). Redlock keeps the nonce scheme of wake.c:
- * there a key handed over on some nodes only would not be a lock.
+ * in docs/single-instance.md). Redlock's queue, granted only by a quorum's
+ * hand-off, is rqueue.c.
  *
  * Per cycle this costs the releaser one round (pass.lua) and a waiter one
  * round to try and list itself (enter.lua) plus its BLPOP; the waiter that

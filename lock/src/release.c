@@ -9,10 +9,9 @@ void dlock__release_round(dlock_client *c, const char *resource, const char *tok
                           const char *handoff, uint32_t mask, uint32_t reach,
                           uint32_t *ones_mask, uint32_t *zeros_mask, dlock__result *res)
 {
-    char key[DLOCK__KEY_BUF], list[DLOCK__KEY_BUF + 16], waiters[DLOCK__KEY_BUF + 16];
-    char nonce[DLOCK__NONCE_LEN], handoff_s[16];
-    const char *keys[3] = {key, list, waiters};
-    const char *args[4] = {token, nonce, handoff_s, handoff};
+    char key[DLOCK__KEY_BUF];
+    const char *keys[1] = {key};
+    const char *args[1] = {token};
     const char *const *kv = keys, *const *av = args;
     dlock__script_id script = DLOCK__SCRIPT_RELEASE;
     dlock__pass_buf pb;
@@ -23,25 +22,21 @@ void dlock__release_round(dlock_client *c, const char *resource, const char *tok
     *zeros_mask = 0;
     if (dlock__lock_key(c, resource, key, sizeof(key)) != 0)
         return; /* checked at acquire: cannot happen */
-    if (c->n == 1) {
-        /* One node: pass.lua hands the key straight to the oldest listed
-         * waiter (queue.c), or deletes it when none is listed. Also from a
-         * polling client (wake_on_release = 0): how a client waits is its
-         * own choice, but its release must not strand the waiters queued
-         * behind it until its key would have expired. */
-        if (dlock__pass_prepare(c, resource, token, &pb) == 0) {
-            script = DLOCK__SCRIPT_PASS;
-            kv = pb.keys;
-            av = pb.args;
-            nkeys = 3;
-            nargs = 3;
-        }
-    } else if (c->wake_on_release && dlock__wake_key(c, DLOCK_WAKE_NS, resource, list, sizeof(list)) == 0 &&
-        dlock__wake_key(c, DLOCK_WAITERS_NS, resource, waiters, sizeof(waiters)) == 0 &&
-        dlock__token_new(nonce) == 0) {
-        snprintf(handoff_s, sizeof(handoff_s), "%d", c->handoff_ms);
+    /* pass.lua hands the key straight to the oldest listed waiter of
+     * each node (queue.c on one node, rqueue.c over a quorum), or deletes
+     * it when none is listed. Also from a polling client (wake_on_release
+     * = 0): how a client waits is its own choice, but its release must not
+     * strand the waiters queued behind it until its key would have
+     * expired. handoff (the nonce of wake.c's reservations, taken only by
+     * a plain acquire that a reservation woke) needs no release of its
+     * own: release.lua is the fallback when pass.lua's keys do not fit. */
+    (void)handoff;
+    if (dlock__pass_prepare(c, resource, token, &pb) == 0) {
+        script = DLOCK__SCRIPT_PASS;
+        kv = pb.keys;
+        av = pb.args;
         nkeys = 3;
-        nargs = 4;
+        nargs = 3;
     }
     /* On every node, not only those that granted the lock: a node that timed
      * out during acquire may still have set the key (distlock page,

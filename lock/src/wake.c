@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/time.h>
 
 /* Client mutex held. NULL when out of memory: the caller polls instead. */
@@ -41,10 +42,44 @@ void dlock__waker_put(dlock_client *c, dlock__waker *w)
 
 static void waker_close(dlock__waker *w, size_t i)
 {
+    w->pending &= ~(1u << i);
     if (w->ctx[i] != NULL) {
         redisFree(w->ctx[i]);
         w->ctx[i] = NULL;
     }
+}
+
+/* A BLPOP of an earlier acquisition may still owe its reply on node i:
+ * read it if it came (a message for an old token: that acquisition's
+ * release or leave.lua dealt with the key), else close the connection,
+ * never reused with a stale reply in its stream. */
+static void settle(dlock__waker *w, size_t i)
+{
+    void *old = NULL;
+    struct pollfd p;
+
+    if (w->ctx[i] == NULL || !(w->pending & (1u << i)))
+        return;
+    p.fd = w->ctx[i]->fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    if (redisGetReplyFromReader(w->ctx[i], &old) == REDIS_OK && old == NULL &&
+        poll(&p, 1, 0) == 1 && redisBufferRead(w->ctx[i]) == REDIS_OK)
+        (void)redisGetReplyFromReader(w->ctx[i], &old);
+    if (old != NULL) {
+        freeReplyObject(old);
+        w->pending &= ~(1u << i);
+    } else {
+        waker_close(w, i);
+    }
+}
+
+/* Every BLPOP an earlier user left pending: settled (rqueue.c calls this
+ * when it takes a waker, so that no old list's message reads as its own). */
+void dlock__waker_settle(dlock__waker *w)
+{
+    for (size_t i = 0; i < DLOCK_MAX_NODES; i++)
+        settle(w, i);
 }
 
 /* Only when no thread waits any more (dlock_client_free). */
@@ -87,6 +122,7 @@ static int ensure(const dlock_client *c, dlock__waker *w, size_t i)
     struct timeval tv = dlock__tv_ms(c->connect_timeout_ms);
     redisReply *r;
 
+    settle(w, i);
     if (w->ctx[i] != NULL)
         return 0;
     if (a->is_sentinel) {
@@ -270,4 +306,89 @@ int dlock__wake_pop(const dlock_client *c, dlock__waker *w, const char *list, in
         waker_close(w, 0);
     freeReplyObject(r);
     return rc;
+}
+
+/* Sends BLPOP list on node i's blocking connection without reading the
+ * answer; 0 when it went out whole. */
+static int pop_send(const dlock_client *c, dlock__waker *w, size_t i, const char *list,
+                    int64_t block_ms)
+{
+    char secs[32];
+    const char *argv[3] = {"BLPOP", list, secs};
+    int done = 0;
+
+    if (ensure(c, w, i) != 0)
+        return -1;
+    snprintf(secs, sizeof(secs), "%lld.%03lld", (long long)(block_ms / 1000),
+             (long long)(block_ms % 1000));
+    if (redisSetTimeout(w->ctx[i], dlock__tv_ms(c->command_timeout_ms)) != REDIS_OK ||
+        redisAppendCommandArgv(w->ctx[i], 3, argv, NULL) != REDIS_OK) {
+        waker_close(w, i);
+        return -1;
+    }
+    while (!done)
+        if (redisBufferWrite(w->ctx[i], &done) != REDIS_OK) {
+            waker_close(w, i);
+            return -1;
+        }
+    w->pending |= 1u << i;
+    return 0;
+}
+
+uint32_t dlock__wake_pop_any(const dlock_client *c, dlock__waker *w, uint32_t mask,
+                             const char *list, int64_t block_ms,
+                             char msgs[DLOCK_MAX_NODES][DLOCK__RQ_MSG_LEN])
+{
+    int64_t end;
+    uint32_t got = 0;
+
+    if (block_ms < 1)
+        block_ms = 1;
+    end = dlock_now_ms() + block_ms;
+    for (size_t i = 0; i < c->n; i++)
+        if ((mask & (1u << i)) && !(w->pending & (1u << i)))
+            (void)pop_send(c, w, i, list, block_ms);
+    while (got == 0) {
+        struct pollfd p[DLOCK_MAX_NODES];
+        size_t at[DLOCK_MAX_NODES], k = 0;
+        int64_t left = end - dlock_now_ms();
+
+        for (size_t i = 0; i < c->n; i++)
+            if ((mask & w->pending & (1u << i)) && w->ctx[i] != NULL) {
+                p[k].fd = w->ctx[i]->fd;
+                p[k].events = POLLIN;
+                p[k].revents = 0;
+                at[k++] = i;
+            }
+        if (k == 0 || left <= 0 || poll(p, (nfds_t)k, (int)left) <= 0)
+            break;
+        for (size_t j = 0; j < k; j++) {
+            size_t i = at[j];
+            void *rv = NULL;
+            redisReply *r;
+
+            if (p[j].revents == 0)
+                continue;
+            if (redisBufferRead(w->ctx[i]) != REDIS_OK ||
+                redisGetReplyFromReader(w->ctx[i], &rv) != REDIS_OK) {
+                waker_close(w, i);
+                continue;
+            }
+            if (rv == NULL)
+                continue; /* part of the reply only */
+            w->pending &= ~(1u << i);
+            r = rv;
+            if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                r->element[1]->type == REDIS_REPLY_STRING &&
+                r->element[1]->len < DLOCK__RQ_MSG_LEN) {
+                memcpy(msgs[i], r->element[1]->str, r->element[1]->len);
+                msgs[i][r->element[1]->len] = '\0';
+                got |= 1u << i;
+            }
+            if (dlock__sentinel_demoted(&c->nodes[i].addr, r))
+                waker_close(w, i);
+            freeReplyObject(r);
+        }
+    }
+    return got;
 }

@@ -281,6 +281,22 @@ Test(docs_commands, sick_minority, .timeout = 120)
     cr_assert_null(strstr(line, "ops/s=0 "), "%s", line);
 }
 
+/* The contended rows of docs/benchmarks.md ("Redlock hand-off with a
+ * master paused"): every worker on one key, one master of three paused. */
+Test(docs_commands, sick_minority_contended, .timeout = 120)
+{
+    char line[512], bench[600];
+    snprintf(bench, sizeof bench, "%s/dlock-bench", docs_bin());
+    const char *argv[] = {"bench/sick-minority.sh", "--bench", bench, "--only", "paused-1of3", "--mode",
+                          "contended", "--workers", "4", "--duration", "1", NULL};
+    int st = docs_run(argv, 100, &out);
+    cr_assert_eq(st, 0, "bench/sick-minority.sh exit %d:\n%s", st, out);
+    want_line("paused-1of3  workers=4 ", " stray_keys=0 {", line, sizeof line);
+    cr_assert_not_null(strstr(line, "\"mode\":\"contended\""), "%s", line);
+    cr_assert_not_null(strstr(line, "\"violations\":0,"), "%s", line);
+    cr_assert_null(strstr(line, "ops/s=0 "), "%s", line);
+}
+
 /* dlockctl's session in the docs, against 3 masters while this process
  * holds orders:42 through libdlock. */
 static redis_proc ctl_nodes[3];

@@ -39,7 +39,7 @@ static const struct {
     {"bench/run-bench.sh", "docs_commands/run_bench"},
     {"bench/peers.sh", "docs_commands/peers and peers_catch_violations (tests/docs/peers.c)"},
     {"bench/db-compare.sh", "docs_commands/db_compare_both_stores"},
-    {"bench/sick-minority.sh", "docs_commands/sick_minority"},
+    {"bench/sick-minority.sh", "docs_commands/sick_minority and sick_minority_contended"},
     {"bench/hot-coupon.sh", "docs_commands/hot_coupon"},
     {"bench/many-coupons.sh", "docs_commands/many_coupons"},
     {"dlockctl", "the ctl_* suites (--help, --version, its options)"},

@@ -10,9 +10,20 @@ redis.call('DEL', KEYS[4])
 if v == ARGV[1] then
   return {1, tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
 end
-local t = redis.call('TIME')
-redis.call('ZADD', KEYS[3], 'NX', t[1] .. string.format('%06d', tonumber(t[2])), ARGV[3])
+local fence = tonumber(redis.call('GET', KEYS[2])) or 0
+local score = ARGV[6]
+if not score then
+  local t = redis.call('TIME')
+  score = t[1] .. string.format('%06d', tonumber(t[2]))
+end
+if ARGV[7] then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(ARGV[7]) then
+    return {2, redis.call('PTTL', KEYS[1]), fence}
+  end
+end
+redis.call('ZADD', KEYS[3], 'NX', score, ARGV[3])
 if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[4]) then
   redis.call('PEXPIRE', KEYS[3], ARGV[4])
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return {0, redis.call('PTTL', KEYS[1]), fence}

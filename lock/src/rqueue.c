@@ -1,0 +1,595 @@
+/* rqueue.c - Redlock with wake_on_release: queue.c's FIFO with direct
+ * hand-off on every node, and the lock held only once a quorum of nodes
+ * has handed its key to this waiter (docs/redlock.md, "Hand-off").
+ *
+ * A waiter lists itself on every node (enter.lua) under one score of its
+ * own, so that the nodes order the same waiters the same way; a release
+ * runs pass.lua on every node, which SETs the key to the head waiter's
+ * token and pushes that node's fence to the waiter's list. The waiter
+ * BLPOPs its list on every node at once (wake.c, dlock__wake_pop_any) and
+ * counts the nodes whose key is now its own. Each node's key is bounded
+ * on the waiter's clock only: pass.lua ran after the last enter.lua that
+ * listed us there (that script empties our list), so the key lives at
+ * least until that enter.lua's send time + TTL - drift. */
+#include "dlock_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define RQ_MAX_STAY_MS (24 * 3600 * 1000LL)
+#define RQ_MAX_BLOCK_MS (3600 * 1000LL)
+
+typedef struct rq_run {
+    dlock_client *c;
+    const char *resource;
+    uint32_t ttl_ms;
+    int64_t deadline_ms;
+    char token[DLOCK_TOKEN_LEN];
+    char ttl_s[16], stay_s[24], score_s[24];
+    char late_s[24];                     /* enter.lua lists us only until then (wall clock, us) */
+    char member[DLOCK_TOKEN_LEN + 48];
+    char list[DLOCK__KEY_BUF + 48];
+    dlock__pass_buf pb;
+    const char *keys[4];
+    uint32_t listed;                     /* nodes whose last answered enter.lua listed us */
+    uint32_t answered;                   /* nodes that answered the last round */
+    uint32_t maybe;                      /* sent the last enter.lua, no answer: ours or not, unknown */
+    int64_t first_sent;                  /* the first enter.lua's send time, our clock */
+    int recheck;                         /* a hand-off came that only an enter.lua can bound */
+    int64_t listed_sent[DLOCK_MAX_NODES]; /* that enter.lua's send time, our clock */
+    uint32_t owned;                      /* nodes whose key holds our token */
+    int64_t valid[DLOCK_MAX_NODES];      /* owned: the key lives at least until then (less drift) */
+    uint64_t fence[DLOCK_MAX_NODES];     /* owned: that node's fence */
+    uint64_t seen[DLOCK_MAX_NODES];      /* the largest fence of a key of ours on that node so far */
+    dlock__waker *w;                     /* our blocking connections, kept for the whole call */
+    int64_t minority_since;              /* first instant we held keys short of a quorum; 0 none */
+} rq_run;
+
+static int64_t drift_of(const dlock_client *c, int64_t span_ms)
+{
+    return dlock__drift_ms(c, span_ms > UINT32_MAX ? UINT32_MAX
+                                                   : (uint32_t)(span_ms > 0 ? span_ms : 0));
+}
+
+/* Keys we own but will not use: pass.lua hands each to its next waiter
+ * (or deletes it). Nobody waits for the answers; the round connections
+ * run them in order behind anything we sent before. */
+static void pass_on(rq_run *q, uint32_t mask)
+{
+    if (mask != 0)
+        dlock__script_send_only(q->c, mask, DLOCK__SCRIPT_PASS, q->pb.keys, 3, q->pb.args, 3);
+    q->owned &= ~mask;
+    q->minority_since = 0;
+}
+
+/* A minority held for a hand-off window: give its keys to the oldest
+ * waiter of each node, counting ourselves. We list ourselves again first
+ * (ZADD NX, our one score), then pass.lua hands each key to the head of
+ * its node's queue, in order on the same connection. Two waiters each
+ * holding the other's missing key would otherwise swap keys at every
+ * window for ever (a plain pass_on hands each key to the other, which
+ * is now the only one listed there, and both list again): with the
+ * yielder listed, the older of the two gets its own key back, the
+ * younger's key too, and a quorum. A key handed back to us arrives as a
+ * message like any hand-off, bounded by our earlier listing there, which
+ * is older than this one. */
+static void yield_minority(rq_run *q, uint32_t mask)
+{
+    const char *argv[5] = {"ZADD", q->pb.waiters, "NX", q->score_s, q->member};
+    size_t argvlen[5];
+
+    for (size_t i = 0; i < 5; i++)
+        argvlen[i] = strlen(argv[i]);
+    if (mask != 0)
+        dlock__send_only(q->c, mask, 5, argv, argvlen);
+    pass_on(q, mask);
+}
+
+/* Nodes owned whose bound is still ahead. */
+static uint32_t owned_now(rq_run *q)
+{
+    int64_t now = dlock_now_ms();
+
+    for (size_t i = 0; i < q->c->n; i++)
+        if ((q->owned & (1u << i)) && q->valid[i] <= now)
+            q->owned &= ~(1u << i); /* expired by our bound: not counted, not passed on */
+    return q->owned;
+}
+
+/* Raises lagging fence counters of the owned nodes to fence; the mask of
+ * nodes known to hold >= fence (acquire.c's fence_sync, for handed keys). */
+static uint32_t sync_fences(rq_run *q, uint64_t fence)
+{
+    dlock_client *c = q->c;
+    dlock__result res[DLOCK_MAX_NODES];
+    uint32_t synced = 0, lagging = 0, ones = 0;
+    const char *keys[1] = {q->pb.fkey};
+    const char *args[1];
+    char fence_s[24];
+
+    for (size_t i = 0; i < c->n; i++) {
+        if (!(q->owned & (1u << i)))
+            continue;
+        if (q->fence[i] == fence)
+            synced |= 1u << i;
+        else
+            lagging |= 1u << i;
+    }
+    if (lagging == 0)
+        return synced;
+    memset(res, 0, sizeof(res));
+    snprintf(fence_s, sizeof(fence_s), "%" PRIu64, fence);
+    args[0] = fence_s;
+    dlock__script_round(c, lagging, 0, DLOCK__SCRIPT_FENCE_SYNC, keys, 1, args, 1, res, NULL, NULL);
+    dlock__count_int(res, c->n, 1, &ones);
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    return synced | (ones & lagging);
+}
+
+/* A quorum of keys is ours: the handle, or pass them all on. 1 when
+ * decided (*rc set), 0 when not yet a quorum. */
+static int try_grant(rq_run *q, dlock_err *rc, dlock_lock **out)
+{
+    dlock_client *c = q->c;
+    uint32_t own = owned_now(q), synced, rest;
+    uint64_t fence = 0;
+    int64_t valid = INT64_MAX;
+    dlock_lock *lock;
+
+    if (dlock__popcount(own) < c->quorum)
+        return 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (own & (1u << i)) {
+            if (q->fence[i] > fence)
+                fence = q->fence[i];
+            if (q->valid[i] < valid)
+                valid = q->valid[i];
+        }
+    synced = sync_fences(q, fence);
+    rest = dlock__all_nodes(c) & ~own;
+    /* Off the queues of the nodes not handed over yet: a key they hand
+     * us later would sit unused until it expired. Sent before any
+     * release, on the same connections, so a key handed before leave.lua
+     * ran is passed on by our release. */
+    if (rest != 0) {
+        const char *args[2] = {q->token, q->member};
+
+        dlock__script_send_only(c, rest, DLOCK__SCRIPT_LEAVE, q->keys, 4, args, 2);
+    }
+    if (dlock__popcount(synced) < c->quorum) {
+        dlock__errf(c->errstr, "\"%s\" handed over on %zu/%zu nodes, but the fence counter "
+                    "reached %" PRIu64 " on only %zu of them", q->resource,
+                    dlock__popcount(own), c->n, fence, dlock__popcount(synced));
+        pass_on(q, dlock__all_nodes(c));
+        *rc = DLOCK_ERR_FENCE_SYNC;
+        return 1;
+    }
+    /* base: when the earliest key's TTL started at the earliest. */
+    lock = dlock__lock_new(c, q->resource, q->token, fence, q->ttl_ms,
+                           valid + drift_of(c, q->ttl_ms) - (int64_t)q->ttl_ms, valid,
+                           dlock__all_nodes(c));
+    if (lock == NULL) {
+        dlock__errf(c->errstr, "out of memory for the lock handle");
+        pass_on(q, dlock__all_nodes(c));
+        *rc = DLOCK_ERR_NOMEM;
+        return 1;
+    }
+    *out = lock;
+    c->stats.acquires++;
+    *rc = DLOCK_OK;
+    return 1;
+}
+
+/* enter.lua answers {1, fence, pttl} (the key is ours), {0, pttl, fence}
+ * (listed behind another holder), {2, pttl, fence} (arrived too late to
+ * list us); leave.lua {1, fence, pttl} or {0, 0}. Whether r is one of them. */
+static int well_formed(const dlock__result *r)
+{
+    const redisReply *x = r->reply;
+
+    return r->status == DLOCK__R_REPLY && x->type == REDIS_REPLY_ARRAY && x->elements >= 2 &&
+           x->element[0]->type == REDIS_REPLY_INTEGER &&
+           x->element[1]->type == REDIS_REPLY_INTEGER;
+}
+
+/* Stop rule of the listing and leaving rounds: decided once a quorum
+ * answered, whatever it said. The round then waits only its grace
+ * (rounds.c, check_stop) for the others: a paused or cut-off node costs a
+ * few ms instead of the command timeout, and once it owes too many
+ * replies its breaker opens and rounds skip it, as a plain acquire's do.
+ * The rest of the round's commands still run there, in order, on the
+ * kept connection: see round_of for what an unknown answer means. */
+static int answered_quorum(const dlock__result *res, size_t n, void *arg)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < n; i++)
+        k += (size_t)well_formed(&res[i]);
+    return k >= *(const size_t *)arg;
+}
+
+/* One enter.lua (or leave.lua) round, ended at a quorum of answers:
+ * records which nodes listed us and which keys are ours. DLOCK_ERR_TAKEN
+ * when a quorum answered, else the round's unavailability. pttl: the
+ * longest remaining TTL of another holder's key among the answers.
+ *
+ * A node that did not answer (paused, cut off, slower than the grace, or
+ * skipped with its breaker open) is unknown, never guessed: its enter.lua
+ * may still run there, late. It is not counted as ours (a key it sets for
+ * us counts only once a later round reads it, which the wait asks for
+ * early when that key would complete a quorum); its listing bound keeps
+ * the last answered one; the wait listens there too (wait_handoffs),
+ * unless its breaker is open. If the late
+ * enter.lua lists us, what we send later on that connection runs after
+ * it, in order: leave.lua when we give up or are granted elsewhere,
+ * pass.lua on our release or give-up, so the node never hands its key to
+ * a waiter that has left (the kept lagging connection is conn.c's; reach
+ * makes the leaving round go to nodes whose breaker is open). A listing
+ * arriving later than that connection is kept is refused by enter.lua
+ * itself (ARGV[7], late_s), and one of a waiter whose deadline passed is
+ * skipped by pass.lua (its stay ran out). */
+static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *args, int nargs,
+                          uint32_t reach, int64_t *pttl)
+{
+    dlock_client *c = q->c;
+    dlock__result res[DLOCK_MAX_NODES];
+    int64_t t0 = dlock_now_ms();
+    uint32_t answered = 0;
+    dlock_err rc = DLOCK_ERR_TAKEN;
+
+    memset(res, 0, sizeof(res));
+    *pttl = 0;
+    dlock__script_round(c, dlock__all_nodes(c), reach, id, q->keys, 4, args, nargs, res,
+                        answered_quorum, &c->quorum);
+    for (size_t i = 0; i < c->n; i++) {
+        const redisReply *x = res[i].reply;
+        long long what;
+
+        if (!well_formed(&res[i]))
+            continue; /* unknown: see above */
+        answered |= 1u << i;
+        what = x->element[0]->integer;
+        if (what == 0 || what == 2) {
+            q->owned &= ~(1u << i);
+            /* Every hand-off INCRs the node's fence: a message with a
+             * fence no larger than the one read here was pushed before
+             * this script ran, for a key that is no longer ours. */
+            if (x->elements >= 3 && x->element[2]->type == REDIS_REPLY_INTEGER &&
+                (uint64_t)x->element[2]->integer > q->seen[i])
+                q->seen[i] = (uint64_t)x->element[2]->integer;
+            if (id == DLOCK__SCRIPT_ENTER && what == 0) {
+                q->listed |= 1u << i;
+                q->listed_sent[i] = t0;
+            }
+            if (x->element[1]->integer > *pttl)
+                *pttl = x->element[1]->integer;
+            continue;
+        }
+        if (x->elements < 3 || x->element[2]->type != REDIS_REPLY_INTEGER ||
+            x->element[1]->integer <= 0)
+            continue;
+        q->owned |= 1u << i;
+        q->fence[i] = (uint64_t)x->element[1]->integer;
+        if (q->fence[i] > q->seen[i])
+            q->seen[i] = q->fence[i];
+        /* -1: set by this script after t0; else the key's PTTL read after t0. */
+        if (x->element[2]->integer < 0)
+            q->valid[i] = t0 + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
+        else
+            q->valid[i] = t0 + x->element[2]->integer - drift_of(c, x->element[2]->integer);
+    }
+    q->answered = answered;
+    if (id == DLOCK__SCRIPT_ENTER && q->first_sent == 0)
+        q->first_sent = t0;
+    if (id == DLOCK__SCRIPT_ENTER) {
+        q->maybe = 0;
+        for (size_t i = 0; i < c->n; i++)
+            if (res[i].status == DLOCK__R_PENDING || res[i].status == DLOCK__R_TIMEOUT ||
+                res[i].status == DLOCK__R_IOERR)
+                q->maybe |= 1u << i;
+    }
+    if (dlock__popcount(answered) < c->quorum)
+        rc = dlock__unavailable(c, res, dlock__all_nodes(c), answered, c->errstr);
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    return rc;
+}
+
+/* Waits (without the mutex) for hand-offs on every node where we are
+ * listed, at most until block_ms. Records the keys handed to us. -1 when
+ * no wait was possible. */
+static int wait_handoffs(rq_run *q, int64_t block_ms)
+{
+    dlock_client *c = q->c;
+    dlock__waker *w;
+    char msgs[DLOCK_MAX_NODES][DLOCK__RQ_MSG_LEN];
+    uint32_t got = 0, skip = 0, want, mask;
+    int64_t now;
+
+    if (q->w == NULL && (q->w = dlock__waker_take(c)) != NULL)
+        dlock__waker_settle(q->w); /* a BLPOP of an earlier call is not ours to read */
+    w = q->w;
+    /* Where we are listed, and where the last enter.lua went unanswered:
+     * it may have listed us there all the same (a node slower than the
+     * round's grace), and a hand-off there that we did not hear of would
+     * sit unused until our next round. */
+    want = (q->listed | q->maybe) & ~q->owned;
+    /* A node whose breaker is open (paused, cut off, or a healthy node
+     * that fell a few replies behind under load) is skipped only where
+     * our blocking connection to it is gone: a new one would cost a
+     * blocking connect. On a connection we have, a BLPOP costs a write.
+     * And a skipped node is looked at again within a hand-off window: a
+     * healthy node's breaker closes as soon as it has caught up, and its
+     * hand-off to us must not wait for the end of our wait meanwhile. */
+    for (size_t i = 0; w != NULL && i < c->n; i++)
+        if (c->nodes[i].breaker.open && w->ctx[i] == NULL)
+            skip |= 1u << i;
+    if ((want & skip) != 0 && block_ms > c->handoff_ms)
+        block_ms = c->handoff_ms;
+    mask = want & ~skip;
+    if (w == NULL || mask == 0)
+        return -1; /* nowhere to wait: the caller backs off */
+    {
+        dlock__sigpipe_guard g;
+
+        pthread_mutex_unlock(&c->mu);
+        dlock__sigpipe_block(&g);
+        got = dlock__wake_pop_any(c, w, mask, q->list, block_ms, msgs);
+        dlock__sigpipe_restore(&g);
+        pthread_mutex_lock(&c->mu);
+    }
+    now = dlock_now_ms();
+    for (size_t i = 0; i < c->n; i++) {
+        unsigned long long f;
+        int64_t valid, since;
+
+        if (!(got & (1u << i)))
+            continue;
+        if (sscanf(msgs[i], "%llu", &f) != 1 || f == 0)
+            continue; /* not pass.lua's: the next enter.lua finds out */
+        /* Every hand-off INCRs the node's fence: a message whose fence we
+         * have seen already (an enter.lua found that key ours, or listed
+         * us after that hand-off, and we may have passed it on since) is
+         * a stale copy that a BLPOP popped before the enter.lua emptied
+         * our list. */
+        if (f <= q->seen[i])
+            continue;
+        q->seen[i] = f;
+        /* Never from Redis TIME (a clock step on the node would move it;
+         * see queue.c): the send time of the enter.lua that last listed
+         * us there, which emptied our list before pass.lua pushed (a
+         * message older than that listing has a fence <= seen). Where no
+         * listing was answered, the first enter.lua of this call: every
+         * message on our list follows one of ours. */
+        since = (q->listed & (1u << i)) ? q->listed_sent[i] : q->first_sent;
+        valid = since + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
+        if (valid - now < (int64_t)q->ttl_ms / 2) {
+            /* Too little by that bound: the key is ours there, but only
+             * the next enter.lua can say for how long (it reads the
+             * PTTL). Ask now rather than at the end of the wait, or
+             * the key would sit unused meanwhile. */
+            q->recheck = 1;
+            continue;
+        }
+        q->owned |= 1u << i;
+        q->fence[i] = f;
+        q->valid[i] = valid;
+    }
+    return 0;
+}
+
+/* Giving up: off every queue; keys handed to us meanwhile are counted,
+ * and unless they make a quorum, passed on. */
+static dlock_err give_up(rq_run *q, dlock_err rc, dlock_lock **out)
+{
+    const char *args[2] = {q->token, q->member};
+    char why[DLOCK_ERRSTR_LEN];
+    int64_t pttl;
+    dlock_err got;
+
+    memcpy(why, q->c->errstr, sizeof(why));
+    /* reach: a node whose breaker is open may still run our enter.lua
+     * late; leave.lua queues behind it on the kept connection. */
+    (void)round_of(q, DLOCK__SCRIPT_LEAVE, args, 2, dlock__all_nodes(q->c), &pttl);
+    if (try_grant(q, &got, out))
+        return got;
+    /* Every node: one whose leave.lua went unanswered may have handed us
+     * its key; pass.lua's token check makes the others no-ops. */
+    pass_on(q, dlock__all_nodes(q->c));
+    memcpy(q->c->errstr, why, sizeof(why));
+    return rc;
+}
+
+/* The wall clock in microseconds, as enter.lua and pass.lua compare it
+ * with Redis TIME; -1 when there is none. */
+static long long wall_us(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+        return -1;
+    return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+/* enter.lua lists us only if it runs within half of max(TTL, command
+ * timeout) of being sent (by the node's wall clock against ours): a
+ * lagging connection is kept for at least max(TTL, command timeout) of
+ * silence (conn.c, dlock__conn_expire), so a listing that runs later may have
+ * come on a connection we have since closed, where our leave.lua can no
+ * longer follow it in order. Half: the margin covers the silence counted
+ * from a reply older than the send and the offset of the two clocks. A
+ * node whose clock runs more than that ahead of ours lists nobody: its
+ * key still goes by SET NX and pass.lua, and the other nodes make the
+ * quorum (order and liveness, never safety). */
+static void late_bound(rq_run *q)
+{
+    long long now = wall_us();
+    long long span_ms = q->ttl_ms > (uint32_t)q->c->command_timeout_ms
+                            ? (long long)q->ttl_ms
+                            : (long long)q->c->command_timeout_ms;
+
+    snprintf(q->late_s, sizeof(q->late_s), "%lld",
+             now < 0 ? 9000000000000000LL /* no clock: no bound */ : now + span_ms * 500LL);
+}
+
+static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_ms,
+                 int64_t deadline_ms)
+{
+    long long score;
+    int64_t span;
+    int n;
+
+    memset(q, 0, sizeof(*q));
+    q->c = c;
+    q->resource = resource;
+    q->ttl_ms = ttl_ms;
+    q->deadline_ms = deadline_ms;
+    if (dlock__token_new(q->token) != 0) {
+        dlock__errf(c->errstr, "no randomness for the token");
+        return DLOCK_ERR_NOMEM;
+    }
+    if (dlock__pass_prepare(c, resource, q->token, &q->pb) != 0) {
+        dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
+        return DLOCK_ERR_ARG;
+    }
+    n = snprintf(q->list, sizeof(q->list), "%s%s%s", q->pb.list_prefix, q->token,
+                 q->pb.list_suffix);
+    if (n < 0 || (size_t)n >= sizeof(q->list)) {
+        dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
+        return DLOCK_ERR_ARG;
+    }
+    /* One score on every node, so that every node orders the same waiters
+     * alike; microseconds of the wall clock, as pass.lua reads a listing's
+     * age from it (a client clock far off only makes its listings look
+     * young or old to pass.lua: order, never safety). */
+    if ((score = wall_us()) < 0) {
+        dlock__errf(c->errstr, "no wall clock for the queue score");
+        return DLOCK_ERR_NOMEM;
+    }
+    snprintf(q->score_s, sizeof(q->score_s), "%lld", score);
+    snprintf(q->ttl_s, sizeof(q->ttl_s), "%" PRIu32, ttl_ms);
+    span = deadline_ms - dlock_now_ms();
+    if (span > RQ_MAX_STAY_MS)
+        span = RQ_MAX_STAY_MS;
+    snprintf(q->stay_s, sizeof(q->stay_s), "%lld", (long long)(span + c->handoff_ms));
+    snprintf(q->member, sizeof(q->member), "%s:%s:%s", q->token, q->ttl_s, q->stay_s);
+    q->keys[0] = q->pb.key;
+    q->keys[1] = q->pb.fkey;
+    q->keys[2] = q->pb.waiters;
+    q->keys[3] = q->list;
+    return DLOCK_OK;
+}
+
+static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resource,
+                                 uint32_t ttl_ms, int64_t deadline_ms, dlock_lock **out);
+
+dlock_err dlock__acquire_rqueued(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                                 int64_t deadline_ms, dlock_lock **out)
+{
+    rq_run q;
+    dlock_err rc = acquire_rqueued(&q, c, resource, ttl_ms, deadline_ms, out);
+
+    dlock__waker_put(c, q.w);
+    return rc;
+}
+
+static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resource,
+                                 uint32_t ttl_ms, int64_t deadline_ms, dlock_lock **out)
+{
+#define q (*qp)
+    const char *args[7];
+    unsigned attempt = 0;
+    dlock_err rc = setup(&q, c, resource, ttl_ms, deadline_ms);
+
+    if (rc != DLOCK_OK)
+        return rc;
+    args[0] = q.token;
+    args[1] = q.ttl_s;
+    args[2] = q.member;
+    args[3] = q.stay_s;
+    args[4] = "0";
+    args[5] = q.score_s;
+    args[6] = q.late_s;
+    for (;;) {
+        int64_t pttl = 0, now, block;
+        dlock_err got;
+
+        c->stats.attempts++;
+        if (attempt > 0) {
+            c->stats.retries++;
+            args[4] = "1";
+        }
+        late_bound(&q);
+        q.recheck = 0;
+        rc = round_of(&q, DLOCK__SCRIPT_ENTER, args, 7, 0, &pttl);
+        if (try_grant(&q, &got, out))
+            return got;
+        if (rc == DLOCK_ERR_TAKEN)
+            c->stats.taken++;
+        now = dlock_now_ms();
+        if (now >= deadline_ms || !(rc == DLOCK_ERR_TAKEN || (c->retry_unavailable &&
+                                                              dlock_err_is_unavailable(rc))))
+            return give_up(&q, rc, out);
+        attempt++;
+        if (rc != DLOCK_ERR_TAKEN) {
+            dlock__backoff_sleep(c, attempt, now, deadline_ms);
+            continue;
+        }
+        /* Wait for hand-offs, never past another holder's key (if it dies
+         * without releasing, its expiry is our cue to enter again) nor
+         * our deadline. */
+        int64_t wait_end = deadline_ms;
+        int waited = 0, recheck = 0;
+
+        if (pttl > 0 && now + pttl < wait_end)
+            wait_end = now + pttl;
+        while ((now = dlock_now_ms()) < wait_end) {
+            block = wait_end - now;
+            if (q.recheck || (owned_now(&q) != 0 &&
+                              dlock__popcount(q.owned | q.maybe) >= c->quorum)) {
+                /* A key handed to us that only an enter.lua can bound
+                 * (wait_handoffs), or a minority that the nodes whose
+                 * enter.lua went unanswered would make a quorum: their
+                 * script may have
+                 * taken the free key for us (SET NX) while the round had
+                 * stopped waiting. Ask again now (the next answer comes
+                 * behind the late one, on the same connection) rather
+                 * than hold the minority for a window while that key,
+                 * unknown to us, keeps everyone else from a quorum. A
+                 * node that keeps not answering opens its breaker within
+                 * a few rounds and is then no longer sent to. */
+                recheck = 1;
+                break;
+            }
+            if (owned_now(&q) != 0) {
+                /* Keys short of a quorum: the nodes' queues disagree (a
+                 * listing reached some nodes late). Held for one hand-off
+                 * window at most, then yielded to the oldest waiter, so
+                 * that waiters each holding a minority cannot stall each
+                 * other. */
+                if (q.minority_since == 0)
+                    q.minority_since = now;
+                if (now - q.minority_since >= c->handoff_ms) {
+                    yield_minority(&q, q.owned);
+                    break;
+                }
+                if (q.minority_since + c->handoff_ms - now < block)
+                    block = q.minority_since + c->handoff_ms - now;
+            }
+            if (block > RQ_MAX_BLOCK_MS)
+                block = RQ_MAX_BLOCK_MS;
+            if (wait_handoffs(&q, block) != 0)
+                break;
+            waited = 1;
+            if (try_grant(&q, &got, out))
+                return got;
+        }
+        if (!waited && !recheck)
+            dlock__backoff_sleep(c, attempt, dlock_now_ms(), deadline_ms);
+        if (dlock_now_ms() >= deadline_ms)
+            return give_up(&q, DLOCK_ERR_TAKEN, out);
+    }
+}
+#undef q
