@@ -46,11 +46,8 @@ users="" load_rate="" work_us=0 lock_batch="" server_threads="" lock_wait="" bas
 strategies="redlock,atomic-sql" stores="sqlite,postgresql" pg_sync=on stages=0
 redis_pids=() server_pids=() redis_addrs=() server_urls=() redis_ports=()
 
-need_int() { # name value min max
-  if ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt "$3" ] || [ "$2" -gt "$4" ]; then
-    die "$1: '$2' is not an integer in $3..$4"
-  fi
-}
+# shellcheck source=lib/measure.sh
+. "$here/lib/measure.sh"
 
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -54,11 +54,8 @@ say() { [ "${quiet:-1}" = 1 ] || echo "many-coupons: $*" >&2; }
   redis_pids=() server_pids=() redis_addrs=() server_urls=() redis_ports=()
 }
 
-need_int() { # name value min max
-  if ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt "$3" ] || [ "$2" -gt "$4" ]; then
-    die "$1: '$2' is not an integer in $3..$4"
-  fi
-}
+# shellcheck source=lib/measure.sh
+. "$here/lib/measure.sh"
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -102,35 +99,6 @@ make_token
 STAGES=(http_in claim_queue local_queue lock read work commit release resume reply)
 declare -A stage_s=() stage_n=() tput=() cpu_srv=() cpu_redis=() cpu_load=() answers=()
 hz="$(getconf CLK_TCK 2>/dev/null || echo 100)"
-
-cpu_ticks() { # pids... -> their utime + stime so far, in clock ticks
-  local pid stat sum=0 f
-  for pid in "$@"; do
-    stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
-    # Fields after the command (which may hold spaces): state is field 3, utime 14, stime 15.
-    read -r -a f <<<"${stat##*) }"
-    sum=$((sum + f[11] + f[12]))
-  done
-  echo "$sum"
-}
-
-# Adds the servers' stage counters to the totals of key (count:kind).
-scrape_stages() { # key
-  local url text
-  for url in "${server_urls[@]}"; do
-    text="$(curl -sS -m 10 --noproxy '*' "$url/metrics")" || die "cannot read $url/metrics"
-    while read -r k val; do
-      case "$k" in
-        s:*) stage_s["$1:${k#s:}"]="$(awk -v a="${stage_s["$1:${k#s:}"]:-0}" -v b="$val" 'BEGIN{printf "%.6f", a + b}')" ;;
-        n:*) stage_n["$1:${k#n:}"]=$(( ${stage_n["$1:${k#n:}"]:-0} + val )) ;;
-      esac
-    done < <(printf '%s\n' "$text" | awk '
-      /^coupon_claim_stage_seconds_total\{/ { match($0, /stage="[a-z_]+"/); print "s:" substr($0, RSTART + 7, RLENGTH - 8), $2 }
-      /^coupon_claim_stage_observations_total\{/ { match($0, /stage="[a-z_]+"/); print "n:" substr($0, RSTART + 7, RLENGTH - 8), $2 }
-      /^coupon_lock_retries_total / { print "n:retries", $2 }
-')
-  done
-}
 
 # One row: fresh database, fresh servers, N coupons, the load; prints its
 # line and appends its claims/s to tput[count:kind].

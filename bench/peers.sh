@@ -46,11 +46,8 @@ export LC_ALL=C
 
 die() { echo "peers.sh: $*" >&2; exit 2; }
 
-need_int() { # name value min max
-  if ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt "$3" ] || [ "$2" -gt "$4" ]; then
-    die "$1: '$2' is not an integer in $3..$4"
-  fi
-}
+# shellcheck source=lib/measure.sh
+. "$here/lib/measure.sh"
 
 rounds=3 duration=4 setup=0
 rows_csv="1:8:uncontended,3:64:contended,1:64:contended,3:8:uncontended"
