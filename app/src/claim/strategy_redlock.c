@@ -144,6 +144,19 @@ static void complete_batch(worker *w, uint64_t fence, batch *b, size_t from)
     }
 }
 
+/* The store ran the batch's section and decided each claim (sold, sold out,
+ * or at its user's limit): the lock is still ours to use for another batch. */
+static int section_decided(db_status st)
+{
+    return st == DB_OK || st == DB_SOLD_OUT || st == DB_USER_LIMIT;
+}
+
+static void log_fence_refused(worker *w, int64_t coupon_id, uint64_t fence, size_t n, const char *which)
+{
+    log_event_line(LOG_WARN, LOG_EV_FENCE_REFUSED, "coupon %" PRId64 ": the store refused fence %" PRIu64
+                   " for %zu claim(s)%s: %s", coupon_id, fence, n, which, db_errmsg(w->db));
+}
+
 /* --lock-hold-ms: after the first batch, more batches under the same lease
  * instead of a release and a new acquisition each. On a hot coupon the
  * claims of this server's connections come back within about a millisecond
@@ -184,11 +197,9 @@ static void hold_batches(worker *w, const app_config *cfg, const dlock_lock *loc
         db_status st = section_run(w, cfg, coupon_id, cfg->fence, fence, b.reqs, b.n);
         hold_log_note(lock, at_us, st, b.reqs, b.n);
         if (st == DB_STALE_FENCE)
-            log_event_line(LOG_WARN, LOG_EV_FENCE_REFUSED, "coupon %" PRId64 ": the store refused fence %" PRIu64
-                           " for %zu claim(s) held over from an earlier batch: %s", coupon_id, fence, b.n,
-                           db_errmsg(w->db));
+            log_fence_refused(w, coupon_id, fence, b.n, " held over from an earlier batch");
         complete_batch(w, fence, &b, 0);
-        if (st != DB_OK && st != DB_SOLD_OUT && st != DB_USER_LIMIT)
+        if (!section_decided(st))
             break; /* refused or failed: the next batch goes through a new acquisition */
     }
 }
@@ -225,15 +236,12 @@ static claim_result run_locked(worker *w, const app_config *cfg, const char *res
             fence = dlock_lock_fence(*lockp);
     }
     if (st == DB_STALE_FENCE)
-        log_event_line(LOG_WARN, LOG_EV_FENCE_REFUSED, "coupon %" PRId64 ": the store refused fence %" PRIu64
-                       " for %zu claim(s): %s", coupon_id, fence, b.n,
-                       db_errmsg(w->db));
+        log_fence_refused(w, coupon_id, fence, b.n, "");
     complete_batch(w, fence, &b, 1);
     out->fence = fence;
     /* Decided before any held batch: it reads the store's last message. */
     claim_result result = claim_from_req(w, &b.reqs[0], out);
-    if (leading && cfg->lock_hold_ms > 0 && *lockp != NULL &&
-        (st == DB_OK || st == DB_SOLD_OUT || st == DB_USER_LIMIT))
+    if (leading && cfg->lock_hold_ms > 0 && *lockp != NULL && section_decided(st))
         hold_batches(w, cfg, *lockp, coupon_id);
     return result;
 }
