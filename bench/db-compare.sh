@@ -117,7 +117,10 @@ start_pg() {
   if [ "$(id -u)" = 0 ]; then
     chmod 711 "$work"  # mktemp -d is 0700: the user must reach pg/ inside it
     chown "${DLOCK_PG_USER:-nobody}" "$work/pg"
-    as=(runuser -u "${DLOCK_PG_USER:-nobody}" --)
+    # setpriv changes user and execs in place (runuser forks and waits), so
+    # $! below is postgres itself and stop_pg's signals reach it.
+    local user="${DLOCK_PG_USER:-nobody}"
+    as=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups --)
   fi
   "${as[@]}" "$bindir/initdb" -D "$work/pg/data" -U postgres --auth=trust -N -E UTF8 --no-locale \
     >"$work/initdb.log" 2>&1 || die "initdb failed: $(tail -n 3 "$work/initdb.log")"

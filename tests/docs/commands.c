@@ -213,6 +213,10 @@ Test(docs_commands, db_compare_both_stores, .timeout = 240)
                      out);
         cr_assert_not_null(strstr(stages, "; stock peeks issued "), "row %zu's stages:\n%s", i + 1, out);
     }
+    /* The script stops the postgres it started by its PID before it exits
+     * (it once signalled a runuser that had forked postgres, which outlived it). */
+    cr_assert_eq(docs_count_procs("/db-compare."), 0,
+                 "bench/db-compare.sh left its postgres running");
 }
 
 /* bench/hot-coupon.sh (docs/benchmarks.md), one short round: the ceiling,

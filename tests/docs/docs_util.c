@@ -2,6 +2,7 @@
 #include "docs_util.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,4 +108,32 @@ char *docs_read_text(const char *path)
     }
     fclose(f);
     return buf;
+}
+
+size_t docs_count_procs(const char *needle)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    size_t n = 0;
+
+    cr_assert_not_null(d, "cannot read /proc");
+    while ((e = readdir(d)) != NULL) {
+        char path[300], cmd[4096];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "rb");
+        if (f == NULL)
+            continue; /* gone meanwhile */
+        size_t len = fread(cmd, 1, sizeof cmd - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < len; i++)
+            if (cmd[i] == '\0')
+                cmd[i] = ' ';
+        cmd[len] = '\0';
+        if (strstr(cmd, needle) != NULL)
+            n++;
+    }
+    closedir(d);
+    return n;
 }

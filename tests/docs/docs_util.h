@@ -23,6 +23,10 @@ void docs_rows_after(const char *text, const char *header, char rows[][512], siz
 /* How many lines of text start with prefix. */
 size_t docs_count_lines(const char *text, const char *prefix);
 
+/* How many running processes have a command line (its words joined by
+ * spaces) that contains needle: what a script left behind. */
+size_t docs_count_procs(const char *needle);
+
 /* Reads path into a malloc'd NUL-terminated string (the caller frees it), or NULL. */
 char *docs_read_text(const char *path);
 
