@@ -66,25 +66,22 @@ extern "C" {
  *                  after a node missed acquisitions). Deleting it lets
  *                  fences restart at 1: never do that while any store still
  *                  holds a fence of R.
- * With wake_on_release (see dlock_options) short-lived keys join them:
- *   P "wake:" R    Redlock: a list: the hand-off nonce of the last release, for the
- *                  first blocked waiter (BLPOP); expires with the hand-off
- *                  window (2 x command_timeout_ms, 10..250 ms).
- *   P "waiters:" R a sorted set: the waiters blocked now, each scored with
- *                  the server time its listing lapses; the key expires when
- *                  the last listing does. With one node (direct hand-off),
- *                  each member is "<token>:<ttl>:<stay ms>" scored with the
- *                  server time (microseconds) it was first listed: the
- *                  oldest live one is handed the key.
- *   P "waiter:" T ":" R  one node: waiter T's own list (T = its 32-hex-digit
- *                  token), where the release that handed it the key pushes
- *                  "<fence>:<ms it was listed>"; lives at most a TTL.
+ * With wake_on_release (see dlock_options) short-lived keys join them, on
+ * every node:
+ *   P "waiters:" R a sorted set: the waiters queued now, each member
+ *                  "<token>:<ttl>:<stay ms>", scored with the node's time
+ *                  (microseconds) it was first listed (with Redlock the
+ *                  waiter's own wall clock, clamped by the node to within
+ *                  20 ms of its own): a release hands the key to the oldest
+ *                  live one; the key expires when the last listing does.
+ *   P "waiter:" T ":" R  waiter T's own list (T = its 32-hex-digit token),
+ *                  where the release that handed it the key pushes
+ *                  "<fence>"; lives at most a TTL.
  * So SCAN MATCH P"lock:*" lists the locks held now, P"fence:*" the
  * resources ever locked; the text after the namespace word is the resource
  * as given to dlock_acquire (what dlock_lock_resource returns). */
 #define DLOCK_LOCK_NS "lock:"
 #define DLOCK_FENCE_NS "fence:"
-#define DLOCK_WAKE_NS "wake:"
 #define DLOCK_WAITERS_NS "waiters:"
 #define DLOCK_WAITER_NS "waiter:"
 /* Most Redis masters one client may use (Redlock with N nodes). */
@@ -208,14 +205,14 @@ typedef struct dlock_options {
     int retry_jitter_ms;       /* jitter for the fixed mode; default 0 */
     int retry_unavailable;     /* nonzero: also retry (until the deadline) when nodes are unreachable,
                                   time out or lack quorum; default 0 = return such errors at once */
-    int wake_on_release;       /* nonzero (default 1): a waiter blocks (BLPOP, on its own extra
-                                  connection) until the holder's release wakes it, and the release
-                                  hands the lock to the longest waiter (FIFO); the backoff above
-                                  remains the fallback when no wake comes (holder died). On one
-                                  node the release gives the key straight to that waiter, which
-                                  holds it when its BLPOP returns; a one-node release hands over
-                                  to queued waiters whatever this flag says. 0 = poll with
-                                  backoff only. See docs/single-instance.md. */
+    int wake_on_release;       /* nonzero (default 1): a waiter queues on every node and blocks
+                                  (BLPOP, on its own extra connection) until a release hands it
+                                  the key (FIFO): it holds the lock when that key is its own on
+                                  one node, or on a quorum with Redlock, with no round to claim
+                                  it; the backoff above remains the fallback when no hand-off
+                                  comes (holder died). Every release (single or multi) hands
+                                  over to queued waiters whatever this flag says. 0 = poll with
+                                  backoff only. See docs/single-instance.md, docs/redlock.md. */
 } dlock_options;
 
 DLOCK_API void dlock_options_init(dlock_options *opts);
@@ -302,9 +299,13 @@ DLOCK_API dlock_err dlock_fence_raise(dlock_client *c, const char *resource, uin
  * of the options), never sleeping past the deadline; with wake_on_release
  * a waiter blocks until a release wakes it instead (see dlock_options).
  * On DLOCK_OK, *out is a new lock the caller owns (dlock_lock_free), with a
- * validity > 0 and a fence. Otherwise *out is NULL and the result is:
+ * validity > 0 and a fence, on every path (plain, queued, Redlock queued,
+ * multi): the validity is checked after the last round of the grant (the
+ * fence sync included), in the one place handles are made. Otherwise *out
+ * is NULL and the result is:
  *   DLOCK_ERR_TAKEN   held by someone else until the deadline
- *   DLOCK_ERR_EXPIRED quorum reached but no validity left (never handed out)
+ *   DLOCK_ERR_EXPIRED quorum reached but no validity left by the deadline
+ *                     (never handed out; the keys are released at once)
  *   unavailable codes (see dlock_err_is_unavailable) when nodes failed
  *   DLOCK_ERR_ARG     NULL, empty or oversized resource, ttl_ms == 0, a
  *                     deadline before the library was loaded (above)
@@ -352,7 +353,9 @@ DLOCK_API dlock_err dlock_try_acquire(dlock_client *c, const char *resource, uin
  *   waiter; a multi waiter needs all its keys free at once, and queueing
  *   it on one key would have it hold that key while the others are busy -
  *   the hold-and-wait that deadlocks. Single-resource waiters queued on a
- *   key the multi lock held are still handed that key on its release. So
+ *   key the multi lock held are handed that key by its release, on every
+ *   path (the release's script does it on each node, in the same step
+ *   that drops the others), whatever wake_on_release says. So
  *   under steady contention for one of its resources a multi acquirer can
  *   lose to queued single waiters for as long as that contention lasts.
  * - Results and the handle as dlock_acquire. dlock_lock_count() is n,

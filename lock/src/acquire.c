@@ -9,15 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The distlock page's CLOCK_DRIFT: clocks of the client and of the Redis
- * nodes run at slightly different rates, so a key may expire on a node a
- * little before the client's TTL says. A fraction of the TTL plus a floor
- * (for small TTLs, timer granularity) is taken off the validity. */
-int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms)
-{
-    return (int64_t)((double)ttl_ms * c->drift_factor) + c->drift_min_ms;
-}
-
 /* Acquire replies: integer > 0 = set, and the value is that node's fence;
  * integer 0 = someone else holds the key. */
 static int acquired(const dlock__result *r)
@@ -82,13 +73,10 @@ static uint32_t fence_sync(dlock_client *c, uint32_t ok_mask, uint64_t fence, co
 typedef struct attempt {
     const char *resource;
     uint32_t ttl_ms;
-    const char *nonce; /* the hand-off nonce a release woke us with ("" if none; wake.c) */
     char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF], ttl_s[16];
-    char waiters[DLOCK__KEY_BUF + 16];
     char token[DLOCK_TOKEN_LEN];
-    const char *keys[3];
-    int nkeys;
-    const char *args[4];
+    const char *keys[2];
+    const char *args[2];
     uint32_t ok_mask;    /* nodes that set the key (and INCRed the fence) */
     uint32_t maybe_mask; /* nodes where the key may be ours: outcome unknown */
     uint32_t answered;   /* nodes that answered set or not set */
@@ -98,7 +86,7 @@ typedef struct attempt {
 
 /* Keys, a fresh token and the script's arguments. DLOCK_OK, or ARG / NOMEM
  * with the detail in errbuf. */
-static dlock_err attempt_prepare(dlock_client *c, attempt *a, const char *waiter_id, char *errbuf)
+static dlock_err attempt_prepare(dlock_client *c, attempt *a, char *errbuf)
 {
     if (dlock__lock_key(c, a->resource, a->key, sizeof(a->key)) != 0 ||
         dlock__fence_key(c, a->resource, a->fkey, sizeof(a->fkey)) != 0) {
@@ -108,14 +96,6 @@ static dlock_err attempt_prepare(dlock_client *c, attempt *a, const char *waiter
     snprintf(a->ttl_s, sizeof(a->ttl_s), "%u", a->ttl_ms);
     a->keys[0] = a->key;
     a->keys[1] = a->fkey;
-    a->keys[2] = a->waiters;
-    a->nkeys = 2;
-    /* A waiter (wake.c) takes its listing off the waiters set in the same
-     * script, won or not: releases must not reserve the key for a waiter
-     * that is not blocked (wait.lua lists it again before it blocks). */
-    if (waiter_id[0] != '\0' &&
-        dlock__wake_key(c, DLOCK_WAITERS_NS, a->resource, a->waiters, sizeof(a->waiters)) == 0)
-        a->nkeys = 3;
     /* A fresh token per acquisition, not per client: a token reused across
      * acquisitions would let an old, expired acquisition of ours release or
      * extend a newer one. */
@@ -125,8 +105,6 @@ static dlock_err attempt_prepare(dlock_client *c, attempt *a, const char *waiter
     }
     a->args[0] = a->token;
     a->args[1] = a->ttl_s;
-    a->args[2] = a->nonce;
-    a->args[3] = waiter_id;
     return DLOCK_OK;
 }
 
@@ -159,10 +137,9 @@ static dlock_err attempt_grant(dlock_client *c, attempt *a, dlock__result *res, 
     /* Redlock steps 3-4: the lock is ours only if a majority holds it AND
      * time is left: validity = TTL - elapsed - drift. Keys set early in the
      * round expire first; elapsed covers the whole round. */
-    int64_t elapsed = dlock_now_ms() - a->t0;
-    int64_t drift = dlock__drift_ms(c, a->ttl_ms);
-    int64_t validity = (int64_t)a->ttl_ms - elapsed - drift;
-    dlock_lock *lock;
+    dlock__grant g = {a->resource, a->token, a->fence, a->ttl_ms, a->t0,
+                      a->t0 + (int64_t)a->ttl_ms - dlock__drift_ms(c, a->ttl_ms),
+                      a->ok_mask | a->maybe_mask};
 
     if (dlock__popcount(synced) < c->quorum) {
         /* A quorum granted the lock, so this is not NO_QUORUM: the counters
@@ -179,30 +156,14 @@ static dlock_err attempt_grant(dlock_client *c, attempt *a, dlock__result *res, 
                     dlock__popcount(synced), c->quorum, why);
         return DLOCK_ERR_FENCE_SYNC;
     }
-    if (validity <= 0) {
-        dlock__errf(errbuf,
-                    "quorum reached but validity used up: elapsed %lld ms + drift %lld ms "
-                    ">= ttl %u ms",
-                    (long long)elapsed, (long long)drift, a->ttl_ms);
-        return DLOCK_ERR_EXPIRED;
-    }
-    lock = dlock__lock_new(c, a->resource, a->token, a->fence, a->ttl_ms, a->t0,
-                           a->t0 + (int64_t)a->ttl_ms - drift, a->ok_mask | a->maybe_mask);
-    if (lock == NULL) {
-        dlock__errf(errbuf, "out of memory for the lock handle");
-        return DLOCK_ERR_NOMEM;
-    }
-    snprintf(lock->handoff, sizeof(lock->handoff), "%s", a->nonce);
-    *out = lock;
-    return DLOCK_OK;
+    /* dlock__lock_grant checks the validity left (the elapsed time covers
+     * the whole round and the sync). */
+    return dlock__lock_grant(c, &g, errbuf, out);
 }
 
-/* One attempt; client mutex held. errbuf gets the detail on failure.
- * nonce: the hand-off nonce a release woke us with ("" if none), which
- * lets us take the key the release reserved for us (wake.c). */
+/* One attempt; client mutex held. errbuf gets the detail on failure. */
 static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t ttl_ms,
-                              const char *nonce, const char *waiter_id, dlock_lock **out,
-                              char *errbuf)
+                              dlock_lock **out, char *errbuf)
 {
     dlock__result res[DLOCK_MAX_NODES];
     attempt a;
@@ -212,15 +173,14 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
     memset(&a, 0, sizeof(a));
     a.resource = resource;
     a.ttl_ms = ttl_ms;
-    a.nonce = nonce;
-    rc = attempt_prepare(c, &a, waiter_id, errbuf);
+    rc = attempt_prepare(c, &a, errbuf);
     if (rc != DLOCK_OK)
         return rc;
     /* Redlock step 1: the time before the first SET is sent; every key is
      * set at or after t0, so t0 + TTL bounds the earliest expiry. */
     a.t0 = dlock_now_ms();
-    dlock__script_round(c, dlock__all_nodes(c), 0, DLOCK__SCRIPT_ACQUIRE, a.keys, a.nkeys, a.args,
-                        4, res, acquire_decided, &c->quorum);
+    dlock__script_round(c, dlock__all_nodes(c), 0, DLOCK__SCRIPT_ACQUIRE, a.keys, 2, a.args, 2,
+                        res, acquire_decided, &c->quorum);
     attempt_tally(c, &a, res);
     if (dlock__popcount(a.ok_mask) >= c->quorum) {
         rc = attempt_grant(c, &a, res, out, errbuf);
@@ -243,62 +203,6 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
                                 a.args, 1);
     dlock__results_clear(res, DLOCK_MAX_NODES);
     return rc;
-}
-
-dlock_lock *dlock__lock_new(const dlock_client *c, const char *resource, const char *token,
-                            uint64_t fence, uint32_t ttl_ms, int64_t base_ms,
-                            int64_t valid_until_ms, uint32_t may_hold)
-{
-    dlock_lock *lock = calloc(1, sizeof(*lock));
-
-    if (lock == NULL || (lock->resource = strdup(resource)) == NULL) {
-        free(lock);
-        return NULL;
-    }
-    snprintf(lock->token, sizeof(lock->token), "%s", token);
-    lock->fence = fence;
-    lock->may_hold = may_hold;
-    lock->client_id = c->id;
-    lock->ttl_ms = ttl_ms;
-    lock->cur_ttl_ms = ttl_ms;
-    lock->acquired_ms = base_ms;
-    lock->renew_base_ms = base_ms;
-    atomic_init(&lock->valid_until_ms, valid_until_ms);
-    atomic_init(&lock->state, DLOCK__HELD);
-    atomic_init(&lock->renewals, 0);
-    atomic_init(&lock->reg_client, NULL);
-    return lock;
-}
-
-/* Blocks until the holder's release wakes us, on a connection of our own
- * and without the mutex (wake.c); client mutex held on entry and return.
- * -1 means no wait was possible and the backoff is the fallback. */
-static int wait_for_wake(dlock_client *c, const char *resource, char waiter_id[DLOCK_TOKEN_LEN],
-                         int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN])
-{
-    dlock__waker *w = dlock__waker_take(c);
-    int woke = -1;
-
-    if (waiter_id[0] == '\0' && dlock__token_new(waiter_id) != 0)
-        waiter_id[0] = '\0';
-    if (w != NULL && waiter_id[0] != '\0') {
-        dlock__sigpipe_guard g;
-        uint32_t skip = 0;
-
-        /* Breaker state is guarded by the mutex: read it now. */
-        for (size_t i = 0; i < c->n; i++)
-            if (c->nodes[i].breaker.open)
-                skip |= 1u << i;
-
-        pthread_mutex_unlock(&c->mu);
-        /* A blocking write to a closed socket must give EPIPE, not kill the process. */
-        dlock__sigpipe_block(&g);
-        woke = dlock__wake_wait(c, w, skip, resource, waiter_id, deadline_ms, nonce);
-        dlock__sigpipe_restore(&g);
-        pthread_mutex_lock(&c->mu);
-    }
-    dlock__waker_put(c, w);
-    return woke;
 }
 
 static int should_retry(const dlock_client *c, dlock_err rc)
@@ -331,8 +235,6 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
 {
     dlock_err rc = DLOCK_ERR_ARG;
     unsigned attempt = 0;
-    char nonce[DLOCK__NONCE_LEN] = "";
-    char waiter_id[DLOCK_TOKEN_LEN] = ""; /* made at the first wait */
 
     if (out != NULL)
         *out = NULL;
@@ -372,8 +274,7 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
         c->stats.attempts++;
         if (attempt > 0)
             c->stats.retries++;
-        rc = acquire_once(c, resource, ttl_ms, nonce, waiter_id, out, c->errstr);
-        nonce[0] = '\0';
+        rc = acquire_once(c, resource, ttl_ms, out, c->errstr);
         if (rc == DLOCK_OK)
             c->stats.acquires++;
         else if (rc == DLOCK_ERR_TAKEN)
@@ -385,11 +286,6 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
                 c->stats.errors++;
             pthread_mutex_unlock(&c->mu);
             return rc;
-        }
-        if (rc == DLOCK_ERR_TAKEN && c->wake_on_release &&
-            wait_for_wake(c, resource, waiter_id, deadline_ms, nonce) >= 0) {
-            attempt++;
-            continue;
         }
         dlock__backoff_sleep(c, attempt, now, deadline_ms);
         attempt++;

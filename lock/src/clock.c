@@ -1,6 +1,7 @@
 /* clock.c - the library's clock (CLOCK_BOOTTIME, else CLOCK_MONOTONIC) in
  * milliseconds, the check that a deadline is an instant on it, its
- * conversion for condition variables, and an EINTR-safe sleep. */
+ * conversion for condition variables, an EINTR-safe sleep, and the drift
+ * allowance taken off every validity. */
 #include "dlock_internal.h"
 
 #include <errno.h>
@@ -120,4 +121,13 @@ void dlock__sleep_ms(int64_t ms)
     /* A signal must not cut a backoff short into a busy retry loop. */
     while (nanosleep(&req, &rem) != 0 && errno == EINTR)
         req = rem;
+}
+
+/* The distlock page's CLOCK_DRIFT: clocks of the client and of the Redis
+ * nodes run at slightly different rates, so a key may expire on a node a
+ * little before the client's TTL says. A fraction of the TTL plus a floor
+ * (for small TTLs, timer granularity) is taken off the validity. */
+int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms)
+{
+    return (int64_t)((double)ttl_ms * c->drift_factor) + c->drift_min_ms;
 }

@@ -168,7 +168,6 @@ typedef enum dlock__script_id {
     DLOCK__SCRIPT_RELEASE,
     DLOCK__SCRIPT_EXTEND,
     DLOCK__SCRIPT_FENCE_SYNC,
-    DLOCK__SCRIPT_WAIT,
     DLOCK__SCRIPT_ENTER,
     DLOCK__SCRIPT_PASS,
     DLOCK__SCRIPT_LEAVE,
@@ -257,7 +256,6 @@ struct dlock_lock {
     dlock__multi *multi;              /* dlock_acquire_multi: every resource; NULL for one resource */
     char token[DLOCK_TOKEN_LEN];      /* 32 hex digits + NUL */
     uint64_t fence;
-    char handoff[DLOCK_TOKEN_LEN];    /* the hand-off nonce this lock was taken with ("" if none; wake.c) */
     uint32_t may_hold;                /* nodes where the acquire may have set the key: the release reaches them all */
     uint64_t client_id;               /* immutable: id of the client that acquired it */
     int release_sent;                 /* a release reached the network (client mu) */
@@ -370,11 +368,11 @@ void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id
  * does not fit in out[outlen]. */
 int dlock__lock_key(const dlock_client *c, const char *resource, char *out, size_t outlen);
 int dlock__fence_key(const dlock_client *c, const char *resource, char *out, size_t outlen);
-/* <prefix><kind><resource>, kind DLOCK_WAKE_NS or DLOCK_WAITERS_NS. */
+/* <prefix><kind><resource>, kind DLOCK_WAITERS_NS. */
 int dlock__wake_key(const dlock_client *c, const char *kind, const char *resource, char *out,
                     size_t outlen);
 
-/* ---- validity and ownership (acquire.c, lock.c) ---- */
+/* ---- validity and ownership (clock.c, lock.c, acquire.c) ---- */
 /* 0 when lock was acquired by c; else -1 with why in errbuf ("<op>: ..."). */
 int dlock__check_owner(const dlock_client *c, const dlock_lock *lock, const char *op,
                        char *errbuf);
@@ -403,12 +401,9 @@ void dlock__backoff_sleep(dlock_client *c, unsigned attempt, int64_t now, int64_
 int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi);
 
 /* ---- wake.c ---- */
-#define DLOCK__NONCE_LEN DLOCK_TOKEN_LEN
 dlock__waker *dlock__waker_take(dlock_client *c);
 void dlock__waker_put(dlock_client *c, dlock__waker *w);
 void dlock__wakers_free(dlock_client *c);
-int dlock__wake_wait(const dlock_client *c, dlock__waker *w, uint32_t skip, const char *resource,
-                     const char *id, int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN]);
 int dlock__wake_pop(const dlock_client *c, dlock__waker *w, const char *list, int64_t block_ms,
                     char *msg, size_t msglen);
 
@@ -442,36 +437,57 @@ typedef struct dlock__pass_buf {
 } dlock__pass_buf;
 int dlock__pass_prepare(const dlock_client *c, const char *resource, const char *token,
                         dlock__pass_buf *b);
-/* A new held lock handle: valid until valid_until_ms; base_ms is the
- * instant the key's TTL is counted from (renewal is due a third of a TTL
- * after it). NULL when out of memory. */
-dlock_lock *dlock__lock_new(const dlock_client *c, const char *resource, const char *token,
-                            uint64_t fence, uint32_t ttl_ms, int64_t base_ms,
-                            int64_t valid_until_ms, uint32_t may_hold);
-
 /* ---- lock.c ---- */
+/* What a grant knows: the key's token and fence, its TTL, base_ms (the
+ * instant its TTL is counted from at the earliest: renewal is due a third
+ * of a TTL after it), valid_until_ms (on dlock_now_ms()'s clock, drift
+ * already taken off) and the nodes the release must reach. */
+typedef struct dlock__grant {
+    const char *resource;
+    const char *token;
+    uint64_t fence;
+    uint32_t ttl_ms;
+    int64_t base_ms;
+    int64_t valid_until_ms;
+    uint32_t may_hold;
+} dlock__grant;
+/* The one place a held handle is made, for every path (plain, queued,
+ * Redlock queued, multi): DLOCK_OK with *out set; DLOCK_ERR_EXPIRED when
+ * the validity has already run out (a handle is never returned with
+ * validity <= 0, whatever round came between the keys' answers and now);
+ * DLOCK_ERR_NOMEM. Either error leaves *out alone and says why in errbuf;
+ * the caller then hands its keys back. */
+dlock_err dlock__lock_grant(const dlock_client *c, const dlock__grant *g, char *errbuf,
+                            dlock_lock **out);
 /* Frees the handle's memory (no unregistering, no waiting); NULL ok. */
 void dlock__lock_destroy(dlock_lock *lock);
 
 /* ---- multi.c (several resources as one lock) ---- */
-/* The release round of a multi lock on the nodes of mask: deletes every key
- * still holding its token; a key a single-resource waiter is listed on is
- * handed on as dlock_release would (dlock__release_round). ones_mask:
+/* The release round of a multi lock on the nodes of mask: every key still
+ * holding its token is handed to its oldest queued waiter, or deleted
+ * (multi_release.lua, in one step per node). ones_mask:
  * nodes where every key held the token; zeros_mask: nodes that answered
  * otherwise. Client mutex held. */
 void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_t mask,
                                 uint32_t reach, uint32_t *ones_mask, uint32_t *zeros_mask,
                                 dlock__result *res);
-/* The keys of lock's resources for multi_extend.lua / multi_release.lua:
- * keys[0..n) the lock keys; with waiters also keys[n..2n) the waiters
- * sets. NULL when out of memory; free with free(). */
+/* The keys of n resources: keys[0..n) the lock keys, keys[n..2n) their
+ * fence counters, keys[2n..3n) their waiters sets (multi_acquire.lua and
+ * multi_fence_sync.lua take a prefix of them, multi_release.lua all), and
+ * the release's arguments: args[0] the token (token; NULL until set),
+ * args[1] n, args[2] the waiters' list prefix, args[3..3+n) each list's
+ * suffix. NULL when out of memory or a key too long (names are checked at
+ * acquire); free with free(). */
 typedef struct dlock__multi_keys {
     size_t n;
-    const char *keys[2 * DLOCK_MAX_MULTI];
-    char buf[2 * DLOCK_MAX_MULTI][DLOCK__KEY_BUF + 16];
+    const char *keys[3 * DLOCK_MAX_MULTI];
+    char buf[3 * DLOCK_MAX_MULTI][DLOCK__KEY_BUF + 16];
+    const char *args[3 + DLOCK_MAX_MULTI];
+    char n_s[24], list_prefix[DLOCK__KEY_BUF];
+    char suffix[DLOCK_MAX_MULTI][DLOCK__KEY_BUF];
 } dlock__multi_keys;
-dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const dlock_lock *lock,
-                                         int waiters);
+dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const char *const *names,
+                                         size_t n, const char *token);
 
 /* ---- release.c ---- */
 /* The release of one resource (lock key + the wake or queue keys that
@@ -479,7 +495,7 @@ dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const dlock_lock
  * ones_mask / zeros_mask: nodes that answered 1 (deleted or handed on) or
  * 0 (not our token). Client mutex held. */
 void dlock__release_round(dlock_client *c, const char *resource, const char *token,
-                          const char *handoff, uint32_t mask, uint32_t reach,
+                          uint32_t mask, uint32_t reach,
                           uint32_t *ones_mask, uint32_t *zeros_mask, dlock__result *res);
 
 /* ---- extend.c ---- */

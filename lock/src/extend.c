@@ -13,12 +13,12 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
 {
     dlock_err rc = DLOCK_ERR_ARG;
     dlock__result res[DLOCK_MAX_NODES];
-    char key[DLOCK__KEY_BUF], ttl_s[16], n_s[24];
+    char key[DLOCK__KEY_BUF], ttl_s[16];
     const char *one_key[1] = {key};
     const char *const *keys = one_key;
     const char *args[2];
     dlock__multi_keys *mk = NULL;
-    dlock__script_id extend_id = DLOCK__SCRIPT_EXTEND, release_id = DLOCK__SCRIPT_RELEASE;
+    dlock__script_id extend_id = DLOCK__SCRIPT_EXTEND;
     int nkeys = 1;
     uint32_t ones_mask = 0, zeros_mask = 0;
     int64_t t0, elapsed, drift, validity;
@@ -37,7 +37,8 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
     if (lock->multi != NULL) {
         /* Every key of the set, in one script: the set is extended on a
          * node only where all of it still holds our token. */
-        mk = dlock__multi_keys_new(c, lock, 0);
+        mk = dlock__multi_keys_new(c, (const char *const *)lock->multi->names, lock->multi->n,
+                                   lock->token);
         if (mk == NULL) {
             dlock__errf(errbuf, "extend: out of memory for the keys");
             rc = DLOCK_ERR_NOMEM;
@@ -46,7 +47,6 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
         keys = mk->keys;
         nkeys = (int)mk->n;
         extend_id = DLOCK__SCRIPT_MULTI_EXTEND;
-        release_id = DLOCK__SCRIPT_MULTI_RELEASE;
     } else if (dlock__lock_key(c, lock->resource, key, sizeof(key)) != 0) {
         dlock__errf(errbuf, "extend: key longer than %d bytes", DLOCK_MAX_KEY_LEN);
         goto out;
@@ -110,14 +110,16 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
          * token until it expires: free those keys too. */
         ones_mask |= zeros_mask;
     }
-    if (ones_mask != 0) {
-        /* multi_release.lua's ARGV[2] is the number of resources; given
-         * only the lock keys it deletes each that holds our token (no
-         * hand-off). */
-        snprintf(n_s, sizeof(n_s), "%d", nkeys);
-        args[1] = n_s;
-        dlock__script_send_only(c, ones_mask, release_id, keys, nkeys, args,
-                                release_id == DLOCK__SCRIPT_RELEASE ? 1 : 2);
+    /* As a release: a key with queued waiters goes to the oldest of them
+     * (pass.lua, multi_release.lua), not to its TTL. */
+    if (ones_mask != 0 && mk != NULL) {
+        dlock__script_send_only(c, ones_mask, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys,
+                                (int)(3 * mk->n), mk->args, (int)(3 + mk->n));
+    } else if (ones_mask != 0) {
+        dlock__pass_buf pb;
+
+        if (dlock__pass_prepare(c, lock->resource, lock->token, &pb) == 0)
+            dlock__script_send_only(c, ones_mask, DLOCK__SCRIPT_PASS, pb.keys, 3, pb.args, 3);
     }
 out:
     free(mk);

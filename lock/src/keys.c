@@ -30,7 +30,7 @@ int dlock__fence_key(const dlock_client *c, const char *resource, char *out, siz
     return key_in(c, DLOCK_FENCE_NS, resource, out, outlen);
 }
 
-/* kind: DLOCK_WAKE_NS or DLOCK_WAITERS_NS (dlock.h, "Keys"). */
+/* kind: DLOCK_WAITERS_NS (dlock.h, "Keys"). */
 int dlock__wake_key(const dlock_client *c, const char *kind, const char *resource, char *out,
                     size_t outlen)
 {

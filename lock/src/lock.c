@@ -1,7 +1,47 @@
-/* lock.c - the lock handle: accessors and dlock_lock_free. */
+/* lock.c - the lock handle: the one place it is made (dlock__lock_grant),
+ * accessors and dlock_lock_free. */
 #include "dlock_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+dlock_err dlock__lock_grant(const dlock_client *c, const dlock__grant *g, char *errbuf,
+                            dlock_lock **out)
+{
+    int64_t now = dlock_now_ms();
+    dlock_lock *lock;
+
+    /* Checked here, after every round of the grant (the fence sync too):
+     * a lease that ran out while we waited for a slow node is another
+     * client's already, and a handle would let two work at once. */
+    if (g->valid_until_ms <= now) {
+        dlock__errf(errbuf, "\"%s\": validity used up before the lock was granted (its bound "
+                    "passed %lld ms ago; ttl %u ms)", g->resource,
+                    (long long)(now - g->valid_until_ms), g->ttl_ms);
+        return DLOCK_ERR_EXPIRED;
+    }
+    lock = calloc(1, sizeof(*lock));
+    if (lock == NULL || (lock->resource = strdup(g->resource)) == NULL) {
+        free(lock);
+        dlock__errf(errbuf, "out of memory for the lock handle");
+        return DLOCK_ERR_NOMEM;
+    }
+    snprintf(lock->token, sizeof(lock->token), "%s", g->token);
+    lock->fence = g->fence;
+    lock->may_hold = g->may_hold;
+    lock->client_id = c->id;
+    lock->ttl_ms = g->ttl_ms;
+    lock->cur_ttl_ms = g->ttl_ms;
+    lock->acquired_ms = g->base_ms;
+    lock->renew_base_ms = g->base_ms;
+    atomic_init(&lock->valid_until_ms, g->valid_until_ms);
+    atomic_init(&lock->state, DLOCK__HELD);
+    atomic_init(&lock->renewals, 0);
+    atomic_init(&lock->reg_client, NULL);
+    *out = lock;
+    return DLOCK_OK;
+}
 
 int dlock__check_owner(const dlock_client *c, const dlock_lock *lock, const char *op, char *errbuf)
 {

@@ -17,39 +17,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* keys[0..n) the lock keys of names, and with second != NULL also
- * keys[n..2n) the keys of that namespace (fence counters, waiters sets). */
-static int keys_fill(const dlock_client *c, const char *const *names, size_t n,
-                     const char *second, dlock__multi_keys *mk)
-{
-    mk->n = n;
-    for (size_t i = 0; i < n; i++) {
-        if (dlock__lock_key(c, names[i], mk->buf[i], sizeof(mk->buf[i])) != 0)
-            return -1;
-        mk->keys[i] = mk->buf[i];
-        if (second == NULL)
-            continue;
-        if (dlock__wake_key(c, second, names[i], mk->buf[n + i], sizeof(mk->buf[n + i])) != 0)
-            return -1;
-        mk->keys[n + i] = mk->buf[n + i];
-    }
-    return 0;
-}
-
-dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const dlock_lock *lock,
-                                         int waiters)
+dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const char *const *names,
+                                         size_t n, const char *token)
 {
     dlock__multi_keys *mk = malloc(sizeof(*mk));
+    int w;
 
     if (mk == NULL)
         return NULL;
-    /* The names were checked for length at acquire: this cannot fail. */
-    if (keys_fill(c, (const char *const *)lock->multi->names, lock->multi->n,
-                  waiters ? DLOCK_WAITERS_NS : NULL, mk) != 0) {
-        free(mk);
-        return NULL;
+    mk->n = n;
+    w = snprintf(mk->list_prefix, sizeof(mk->list_prefix), "%s%s", c->prefix, DLOCK_WAITER_NS);
+    if (w < 0 || (size_t)w >= sizeof(mk->list_prefix))
+        goto fail;
+    snprintf(mk->n_s, sizeof(mk->n_s), "%zu", n);
+    mk->args[0] = token;
+    mk->args[1] = mk->n_s;
+    mk->args[2] = mk->list_prefix;
+    for (size_t i = 0; i < n; i++) {
+        if (dlock__lock_key(c, names[i], mk->buf[i], sizeof(mk->buf[i])) != 0 ||
+            dlock__fence_key(c, names[i], mk->buf[n + i], sizeof(mk->buf[n + i])) != 0 ||
+            dlock__wake_key(c, DLOCK_WAITERS_NS, names[i], mk->buf[2 * n + i],
+                            sizeof(mk->buf[2 * n + i])) != 0)
+            goto fail;
+        /* A waiter's list is <prefix>waiter:<token>:<resource> (queue.c):
+         * hand_over builds it from the head waiter's token. */
+        w = snprintf(mk->suffix[i], sizeof(mk->suffix[i]), ":%s", names[i]);
+        if (w < 0 || (size_t)w >= sizeof(mk->suffix[i]))
+            goto fail;
+        mk->keys[i] = mk->buf[i];
+        mk->keys[n + i] = mk->buf[n + i];
+        mk->keys[2 * n + i] = mk->buf[2 * n + i];
+        mk->args[3 + i] = mk->suffix[i];
     }
     return mk;
+fail:
+    free(mk);
+    return NULL;
 }
 
 /* ---- acquire ---- */
@@ -133,17 +136,18 @@ static uint32_t fences_sync(dlock_client *c, uint32_t ok_mask, const uint64_t *f
     return synced | (ones & lagging);
 }
 
-/* The handle: dlock__lock_new for resource 0, plus every name and fence. */
-static dlock_lock *multi_lock_new(const dlock_client *c, const char *const *names, size_t n,
-                                  const char *token, const uint64_t *fences, uint32_t ttl_ms,
-                                  int64_t t0, int64_t valid_until_ms, uint32_t may_hold)
+/* The handle: dlock__lock_grant for resource 0 (which checks the
+ * validity left), plus every name and fence. */
+static dlock_err multi_grant(const dlock_client *c, const char *const *names, size_t n,
+                             const uint64_t *fences, const dlock__grant *g, char *errbuf,
+                             dlock_lock **out)
 {
-    dlock_lock *lock = dlock__lock_new(c, names[0], token, fences[0], ttl_ms, t0, valid_until_ms,
-                                       may_hold);
+    dlock_lock *lock = NULL;
+    dlock_err rc = dlock__lock_grant(c, g, errbuf, &lock);
     dlock__multi *m;
 
-    if (lock == NULL)
-        return NULL;
+    if (rc != DLOCK_OK)
+        return rc;
     m = calloc(1, sizeof(*m));
     if (m == NULL)
         goto fail;
@@ -163,28 +167,31 @@ static dlock_lock *multi_lock_new(const dlock_client *c, const char *const *name
         m->fences[i] = fences[i];
         m->n = i + 1;
     }
-    return lock;
+    *out = lock;
+    return DLOCK_OK;
 fail:
     dlock__lock_destroy(lock);
-    return NULL;
+    dlock__errf(errbuf, "out of memory for the lock handle");
+    return DLOCK_ERR_NOMEM;
 }
 
-/* One attempt; client mutex held. mk holds the lock keys then the fence
- * keys of names. errbuf gets the detail on failure. */
+/* One attempt; client mutex held. mk: the keys of names (its token is
+ * this attempt's). errbuf gets the detail on failure. */
 static dlock_err multi_once(dlock_client *c, const char *const *names, size_t n, uint32_t ttl_ms,
-                            const dlock__multi_keys *mk, dlock_lock **out, char *errbuf)
+                            dlock__multi_keys *mk, dlock_lock **out, char *errbuf)
 {
     dlock_err rc = DLOCK_ERR_NOMEM;
     dlock__result res[DLOCK_MAX_NODES];
-    char token[DLOCK_TOKEN_LEN] = "", ttl_s[16], n_s[24];
+    char token[DLOCK_TOKEN_LEN] = "", ttl_s[16];
     const char *args[2] = {token, ttl_s};
     uint64_t fences[DLOCK_MAX_MULTI] = {0};
     uint32_t ok_mask = 0, maybe_mask = 0, answered = 0, all = dlock__all_nodes(c);
     size_t busy = 0;
     decide_arg d = {c->quorum, n};
-    int64_t t0, elapsed, drift, validity;
+    int64_t t0;
 
     memset(res, 0, sizeof(res));
+    mk->args[0] = token;
     snprintf(ttl_s, sizeof(ttl_s), "%" PRIu32, ttl_ms);
     /* A fresh token per acquisition (acquire.c says why). */
     if (dlock__token_new(token) != 0) {
@@ -216,10 +223,10 @@ static dlock_err multi_once(dlock_client *c, const char *const *names, size_t n,
 
     if (dlock__popcount(ok_mask) >= c->quorum) {
         uint32_t synced = fences_sync(c, ok_mask, fences, n, mk, res);
+        dlock__grant g = {names[0], token, fences[0], ttl_ms, t0,
+                          t0 + (int64_t)ttl_ms - dlock__drift_ms(c, ttl_ms),
+                          ok_mask | maybe_mask};
 
-        elapsed = dlock_now_ms() - t0;
-        drift = dlock__drift_ms(c, ttl_ms);
-        validity = (int64_t)ttl_ms - elapsed - drift;
         if (dlock__popcount(synced) < c->quorum) {
             char why[DLOCK_ERRSTR_LEN];
 
@@ -232,22 +239,7 @@ static dlock_err multi_once(dlock_client *c, const char *const *names, size_t n,
             rc = DLOCK_ERR_FENCE_SYNC;
             goto out;
         }
-        if (validity <= 0) {
-            dlock__errf(errbuf,
-                        "quorum reached but validity used up: elapsed %lld ms + drift %lld ms "
-                        ">= ttl %" PRIu32 " ms",
-                        (long long)elapsed, (long long)drift, ttl_ms);
-            rc = DLOCK_ERR_EXPIRED;
-            goto out;
-        }
-        *out = multi_lock_new(c, names, n, token, fences, ttl_ms, t0,
-                              t0 + (int64_t)ttl_ms - drift, ok_mask | maybe_mask);
-        if (*out == NULL) {
-            dlock__errf(errbuf, "out of memory for the lock handle");
-            rc = DLOCK_ERR_NOMEM;
-            goto out;
-        }
-        rc = DLOCK_OK;
+        rc = multi_grant(c, names, n, fences, &g, errbuf, out);
         goto out;
     }
     if (dlock__popcount(answered) >= c->quorum) {
@@ -262,15 +254,11 @@ static dlock_err multi_once(dlock_client *c, const char *const *names, size_t n,
     }
 out:
     /* Undo a failed attempt where the set may have landed (acquire.c, the
-     * distlock page's step 5). Only the lock keys: multi_release.lua then
-     * deletes each one holding our token, handing none on. */
-    if (rc != DLOCK_OK && (ok_mask | maybe_mask) != 0) {
-        const char *rel_args[2] = {token, n_s};
-
-        snprintf(n_s, sizeof(n_s), "%zu", n);
+     * distlock page's step 5), as a release: a waiter that listed itself
+     * on one of our keys meanwhile is handed it, not left to its TTL. */
+    if (rc != DLOCK_OK && (ok_mask | maybe_mask) != 0)
         dlock__script_send_only(c, ok_mask | maybe_mask, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys,
-                                (int)n, rel_args, 2);
-    }
+                                (int)(3 * n), mk->args, (int)(3 + n));
     dlock__results_clear(res, DLOCK_MAX_NODES);
     return rc;
 }
@@ -334,14 +322,11 @@ dlock_err dlock_acquire_multi(dlock_client *c, const char *const *resources, siz
     if (check_args(c, resources, n, ttl_ms, out) != 0 ||
         dlock__deadline_check(deadline_ms, "dlock_acquire_multi", c->errstr) != 0)
         goto out;
-    mk = malloc(sizeof(*mk));
+    /* The names' lengths were checked above: NULL is out of memory. */
+    mk = dlock__multi_keys_new(c, resources, n, NULL);
     if (mk == NULL) {
         dlock__errf(c->errstr, "acquire_multi: out of memory for the keys");
         rc = DLOCK_ERR_NOMEM;
-        goto out;
-    }
-    if (keys_fill(c, resources, n, DLOCK_FENCE_NS, mk) != 0) {
-        dlock__errf(c->errstr, "acquire_multi: a key is longer than %d bytes", DLOCK_MAX_KEY_LEN);
         goto out;
     }
     /* Retry with backoff only, never the wake queue: dlock.h says why. */
@@ -380,22 +365,12 @@ dlock_err dlock_acquire_multi_for(dlock_client *c, const char *const *resources,
 
 /* ---- release ---- */
 
-/* multi_release.lua's answer: {1 if every key held our token, else 0,
- * then the 1-based indexes of keys kept for a waiter}. */
+/* multi_release.lua's answer: 1 when every key held our token (each was
+ * handed on or deleted), 0 when some did not. */
 static int all_ours(const dlock__result *r)
 {
-    const redisReply *x = r->reply;
-
-    return r->status == DLOCK__R_REPLY && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
-           x->element[0]->type == REDIS_REPLY_INTEGER && x->element[0]->integer == 1;
-}
-
-static int some_not_ours(const dlock__result *r)
-{
-    const redisReply *x = r->reply;
-
-    return r->status == DLOCK__R_REPLY && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
-           x->element[0]->type == REDIS_REPLY_INTEGER && x->element[0]->integer == 0;
+    return r->status == DLOCK__R_REPLY && r->reply->type == REDIS_REPLY_INTEGER &&
+           r->reply->integer == 1;
 }
 
 static int release_decided(const dlock__result *res, size_t nodes, void *arg)
@@ -412,74 +387,42 @@ void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_
                                 dlock__result *res)
 {
     const dlock__multi *m = lock->multi;
-    /* Waiters can be listed on one node whatever the flag (queue.c: a
-     * release hands over to queued waiters always), with Redlock only when
-     * this client wakes them. */
-    int waiters = c->n == 1 || c->wake_on_release;
-    dlock__multi_keys *mk = dlock__multi_keys_new(c, lock, waiters);
-    uint32_t deferred[DLOCK_MAX_MULTI] = {0}, unknown = 0;
-    char n_s[24];
-    const char *args[2] = {lock->token, n_s};
-    int nkeys;
+    dlock__multi_keys *mk =
+        dlock__multi_keys_new(c, (const char *const *)m->names, m->n, lock->token);
+    uint32_t unknown = 0;
 
     *ones_mask = 0;
     *zeros_mask = 0;
     if (mk == NULL) {
-        /* No memory for the keys: release them one by one (no allocation
-         * needed); a node counts as "ours" only where every key was. */
+        /* No memory for the keys: release them one by one (pass.lua, no
+         * allocation needed); a node counts as "ours" only where every
+         * key was. */
         uint32_t ones, zeros;
 
         *ones_mask = mask;
         for (size_t j = 0; j < m->n; j++) {
-            dlock__release_round(c, m->names[j], lock->token, "", mask, reach, &ones, &zeros, res);
+            dlock__release_round(c, m->names[j], lock->token, mask, reach, &ones, &zeros, res);
             *ones_mask &= ones;
             *zeros_mask |= zeros;
         }
         return;
     }
-    snprintf(n_s, sizeof(n_s), "%zu", m->n);
-    nkeys = (int)(waiters ? 2 * m->n : m->n);
-    dlock__script_round(c, mask, reach, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys, nkeys, args, 2, res,
-                        release_decided, &c->quorum);
-    for (size_t i = 0; i < c->n; i++) {
-        const redisReply *x = res[i].reply;
-
-        if (!(mask & (1u << i)))
-            continue;
-        if (all_ours(&res[i]))
-            *ones_mask |= 1u << i;
-        else if (some_not_ours(&res[i]))
-            *zeros_mask |= 1u << i;
-        /* One node: a release not answered may yet meet NOSCRIPT (release.c). */
-        if (c->n == 1 && (res[i].status == DLOCK__R_TIMEOUT || res[i].status == DLOCK__R_PENDING))
+    /* One script per node hands every key with queued waiters to the
+     * oldest of them and deletes the rest: whether this round's answer
+     * comes in time or not, no waiter is left to our TTL. */
+    dlock__script_round(c, mask, reach, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys, (int)(3 * m->n),
+                        mk->args, (int)(3 + m->n), res, release_decided, &c->quorum);
+    dlock__count_int(res, c->n, 1, ones_mask);
+    dlock__count_int(res, c->n, 0, zeros_mask);
+    *ones_mask &= mask;
+    *zeros_mask &= mask;
+    /* One node: a release not answered may yet meet NOSCRIPT (release.c). */
+    for (size_t i = 0; c->n == 1 && i < c->n; i++)
+        if ((mask & (1u << i)) &&
+            (res[i].status == DLOCK__R_TIMEOUT || res[i].status == DLOCK__R_PENDING))
             unknown |= 1u << i;
-        if (res[i].status != DLOCK__R_REPLY || x->type != REDIS_REPLY_ARRAY)
-            continue;
-        for (size_t e = 1; e < x->elements; e++) {
-            long long at = x->element[e]->type == REDIS_REPLY_INTEGER ? x->element[e]->integer : 0;
-
-            if (at >= 1 && (size_t)at <= m->n)
-                deferred[at - 1] |= 1u << i;
-        }
-    }
     if (unknown != 0)
-        dlock__script_send_only(c, unknown, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys, nkeys, args, 2);
-    /* Keys that single-resource waiters are listed on are still ours on
-     * those nodes: the single release hands each to its first waiter
-     * (pass.lua on one node, the wake nonce with Redlock), as a release of
-     * that resource alone would. The outcome above is already decided; a
-     * round of its own per such key, so waiters are never stranded until
-     * our TTL would have freed the key. */
-    for (size_t j = 0; j < m->n; j++) {
-        dlock__result more[DLOCK_MAX_NODES];
-        uint32_t o, z;
-
-        if (deferred[j] == 0)
-            continue;
-        memset(more, 0, sizeof(more));
-        dlock__release_round(c, m->names[j], lock->token, "", deferred[j], deferred[j], &o, &z,
-                             more);
-        dlock__results_clear(more, DLOCK_MAX_NODES);
-    }
+        dlock__script_send_only(c, unknown, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys,
+                                (int)(3 * m->n), mk->args, (int)(3 + m->n));
     free(mk);
 }

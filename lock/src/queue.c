@@ -80,21 +80,13 @@ static void pass_on(queue_run *q)
 static dlock_err take(queue_run *q, uint64_t fence, int64_t base_ms, int64_t valid_until_ms,
                       dlock_lock **out)
 {
-    dlock_lock *lock;
+    dlock__grant g = {q->resource, q->token, fence, q->ttl_ms, base_ms, valid_until_ms, 1};
+    dlock_err rc = dlock__lock_grant(q->c, &g, q->c->errstr, out);
 
-    if (valid_until_ms <= dlock_now_ms()) {
-        dlock__errf(q->c->errstr, "\"%s\" was handed over, but its validity was used up",
-                    q->resource);
-        pass_on(q);
-        return DLOCK_ERR_EXPIRED;
+    if (rc != DLOCK_OK) {
+        pass_on(q); /* used up or no memory: the next waiter need not wait for its expiry */
+        return rc;
     }
-    lock = dlock__lock_new(q->c, q->resource, q->token, fence, q->ttl_ms, base_ms, valid_until_ms, 1);
-    if (lock == NULL) {
-        dlock__errf(q->c->errstr, "out of memory for the lock handle");
-        pass_on(q);
-        return DLOCK_ERR_NOMEM;
-    }
-    *out = lock;
     q->c->stats.acquires++;
     return DLOCK_OK;
 }

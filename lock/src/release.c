@@ -6,7 +6,7 @@
 #include <string.h>
 
 void dlock__release_round(dlock_client *c, const char *resource, const char *token,
-                          const char *handoff, uint32_t mask, uint32_t reach,
+                          uint32_t mask, uint32_t reach,
                           uint32_t *ones_mask, uint32_t *zeros_mask, dlock__result *res)
 {
     char key[DLOCK__KEY_BUF];
@@ -27,10 +27,8 @@ void dlock__release_round(dlock_client *c, const char *resource, const char *tok
      * it when none is listed. Also from a polling client (wake_on_release
      * = 0): how a client waits is its own choice, but its release must not
      * strand the waiters queued behind it until its key would have
-     * expired. handoff (the nonce of wake.c's reservations, taken only by
-     * a plain acquire that a reservation woke) needs no release of its
-     * own: release.lua is the fallback when pass.lua's keys do not fit. */
-    (void)handoff;
+     * expired. release.lua is the fallback when pass.lua's keys do not
+     * fit (they cannot: checked at acquire). */
     if (dlock__pass_prepare(c, resource, token, &pb) == 0) {
         script = DLOCK__SCRIPT_PASS;
         kv = pb.keys;
@@ -101,8 +99,8 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
     if (lock->multi != NULL)
         dlock__multi_release_round(c, lock, all, lock->may_hold, &ones_mask, &zeros_mask, res);
     else
-        dlock__release_round(c, lock->resource, lock->token, lock->handoff, all, lock->may_hold,
-                             &ones_mask, &zeros_mask, res);
+        dlock__release_round(c, lock->resource, lock->token, all, lock->may_hold, &ones_mask,
+                             &zeros_mask, res);
     ones = dlock__popcount(ones_mask);
     if (ones >= c->quorum) {
         c->stats.releases++;

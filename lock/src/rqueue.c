@@ -3,7 +3,8 @@
  * has handed its key to this waiter (docs/redlock.md, "Hand-off").
  *
  * A waiter lists itself on every node (enter.lua) under one score of its
- * own, so that the nodes order the same waiters the same way; a release
+ * own, so that the nodes order the same waiters the same way, clamped by
+ * each node to within RQ_ORDER_SLACK_US of its own clock (see setup); a release
  * runs pass.lua on every node, which SETs the key to the head waiter's
  * token and pushes that node's fence to the waiter's list. The waiter
  * BLPOPs its list on every node at once (wake.c, dlock__wake_pop_any) and
@@ -21,6 +22,13 @@
 
 #define RQ_MAX_STAY_MS (24 * 3600 * 1000LL)
 #define RQ_MAX_BLOCK_MS (3600 * 1000LL)
+/* How far a waiter's proposed queue score may sit from a node's own clock
+ * (enter.lua clamps it): clients within it of the nodes keep one common
+ * order on every node; one whose wall clock is off by more is ordered by
+ * the node's time instead, so it gains or loses at most this much of its
+ * place, and a clock a minute ahead cannot put it behind every newcomer
+ * for ever. Clocks under NTP in one place agree well within it. */
+#define RQ_ORDER_SLACK_US 20000
 
 typedef struct rq_run {
     dlock_client *c;
@@ -28,8 +36,7 @@ typedef struct rq_run {
     uint32_t ttl_ms;
     int64_t deadline_ms;
     char token[DLOCK_TOKEN_LEN];
-    char ttl_s[16], stay_s[24], score_s[24];
-    char late_s[24];                     /* enter.lua lists us only until then (wall clock, us) */
+    char ttl_s[16], stay_s[24], score_s[24], slack_s[16];
     char member[DLOCK_TOKEN_LEN + 48];
     char list[DLOCK__KEY_BUF + 48];
     dlock__pass_buf pb;
@@ -40,6 +47,7 @@ typedef struct rq_run {
     int64_t first_sent;                  /* the first enter.lua's send time, our clock */
     int recheck;                         /* a hand-off came that only an enter.lua can bound */
     int64_t listed_sent[DLOCK_MAX_NODES]; /* that enter.lua's send time, our clock */
+    long long nscore[DLOCK_MAX_NODES];   /* our score in that node's queue, as it answered; 0 unknown */
     uint32_t owned;                      /* nodes whose key holds our token */
     int64_t valid[DLOCK_MAX_NODES];      /* owned: the key lives at least until then (less drift) */
     uint64_t fence[DLOCK_MAX_NODES];     /* owned: that node's fence */
@@ -78,13 +86,20 @@ static void pass_on(rq_run *q, uint32_t mask)
  * is older than this one. */
 static void yield_minority(rq_run *q, uint32_t mask)
 {
-    const char *argv[5] = {"ZADD", q->pb.waiters, "NX", q->score_s, q->member};
-    size_t argvlen[5];
+    for (size_t i = 0; i < q->c->n; i++) {
+        char score[24];
+        const char *argv[5] = {"ZADD", q->pb.waiters, "NX", score, q->member};
+        size_t argvlen[5];
 
-    for (size_t i = 0; i < 5; i++)
-        argvlen[i] = strlen(argv[i]);
-    if (mask != 0)
-        dlock__send_only(q->c, mask, 5, argv, argvlen);
+        /* The score that node gave us (each node clamps to its own clock);
+         * unknown (its answer was lost): passed on without listing. */
+        if (!(mask & (1u << i)) || q->nscore[i] <= 0)
+            continue;
+        snprintf(score, sizeof(score), "%lld", q->nscore[i]);
+        for (size_t k = 0; k < 5; k++)
+            argvlen[k] = strlen(argv[k]);
+        dlock__send_only(q->c, 1u << i, 5, argv, argvlen);
+    }
     pass_on(q, mask);
 }
 
@@ -130,14 +145,17 @@ static uint32_t sync_fences(rq_run *q, uint64_t fence)
 }
 
 /* A quorum of keys is ours: the handle, or pass them all on. 1 when
- * decided (*rc set), 0 when not yet a quorum. */
+ * decided (*rc set), 0 when not yet a quorum, or when the validity ran
+ * out during the grant with time left to wait (keys passed on, off every
+ * queue: q->recheck asks the caller to enter again). */
 static int try_grant(rq_run *q, dlock_err *rc, dlock_lock **out)
 {
     dlock_client *c = q->c;
     uint32_t own = owned_now(q), synced, rest;
     uint64_t fence = 0;
     int64_t valid = INT64_MAX;
-    dlock_lock *lock;
+    dlock__grant g;
+    dlock_err got;
 
     if (dlock__popcount(own) < c->quorum)
         return 0;
@@ -167,25 +185,35 @@ static int try_grant(rq_run *q, dlock_err *rc, dlock_lock **out)
         *rc = DLOCK_ERR_FENCE_SYNC;
         return 1;
     }
-    /* base: when the earliest key's TTL started at the earliest. */
-    lock = dlock__lock_new(c, q->resource, q->token, fence, q->ttl_ms,
-                           valid + drift_of(c, q->ttl_ms) - (int64_t)q->ttl_ms, valid,
-                           dlock__all_nodes(c));
-    if (lock == NULL) {
-        dlock__errf(c->errstr, "out of memory for the lock handle");
+    /* base: when the earliest key's TTL started at the earliest. The
+     * validity is judged by dlock__lock_grant now, after the sync round:
+     * a sync held up past the earliest key's bound must not return a
+     * handle whose keys may already be another client's. */
+    g = (dlock__grant){q->resource, q->token, fence, q->ttl_ms,
+                       valid + drift_of(c, q->ttl_ms) - (int64_t)q->ttl_ms, valid,
+                       dlock__all_nodes(c)};
+    got = dlock__lock_grant(c, &g, c->errstr, out);
+    if (got != DLOCK_OK) {
         pass_on(q, dlock__all_nodes(c));
-        *rc = DLOCK_ERR_NOMEM;
+        if (got == DLOCK_ERR_EXPIRED && dlock_now_ms() < q->deadline_ms) {
+            /* Off every queue now (leave.lua above, our keys passed on):
+             * the caller lists us again, as the plain path retries. */
+            q->listed = 0;
+            q->maybe = 0;
+            q->recheck = 1;
+            return 0;
+        }
+        *rc = got;
         return 1;
     }
-    *out = lock;
     c->stats.acquires++;
     *rc = DLOCK_OK;
     return 1;
 }
 
-/* enter.lua answers {1, fence, pttl} (the key is ours), {0, pttl, fence}
- * (listed behind another holder), {2, pttl, fence} (arrived too late to
- * list us); leave.lua {1, fence, pttl} or {0, 0}. Whether r is one of them. */
+/* enter.lua answers {1, fence, pttl} (the key is ours), {0, pttl, fence,
+ * score} (listed behind another holder, at that score in the node's
+ * queue); leave.lua {1, fence, pttl} or {0, 0}. Whether r is one of them. */
 static int well_formed(const dlock__result *r)
 {
     const redisReply *x = r->reply;
@@ -228,9 +256,15 @@ static int answered_quorum(const dlock__result *res, size_t n, void *arg)
  * pass.lua on our release or give-up, so the node never hands its key to
  * a waiter that has left (the kept lagging connection is conn.c's; reach
  * makes the leaving round go to nodes whose breaker is open). A listing
- * arriving later than that connection is kept is refused by enter.lua
- * itself (ARGV[7], late_s), and one of a waiter whose deadline passed is
- * skipped by pass.lua (its stay ran out). */
+ * that runs even later, after that connection was closed (a node paused
+ * for longer than max(TTL, command timeout)), is no longer followed by
+ * our leave.lua: it lasts until its stay runs out by that node's clock,
+ * and a release there meanwhile hands that one node's key to nobody for
+ * one TTL (pass.lua pops the listing as it hands over, so once). That is
+ * the price of not judging lateness by our wall clock against the node's,
+ * which starved every waiter whose clock was off; it costs one node's
+ * key for a TTL after an outage, never safety, and the other nodes still
+ * make a quorum. */
 static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *args, int nargs,
                           uint32_t reach, int64_t *pttl)
 {
@@ -252,7 +286,7 @@ static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *arg
             continue; /* unknown: see above */
         answered |= 1u << i;
         what = x->element[0]->integer;
-        if (what == 0 || what == 2) {
+        if (what == 0) {
             q->owned &= ~(1u << i);
             /* Every hand-off INCRs the node's fence: a message with a
              * fence no larger than the one read here was pushed before
@@ -263,6 +297,8 @@ static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *arg
             if (id == DLOCK__SCRIPT_ENTER && what == 0) {
                 q->listed |= 1u << i;
                 q->listed_sent[i] = t0;
+                if (x->elements >= 4 && x->element[3]->type == REDIS_REPLY_INTEGER)
+                    q->nscore[i] = x->element[3]->integer;
             }
             if (x->element[1]->integer > *pttl)
                 *pttl = x->element[1]->integer;
@@ -402,8 +438,8 @@ static dlock_err give_up(rq_run *q, dlock_err rc, dlock_lock **out)
     return rc;
 }
 
-/* The wall clock in microseconds, as enter.lua and pass.lua compare it
- * with Redis TIME; -1 when there is none. */
+/* The wall clock in microseconds, the unit of enter.lua's scores; -1 when
+ * there is none. */
 static long long wall_us(void)
 {
     struct timespec ts;
@@ -411,27 +447,6 @@ static long long wall_us(void)
     if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
         return -1;
     return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
-}
-
-/* enter.lua lists us only if it runs within half of max(TTL, command
- * timeout) of being sent (by the node's wall clock against ours): a
- * lagging connection is kept for at least max(TTL, command timeout) of
- * silence (conn.c, dlock__conn_expire), so a listing that runs later may have
- * come on a connection we have since closed, where our leave.lua can no
- * longer follow it in order. Half: the margin covers the silence counted
- * from a reply older than the send and the offset of the two clocks. A
- * node whose clock runs more than that ahead of ours lists nobody: its
- * key still goes by SET NX and pass.lua, and the other nodes make the
- * quorum (order and liveness, never safety). */
-static void late_bound(rq_run *q)
-{
-    long long now = wall_us();
-    long long span_ms = q->ttl_ms > (uint32_t)q->c->command_timeout_ms
-                            ? (long long)q->ttl_ms
-                            : (long long)q->c->command_timeout_ms;
-
-    snprintf(q->late_s, sizeof(q->late_s), "%lld",
-             now < 0 ? 9000000000000000LL /* no clock: no bound */ : now + span_ms * 500LL);
 }
 
 static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_ms,
@@ -460,15 +475,20 @@ static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_
         dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
         return DLOCK_ERR_ARG;
     }
-    /* One score on every node, so that every node orders the same waiters
-     * alike; microseconds of the wall clock, as pass.lua reads a listing's
-     * age from it (a client clock far off only makes its listings look
-     * young or old to pass.lua: order, never safety). */
+    /* One score proposed to every node, so that the nodes order the same
+     * waiters alike (a node ordering by its own arrival time alone would
+     * split near-simultaneous waiters between nodes, and each would hold
+     * a minority for a hand-off window); microseconds of the wall clock,
+     * which each node clamps to within RQ_ORDER_SLACK_US of its own
+     * (enter.lua): a client clock far off costs it at most that much of
+     * its place, never its turn, and never safety (validity is counted on
+     * our monotonic clock only). */
     if ((score = wall_us()) < 0) {
         dlock__errf(c->errstr, "no wall clock for the queue score");
         return DLOCK_ERR_NOMEM;
     }
     snprintf(q->score_s, sizeof(q->score_s), "%lld", score);
+    snprintf(q->slack_s, sizeof(q->slack_s), "%d", RQ_ORDER_SLACK_US);
     snprintf(q->ttl_s, sizeof(q->ttl_s), "%" PRIu32, ttl_ms);
     span = deadline_ms - dlock_now_ms();
     if (span > RQ_MAX_STAY_MS)
@@ -511,7 +531,7 @@ static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resour
     args[3] = q.stay_s;
     args[4] = "0";
     args[5] = q.score_s;
-    args[6] = q.late_s;
+    args[6] = q.slack_s;
     for (;;) {
         int64_t pttl = 0, now, block;
         dlock_err got;
@@ -521,7 +541,6 @@ static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resour
             c->stats.retries++;
             args[4] = "1";
         }
-        late_bound(&q);
         q.recheck = 0;
         rc = round_of(&q, DLOCK__SCRIPT_ENTER, args, 7, 0, &pttl);
         if (try_grant(&q, &got, out))

@@ -30,31 +30,6 @@
  * fence_sync.lua: raise the counter to ARGV[1] if it is lower; counters
  * only ever go up. See acquire.c for why the nodes of a quorum must agree.
  *
- * Wake on release (wake.c): wait.lua is run by a waiter before it blocks:
- * it returns the lock key's PTTL (how long the waiter may have to wait)
- * and lists the waiter (ARGV[1]) in the waiters sorted set - on every
- * node, held there or not, so that every node's release reserves the key
- * and no node's copy is left deleted for a newcomer to take - scored with the server time at which the listing lapses
- * (ARGV[2] = most it will block, ARGV[3] = hand-off window): a waiter
- * that dies or gives up drops out by itself. Check and listing are one
- * atomic step, so a release can never fall between "held" and "listed"
- * and be missed. release.lua, given the wake list and the waiters set
- * (KEYS[2], KEYS[3]), first drops lapsed listings; if a waiter is left,
- * instead of deleting the key it rewrites it to "handoff:<nonce>" for ARGV[3] ms and
- * pushes the nonce, which wakes the longest-blocked waiter; acquire.lua
- * lets only the bearer of that nonce (ARGV[3]) take a reserved key, so a
- * newcomer cannot barge in ahead of the queue. A waiter's attempt takes
- * its own listing (KEYS[3], ARGV[4]) off the set on every node, won or
- * not: while it attempts it is not blocked, and it lists itself again
- * before it next blocks. With no listed waiter, or
- * with one key (the acquire clean-up, or wake_on_release off),
- * release.lua is the plain token-checked delete. With Redlock a release
- * ends at a quorum, so its script may reach a slow node after the woken
- * waiter's attempt there failed: that node then holds a reservation whose
- * nonce was already used. ARGV[4], the nonce the releasing lock was taken
- * with, lets its own release clear (or pass on) such a leftover, so it
- * lasts one hold instead of a whole hand-off window.
- *
  * One node (queue.c): the direct hand-off. enter.lua is a waiter's attempt
  * and listing in one step: a free key is taken (SET NX PX + INCR, as
  * acquire.lua; the waiters set and the caller's list are touched only when
@@ -65,10 +40,14 @@
  * caller is listed in the waiters set (ZADD NX: a waiter that lists itself
  * again keeps its place; its own list is emptied, so a message it is woken
  * with later comes from a hand-off after this listing) scored with the
- * server time in microseconds (for the order and the stay only: a waiter
- * never counts its validity from Redis TIME, queue.c says why), its
+ * node's own time in microseconds (for the order and the stay only: a
+ * waiter never counts its validity from Redis TIME, queue.c says why;
+ * with Redlock, ARGV[6] proposes the waiter's wall-clock score, which the
+ * node clamps to within ARGV[7] us of its own time: rqueue.c says why), its
  * member "<token>:<ttl>:<stay ms>" (ARGV[3]) saying what the release needs
- * to hand over. pass.lua is the release: after the token check, if the
+ * to hand over. pass.lua is the release: after the token check,
+ * hand_over (handoff.lua, the one hand-off rule, which the build puts in
+ * front of pass.lua and multi_release.lua) runs: if the
  * waiters set exists (EXISTS: with nobody waiting the release is GET,
  * EXISTS, DEL, no TIME nor ZRANGE), instead of deleting the key it pops
  * the oldest listing whose stay has not run out,
@@ -87,18 +66,20 @@
  * the first key found held). Checking all before setting any, in one
  * atomic script, is what makes the set all-or-nothing on a node and what
  * rules out hold-and-wait (no deadlock). multi_extend.lua PEXPIREs the
- * keys only when every one holds the token. multi_release.lua deletes each
- * key holding the token (ARGV[1]; ARGV[2] = n), except, when the n waiters
- * keys follow, a key that single-resource waiters are listed on: its index
- * is returned for the single release (pass.lua / release.lua) to hand it
- * on. multi_fence_sync.lua is fence_sync.lua per key. */
+ * keys only when every one holds the token. multi_release.lua takes the n
+ * lock keys, their n fence keys and their n waiters sets; every key
+ * holding the token (ARGV[1]; ARGV[2] = n) goes through hand_over, as
+ * pass.lua's does, in the same atomic step: a key that single-resource
+ * waiters are listed on is handed to the oldest of them on every path (a
+ * reply in time or not, a resent release, a failed attempt's undo), never
+ * deleted under them. multi_fence_sync.lua is fence_sync.lua per key. */
 #include "dlock_scripts.h"
 
 void dlock__scripts_init(dlock_client *c)
 {
     static const char *const bodies[DLOCK__SCRIPT_COUNT] = {DLOCK__LUA_ACQUIRE, DLOCK__LUA_RELEASE,
                                                             DLOCK__LUA_EXTEND,
-                                                            DLOCK__LUA_FENCE_SYNC, DLOCK__LUA_WAIT,
+                                                            DLOCK__LUA_FENCE_SYNC,
                                                             DLOCK__LUA_ENTER, DLOCK__LUA_PASS,
                                                             DLOCK__LUA_LEAVE,
                                                             DLOCK__LUA_MULTI_ACQUIRE,
@@ -107,7 +88,7 @@ void dlock__scripts_init(dlock_client *c)
                                                             DLOCK__LUA_MULTI_FENCE_SYNC};
     static const char *const shas[DLOCK__SCRIPT_COUNT] = {DLOCK__SHA1_ACQUIRE, DLOCK__SHA1_RELEASE,
                                                           DLOCK__SHA1_EXTEND,
-                                                          DLOCK__SHA1_FENCE_SYNC, DLOCK__SHA1_WAIT,
+                                                          DLOCK__SHA1_FENCE_SYNC,
                                                           DLOCK__SHA1_ENTER, DLOCK__SHA1_PASS,
                                                           DLOCK__SHA1_LEAVE,
                                                           DLOCK__SHA1_MULTI_ACQUIRE,
@@ -121,9 +102,9 @@ void dlock__scripts_init(dlock_client *c)
     }
 }
 
-/* Keys + arguments of one script call: a multi lock's script has two keys
- * per resource (multi.c) plus its few arguments. */
-#define DLOCK__MAX_SCRIPT_ARGS (2 * DLOCK_MAX_MULTI + 8)
+/* Keys + arguments of one script call: a multi lock's release has three
+ * keys and one argument per resource (multi.c) plus its few arguments. */
+#define DLOCK__MAX_SCRIPT_ARGS (4 * DLOCK_MAX_MULTI + 8)
 
 static int build_argv(const dlock_client *c, dlock__script_id id, int by_sha,
                       const char *const *keys, int nkeys, const char *const *args, int nargs,

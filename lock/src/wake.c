@@ -1,7 +1,7 @@
 /* wake.c - wake on release: instead of polling with backoff, a waiter
- * blocks in BLPOP on the lock's wake list until the holder's release
- * pushes a hand-off nonce to it (see script.c for the scripts and
- * docs/single-instance.md for the algorithm).
+ * blocks in BLPOP on its own list until the holder's release hands it the
+ * key and pushes that key's fence there (pass.lua; see script.c for the
+ * scripts and docs/single-instance.md for the algorithm).
  *
  * Each waiting thread blocks on its own connection (a dlock__waker from the
  * client's pool), never on the client's round connections and never with
@@ -163,111 +163,6 @@ static int ensure(const dlock_client *c, dlock__waker *w, size_t i)
     }
     freeReplyObject(r);
     return 0;
-}
-
-/* wait.lua on node i: the lock key's PTTL (> 0 held, <= 0 free or without
- * expiry), listing waiter id as waiting for at most limit_ms. -3 when the
- * node failed. */
-static long long wait_script(const dlock_client *c, dlock__waker *w, size_t i, const char *key,
-                             const char *waiters, const char *id, int64_t limit_ms)
-{
-    const dlock__script *s = &c->scripts[DLOCK__SCRIPT_WAIT];
-    char ms[24], handoff[24];
-    const char *argv[8] = {"EVALSHA", s->sha, "2", key, waiters, id, ms, handoff};
-    redisReply *r;
-    long long left = -3;
-
-    snprintf(ms, sizeof(ms), "%lld", (long long)limit_ms);
-    snprintf(handoff, sizeof(handoff), "%d", c->handoff_ms);
-    r = call(w, i, c->command_timeout_ms, 8, argv);
-    if (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        /* Not cached on this node yet: the script did not run, send it whole. */
-        freeReplyObject(r);
-        argv[0] = "EVAL";
-        argv[1] = s->body;
-        r = call(w, i, c->command_timeout_ms, 8, argv);
-    }
-    if (r != NULL && r->type == REDIS_REPLY_INTEGER)
-        left = r->integer;
-    /* Sent to a master that was demoted since: ask the sentinels next time. */
-    if (r != NULL && dlock__sentinel_demoted(&c->nodes[i].addr, r))
-        waker_close(w, i);
-    if (r != NULL)
-        freeReplyObject(r);
-    return left;
-}
-
-/* Blocks until a release wakes us (id: this dlock_acquire call's waiter
- * name, the same across its waits so it is listed once; skip: nodes whose
- * circuit breaker is open, not asked, so a paused minority does not cost
- * every wait a command timeout), the holder's TTL runs out or the
- * deadline comes; no client mutex held (reads only immutable fields).
- * Returns 1 woken (nonce = the hand-off nonce, "" if none), 0 the wait
- * timed out (the holder's key should have expired: try again now), -1 no
- * wait was possible (the key is already free, or no node's blocking
- * connection works): the caller falls back to its backoff sleep. */
-int dlock__wake_wait(const dlock_client *c, dlock__waker *w, uint32_t skip, const char *resource,
-                     const char *id, int64_t deadline_ms, char nonce[DLOCK__NONCE_LEN])
-{
-    char lkey[DLOCK__KEY_BUF], list[DLOCK__KEY_BUF + 16], waiters[DLOCK__KEY_BUF + 16];
-    char secs[32];
-    const char *argv[3] = {"BLPOP", list, secs};
-    int64_t now = dlock_now_ms();
-    int64_t limit = deadline_ms - now;
-    int rc = -1;
-
-    nonce[0] = '\0';
-    if (limit <= 0 || dlock__lock_key(c, resource, lkey, sizeof(lkey)) != 0 ||
-        dlock__wake_key(c, DLOCK_WAKE_NS, resource, list, sizeof(list)) != 0 ||
-        dlock__wake_key(c, DLOCK_WAITERS_NS, resource, waiters, sizeof(waiters)) != 0)
-        return -1;
-    size_t on = c->n;
-    long long left = 0;
-    int64_t block_ms;
-    redisReply *r;
-
-    /* Listed on every node, because every node's release must see the
-     * waiter to reserve its key: a release that deletes the key on a
-     * majority lets a newcomer barge in. One node at a time, each bounded
-     * by the command timeout. */
-    for (size_t i = 0; i < c->n; i++) {
-        long long l;
-
-        if ((skip & (1u << i)) || ensure(c, w, i) != 0)
-            continue;
-        l = wait_script(c, w, i, lkey, waiters, id, limit);
-        if (l > 0 && on == c->n) {
-            on = i;
-            left = l;
-        }
-    }
-    /* Nowhere held (released since our attempt, or no expiry: never block
-     * on it), or no node reachable: poll. */
-    if (on == c->n)
-        return -1;
-    /* Every waiter blocks on the lowest-numbered node where it found the
-     * key, so with Redlock all waiters normally share one queue; releases
-     * push to every node. Never longer than the holder's key can live: if
-     * it dies without releasing, no wake comes and the expiry is our cue. */
-    block_ms = left < limit ? left : limit;
-    if (block_ms < 1)
-        block_ms = 1;
-    snprintf(secs, sizeof(secs), "%lld.%03lld", (long long)(block_ms / 1000),
-             (long long)(block_ms % 1000));
-    r = call(w, on, block_ms + c->command_timeout_ms, 3, argv);
-    if (r == NULL)
-        return -1; /* broken (closed; reopened next time): poll */
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len < DLOCK__NONCE_LEN) {
-        memcpy(nonce, r->element[1]->str, r->element[1]->len);
-        nonce[r->element[1]->len] = '\0';
-        rc = 1;
-    } else if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0)) {
-        rc = 0;
-    }
-    /* else an error (WRONGTYPE on a foreign key of that name): rc -1, poll. */
-    freeReplyObject(r);
-    return rc;
 }
 
 /* One node, direct hand-off (queue.c): blocks on node 0 in BLPOP of the

@@ -11,19 +11,15 @@ if v == ARGV[1] then
   return {1, tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
 end
 local fence = tonumber(redis.call('GET', KEYS[2])) or 0
-local score = ARGV[6]
-if not score then
-  local t = redis.call('TIME')
-  score = t[1] .. string.format('%06d', tonumber(t[2]))
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local score = now
+if ARGV[6] then
+  local slack = tonumber(ARGV[7])
+  score = math.min(math.max(tonumber(ARGV[6]), now - slack), now + slack)
 end
-if ARGV[7] then
-  local t = redis.call('TIME')
-  if tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(ARGV[7]) then
-    return {2, redis.call('PTTL', KEYS[1]), fence}
-  end
-end
-redis.call('ZADD', KEYS[3], 'NX', score, ARGV[3])
+redis.call('ZADD', KEYS[3], 'NX', string.format('%.0f', score), ARGV[3])
 if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[4]) then
   redis.call('PEXPIRE', KEYS[3], ARGV[4])
 end
-return {0, redis.call('PTTL', KEYS[1]), fence}
+return {0, redis.call('PTTL', KEYS[1]), fence, tonumber(redis.call('ZSCORE', KEYS[3], ARGV[3]))}
