@@ -193,16 +193,17 @@ static int try_grant(rq_run *q, dlock_err *rc, dlock_lock **out)
                        valid + drift_of(c, q->ttl_ms) - (int64_t)q->ttl_ms, valid,
                        dlock__all_nodes(c)};
     got = dlock__lock_grant(c, &g, c->errstr, out);
+    if (got == DLOCK_ERR_EXPIRED && dlock_now_ms() < q->deadline_ms) {
+        /* Spent before it was ours, with time left to wait: back in line
+         * where we were (each node's score, behind the leave.lua above on
+         * the same connections), the keys passed on, and the caller enters
+         * again, as the plain path retries. */
+        yield_minority(q, dlock__all_nodes(c));
+        q->recheck = 1;
+        return 0;
+    }
     if (got != DLOCK_OK) {
         pass_on(q, dlock__all_nodes(c));
-        if (got == DLOCK_ERR_EXPIRED && dlock_now_ms() < q->deadline_ms) {
-            /* Off every queue now (leave.lua above, our keys passed on):
-             * the caller lists us again, as the plain path retries. */
-            q->listed = 0;
-            q->maybe = 0;
-            q->recheck = 1;
-            return 0;
-        }
         *rc = got;
         return 1;
     }

@@ -521,7 +521,7 @@ Test(lock_redlock_handoff, dead_waiter_with_a_minority_costs_one_ttl, .timeout =
 
 /* ---- a step of one node's wall clock ---- */
 
-Test(lock_redlock_handoff, clock_step_on_one_node_gives_no_second_holder, .timeout = 60)
+Test(lock_redlock_handoff, clock_step_on_one_of_three_held_keys_gives_no_second_holder, .timeout = 60)
 {
     const char *res = "step";
     dlock_client *hc = client(500), *xc = client(500), *zc = client(500);
@@ -535,8 +535,9 @@ Test(lock_redlock_handoff, clock_step_on_one_node_gives_no_second_holder, .timeo
     cr_assert_eq(dlock_try_acquire(hc, res, 10000, &h), DLOCK_OK, "%s", TC_ERR(hc));
     start_waiter(&x, &tx, xc, res, 4000, 20000);
     wait_listed(res, 1);
-    /* +3 s on node 0 while x is listed: its listing, scored by x's own
-     * clock, and the key it will be handed must not stretch x's validity. */
+    /* +3 s on node 0 while x is listed: its listing (scored near node 0's
+     * own clock) and the key it will be handed must not stretch x's
+     * validity, which counts on x's monotonic clock only. */
     cr_assert_eq(redis_clock_step(&nodes[0], 3000), 0);
     cr_assert_eq(dlock_release(hc, h), DLOCK_OK, "%s", TC_ERR(hc));
     cr_assert(wait_holding(&x, 10000), "x was never handed the lock");
