@@ -17,7 +17,9 @@
 #          PostgreSQL server, no browser); the build leaves the tests out
 #   chaos  demo + sqlite3 (its foreign write lock)
 #   hosts  demo + postgresql (the sale across hosts keeps its coupons there)
-#   test   demo + libcriterion-dev, postgresql, sqlite3; and promtool,
+#   test   demo + libcriterion-dev, postgresql, sqlite3, spin (the model
+#          checks, tests/model), stunnel4 and openssl (the TLS tunnel
+#          recipe, example_tls_tunnel); and promtool,
 #          unpacked from the prometheus package into $BUILD_DIR/tools (not
 #          installed, so no prometheus service), named in DLOCK_PROMTOOL
 #   peers  demo + nodejs (and npm when node came without it), then `npm ci`
@@ -90,7 +92,7 @@ setup_set_packages() { # set -> its packages, one a line
     demo) printf '%s\n' "${demo[@]}" ;;
     chaos) printf '%s\n' "${demo[@]}" sqlite3 ;;
     hosts) printf '%s\n' "${demo[@]}" postgresql haproxy ;;
-    test) printf '%s\n' "${demo[@]}" libcriterion-dev postgresql sqlite3 ;;
+    test) printf '%s\n' "${demo[@]}" libcriterion-dev postgresql sqlite3 spin stunnel4 openssl ;;
     peers) printf '%s\n' "${demo[@]}" nodejs ;;
     *) echo "setup.sh: unknown SETUP_SET '$1' (build, demo, chaos, hosts, test or peers)" >&2; exit 2 ;;
   esac
