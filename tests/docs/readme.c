@@ -191,7 +191,7 @@ Test(docs_readme, valgrind_clean, .init = setup, .fini = teardown)
     free(out);
 }
 
-/* The README is read in five minutes (issue 20): under 10,000 characters,
+/* The README is read in five minutes: under 10,000 characters,
  * with the two commands before anything else. Everything else lives in docs/. */
 Test(docs_readme, short_enough_to_read_in_five_minutes)
 {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # standalone_test.sh CMAKE CTEST LOCK_SRC CONSUMER_C CC PKG_CONFIG REDIS_SERVER WERROR SUITES [LAUNCHER]
-# libdlock taken alone, as issue 21 asks: `cmake -S lock` must configure,
+# libdlock taken alone: `cmake -S lock` must configure,
 # build, install and (with Criterion) test with only a C compiler, CMake,
 # pkg-config and hiredis. Every other package of the project is hidden:
 # PKG_CONFIG_LIBDIR names a directory holding copies of hiredis.pc (and, for

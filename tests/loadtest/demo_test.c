@@ -240,10 +240,10 @@ static int recorded_runs(const char *dir, const char *want_rate, const char *wha
     return runs;
 }
 
-/* Issue 20: each row's measured throughput leaked into the next row's
- * --rate, so every row after the first ran open loop at the speed of the
- * one before. Every row must run the same load: closed loop unless the
- * user passed --rate, and then exactly that rate. */
+/* Every row must run the same load: closed loop unless the user passed
+ * --rate, and then exactly that rate (a row's measured throughput must
+ * never become the next row's --rate, or every row after the first would
+ * run open loop at the speed of the one before). */
 Test(loadtest_demo, every_row_gets_the_users_load, .timeout = 380)
 {
     char dir[256];

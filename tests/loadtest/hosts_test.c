@@ -94,7 +94,7 @@ Test(loadtest_hosts, three_partitions_then_no_oversell, .timeout = 240)
         cr_skip_test("%s", strstr(out, UNAVAILABLE));
     cr_assert_eq(st, 0, "hosts exit %d:\n%s", st, out);
 
-    /* HAProxy in front (issue 22, point 6): its configuration passed
+    /* HAProxy in front: its configuration passed
      * haproxy -c, with the seven JSON errorfiles and the /healthz checks,
      * and the load went through it. */
     char pline[512];

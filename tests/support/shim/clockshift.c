@@ -1,6 +1,6 @@
 /* clockshift.c - an LD_PRELOAD shim that steps the wall clock of the process
  * it is loaded into, for tests of what a clock step does to a lock
- * (Kleppmann's objection to Redlock, issue 21): clock_gettime on
+ * (Kleppmann's objection to Redlock): clock_gettime on
  * CLOCK_REALTIME and CLOCK_REALTIME_COARSE, gettimeofday and time return
  * the real wall clock plus an offset in ms read from the file named by
  * $DLOCK_CLOCKSHIFT_FILE (a decimal integer, may be negative; missing or
