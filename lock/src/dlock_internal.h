@@ -371,6 +371,38 @@ int dlock__fence_key(const dlock_client *c, const char *resource, char *out, siz
 /* <prefix><kind><resource>, kind DLOCK_WAITERS_NS. */
 int dlock__wake_key(const dlock_client *c, const char *kind, const char *resource, char *out,
                     size_t outlen);
+/* Keys and arguments of pass.lua for one resource: keys[3] (lock, fence,
+ * waiters), args[3] (token, the waiters' list prefix and suffix); the
+ * buffers belong to the caller. 0, or -1 when a key is too long. */
+typedef struct dlock__pass_buf {
+    char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF], waiters[DLOCK__KEY_BUF + 16];
+    char list_prefix[DLOCK__KEY_BUF], list_suffix[DLOCK__KEY_BUF];
+    const char *keys[3];
+    const char *args[3];
+} dlock__pass_buf;
+int dlock__pass_prepare(const dlock_client *c, const char *resource, const char *token,
+                        dlock__pass_buf *b);
+/* A waiter's own list, <prefix>waiter:<token>:<resource>, from b's
+ * prefix and suffix: where pass.lua pushes the fence of a key it hands to
+ * that waiter. 0, or -1 when it does not fit in out[outlen]. */
+int dlock__waiter_list(const dlock__pass_buf *b, const char *token, char *out, size_t outlen);
+/* The keys of n resources: keys[0..n) the lock keys, keys[n..2n) their
+ * fence counters, keys[2n..3n) their waiters sets (multi_acquire.lua and
+ * multi_fence_sync.lua take a prefix of them, multi_release.lua all), and
+ * the release's arguments: args[0] the token (token; NULL until set),
+ * args[1] n, args[2] the waiters' list prefix, args[3..3+n) each list's
+ * suffix. NULL when out of memory or a key too long (names are checked at
+ * acquire); free with free(). */
+typedef struct dlock__multi_keys {
+    size_t n;
+    const char *keys[3 * DLOCK_MAX_MULTI];
+    char buf[3 * DLOCK_MAX_MULTI][DLOCK__KEY_BUF + 16];
+    const char *args[3 + DLOCK_MAX_MULTI];
+    char n_s[24], list_prefix[DLOCK__KEY_BUF];
+    char suffix[DLOCK_MAX_MULTI][DLOCK__KEY_BUF];
+} dlock__multi_keys;
+dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const char *const *names,
+                                         size_t n, const char *token);
 
 /* ---- validity and ownership (clock.c, lock.c, acquire.c) ---- */
 /* 0 when lock was acquired by c; else -1 with why in errbuf ("<op>: ..."). */
@@ -427,16 +459,6 @@ dlock_err dlock__acquire_rqueued(dlock_client *c, const char *resource, uint32_t
  * client mutex held on entry and on return. */
 dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t ttl_ms,
                                 int64_t deadline_ms, dlock_lock **out);
-/* Keys and arguments of pass.lua for lock (one node): keys[3], args[3];
- * the buffers belong to the caller. 0, or -1 when a key is too long. */
-typedef struct dlock__pass_buf {
-    char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF], waiters[DLOCK__KEY_BUF + 16];
-    char list_prefix[DLOCK__KEY_BUF], list_suffix[DLOCK__KEY_BUF];
-    const char *keys[3];
-    const char *args[3];
-} dlock__pass_buf;
-int dlock__pass_prepare(const dlock_client *c, const char *resource, const char *token,
-                        dlock__pass_buf *b);
 /* ---- lock.c ---- */
 /* What a grant knows: the key's token and fence, its TTL, base_ms (the
  * instant its TTL is counted from at the earliest: renewal is due a third
@@ -471,23 +493,6 @@ void dlock__lock_destroy(dlock_lock *lock);
 void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_t mask,
                                 uint32_t reach, uint32_t *ones_mask, uint32_t *zeros_mask,
                                 dlock__result *res);
-/* The keys of n resources: keys[0..n) the lock keys, keys[n..2n) their
- * fence counters, keys[2n..3n) their waiters sets (multi_acquire.lua and
- * multi_fence_sync.lua take a prefix of them, multi_release.lua all), and
- * the release's arguments: args[0] the token (token; NULL until set),
- * args[1] n, args[2] the waiters' list prefix, args[3..3+n) each list's
- * suffix. NULL when out of memory or a key too long (names are checked at
- * acquire); free with free(). */
-typedef struct dlock__multi_keys {
-    size_t n;
-    const char *keys[3 * DLOCK_MAX_MULTI];
-    char buf[3 * DLOCK_MAX_MULTI][DLOCK__KEY_BUF + 16];
-    const char *args[3 + DLOCK_MAX_MULTI];
-    char n_s[24], list_prefix[DLOCK__KEY_BUF];
-    char suffix[DLOCK_MAX_MULTI][DLOCK__KEY_BUF];
-} dlock__multi_keys;
-dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const char *const *names,
-                                         size_t n, const char *token);
 
 /* ---- release.c ---- */
 /* The release of one resource (lock key + the wake or queue keys that

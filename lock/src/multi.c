@@ -1,7 +1,7 @@
 /* multi.c - several resources as one lock: dlock_acquire_multi (all of the
- * resources or none, one script round per attempt), the keys of such a lock
- * and its release round (extend.c runs its extension; renewal goes through
- * extend.c, so it needs nothing here).
+ * resources or none, one script round per attempt) and the release round
+ * of such a lock (its keys are named in keys.c; extend.c runs its
+ * extension; renewal goes through extend.c, so it needs nothing here).
  *
  * Why one script over every key, and not one dlock_acquire per resource in
  * a fixed order: a script is atomic on its node, so a node grants the whole
@@ -16,44 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const char *const *names,
-                                         size_t n, const char *token)
-{
-    dlock__multi_keys *mk = malloc(sizeof(*mk));
-    int w;
-
-    if (mk == NULL)
-        return NULL;
-    mk->n = n;
-    w = snprintf(mk->list_prefix, sizeof(mk->list_prefix), "%s%s", c->prefix, DLOCK_WAITER_NS);
-    if (w < 0 || (size_t)w >= sizeof(mk->list_prefix))
-        goto fail;
-    snprintf(mk->n_s, sizeof(mk->n_s), "%zu", n);
-    mk->args[0] = token;
-    mk->args[1] = mk->n_s;
-    mk->args[2] = mk->list_prefix;
-    for (size_t i = 0; i < n; i++) {
-        if (dlock__lock_key(c, names[i], mk->buf[i], sizeof(mk->buf[i])) != 0 ||
-            dlock__fence_key(c, names[i], mk->buf[n + i], sizeof(mk->buf[n + i])) != 0 ||
-            dlock__wake_key(c, DLOCK_WAITERS_NS, names[i], mk->buf[2 * n + i],
-                            sizeof(mk->buf[2 * n + i])) != 0)
-            goto fail;
-        /* A waiter's list is <prefix>waiter:<token>:<resource> (queue.c):
-         * hand_over builds it from the head waiter's token. */
-        w = snprintf(mk->suffix[i], sizeof(mk->suffix[i]), ":%s", names[i]);
-        if (w < 0 || (size_t)w >= sizeof(mk->suffix[i]))
-            goto fail;
-        mk->keys[i] = mk->buf[i];
-        mk->keys[n + i] = mk->buf[n + i];
-        mk->keys[2 * n + i] = mk->buf[2 * n + i];
-        mk->args[3 + i] = mk->suffix[i];
-    }
-    return mk;
-fail:
-    free(mk);
-    return NULL;
-}
 
 /* ---- acquire ---- */
 

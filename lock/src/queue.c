@@ -39,29 +39,6 @@ typedef struct queue_run {
     int64_t listed_sent_ms;  /* when the last such enter.lua was sent (our monotonic clock) */
 } queue_run;
 
-int dlock__pass_prepare(const dlock_client *c, const char *resource, const char *token,
-                        dlock__pass_buf *b)
-{
-    int a, s;
-
-    if (dlock__lock_key(c, resource, b->key, sizeof(b->key)) != 0 ||
-        dlock__fence_key(c, resource, b->fkey, sizeof(b->fkey)) != 0 ||
-        dlock__wake_key(c, DLOCK_WAITERS_NS, resource, b->waiters, sizeof(b->waiters)) != 0)
-        return -1;
-    a = snprintf(b->list_prefix, sizeof(b->list_prefix), "%s%s", c->prefix, DLOCK_WAITER_NS);
-    s = snprintf(b->list_suffix, sizeof(b->list_suffix), ":%s", resource);
-    if (a < 0 || (size_t)a >= sizeof(b->list_prefix) || s < 0 ||
-        (size_t)s >= sizeof(b->list_suffix))
-        return -1;
-    b->keys[0] = b->key;
-    b->keys[1] = b->fkey;
-    b->keys[2] = b->waiters;
-    b->args[0] = token;
-    b->args[1] = b->list_prefix;
-    b->args[2] = b->list_suffix;
-    return 0;
-}
-
 static int64_t drift_of(const dlock_client *c, int64_t span_ms)
 {
     return dlock__drift_ms(c, span_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)(span_ms > 0 ? span_ms : 0));
@@ -239,7 +216,6 @@ dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t 
     const char *args[5];
     unsigned attempt = 0;
     int64_t span;
-    int n;
 
     memset(&q, 0, sizeof(q));
     q.c = c;
@@ -250,12 +226,8 @@ dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t 
         dlock__errf(c->errstr, "no randomness for the token");
         return DLOCK_ERR_NOMEM;
     }
-    if (dlock__pass_prepare(c, resource, q.token, &q.pb) != 0) {
-        dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
-        return DLOCK_ERR_ARG;
-    }
-    n = snprintf(q.list, sizeof(q.list), "%s%s%s", q.pb.list_prefix, q.token, q.pb.list_suffix);
-    if (n < 0 || (size_t)n >= sizeof(q.list)) {
+    if (dlock__pass_prepare(c, resource, q.token, &q.pb) != 0 ||
+        dlock__waiter_list(&q.pb, q.token, q.list, sizeof(q.list)) != 0) {
         dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
         return DLOCK_ERR_ARG;
     }

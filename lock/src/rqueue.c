@@ -455,7 +455,6 @@ static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_
 {
     long long score;
     int64_t span;
-    int n;
 
     memset(q, 0, sizeof(*q));
     q->c = c;
@@ -466,13 +465,8 @@ static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_
         dlock__errf(c->errstr, "no randomness for the token");
         return DLOCK_ERR_NOMEM;
     }
-    if (dlock__pass_prepare(c, resource, q->token, &q->pb) != 0) {
-        dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
-        return DLOCK_ERR_ARG;
-    }
-    n = snprintf(q->list, sizeof(q->list), "%s%s%s", q->pb.list_prefix, q->token,
-                 q->pb.list_suffix);
-    if (n < 0 || (size_t)n >= sizeof(q->list)) {
+    if (dlock__pass_prepare(c, resource, q->token, &q->pb) != 0 ||
+        dlock__waiter_list(&q->pb, q->token, q->list, sizeof(q->list)) != 0) {
         dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
         return DLOCK_ERR_ARG;
     }
