@@ -120,7 +120,7 @@ stray_keys() {
     local total=0 i n
     for i in "${!ports[@]}"; do
         [ -n "${npids[$i]}" ] || continue
-        kill -0 "${npids[$i]}" 2>/dev/null || continue
+        proc_alive "${npids[$i]}" || continue  # a killed node may linger as a zombie
         n="$(redis-cli -p "${ports[$i]}" --scan --pattern 'bench:lock*' 2>/dev/null | grep -vc ':fence$' || true)"
         total=$(( total + n ))
     done

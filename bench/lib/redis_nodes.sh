@@ -1,6 +1,12 @@
-# bench/lib/redis_nodes.sh - the redis-server processes the bench scripts
-# start (run-bench.sh, sick-minority.sh). Sourced; the caller defines die,
-# $redis_server and the array dirs (temp dirs, removed by its cleanup).
+# bench/lib/redis_nodes.sh - the redis-server processes the dlock-bench
+# scripts start (run-bench.sh, peers.sh, sick-minority.sh). Sourced; the
+# caller defines die, $redis_server and the array dirs (temp dirs, removed
+# by its cleanup). Processes are started, watched and stopped by PID
+# through scripts/lib/proc.sh (proc_alive, stop_pid, port_in_use).
+# shellcheck shell=bash
+
+# shellcheck source=scripts/lib/proc.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/proc.sh"
 
 # One inline command over bash's /dev/tcp (no redis-cli needed); prints the
 # first reply line. Bounded by read -t.
@@ -11,22 +17,6 @@ resp() {
     IFS= read -r -t 2 line <&3 || true
     exec 3>&- 3<&-
     printf '%s' "${line%$'\r'}"
-}
-
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# Stops one process we started, by its PID only (a paused one is resumed
-# first so it can take the TERM); KILL after 5 s.
-stop_pid() {
-    local pid="$1"
-    kill -CONT "$pid" 2>/dev/null || true
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
 }
 
 # Starts a redis-server (no persistence) on a free loopback port and waits
@@ -43,7 +33,7 @@ start_redis_node() {
         pid=$!
         ok=0
         for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
+            proc_alive "$pid" || break
             if [ "$(resp "$port" PING 2>/dev/null)" = "+PONG" ]; then ok=1; break; fi
             sleep 0.1
         done

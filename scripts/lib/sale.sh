@@ -1,7 +1,8 @@
 # scripts/lib/sale.sh - the processes of a sale on this machine, for
-# scripts/demo and scripts/trial: redis-server nodes and coupon-server
-# instances on probed loopback ports, the coupon, the load. Every process is
-# started in its own session and stopped by its PID (cleanup), never by name.
+# scripts/demo, trial, chaos, hosts, bundles and the sale benches of bench/:
+# redis-server nodes and coupon-server instances on probed loopback ports,
+# the coupon, the load. Every process is started in its own session and
+# stopped by its PID (cleanup, scripts/lib/proc.sh), never by name.
 #
 # The caller sets: die, say, work (a temp dir), redis_bin, server_bin,
 # loadtest_bin, instances, redis_nodes, stock, per_user_limit, connections,
@@ -14,28 +15,9 @@
 # made every later row run open loop at the speed of the row before).
 # shellcheck shell=bash
 
-# Running and not a zombie: a child we killed stays in /proc as Z until reaped.
-proc_alive() {
-  local stat
-  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-  stat="${stat##*) }"
-  [ "${stat%% *}" != Z ]
-}
-
-stop_pid() {
-  local pid="$1" i
-  kill -TERM "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-  # Bounded: a server finishing its requests gets 5 s, then SIGKILL.
-  for ((i = 0; i < 100; i++)); do
-    proc_alive "$pid" || break
-    sleep 0.05
-  done
-  if proc_alive "$pid"; then
-    say "pid $pid ignored SIGTERM for 5 s; killing it"
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  wait "$pid" 2>/dev/null || true
-}
+# proc_alive, stop_pid, spawn and port_in_use: scripts/lib/proc.sh.
+# shellcheck source=scripts/lib/proc.sh
+. "$(dirname "${BASH_SOURCE[0]}")/proc.sh"
 
 stop_servers() {
   local pid
@@ -51,24 +33,6 @@ cleanup() {
   for pid in "${redis_pids[@]}"; do stop_pid "$pid"; done
   redis_pids=()
   rm -rf -- "$work"
-}
-
-# Start a background process in its own session: a Ctrl-C at the terminal
-# then reaches this script and coupon-loadtest (which stops and still audits)
-# but not the servers, which must stay up for that audit; the EXIT trap
-# stops them afterwards. setsid does not fork here (we are not a group
-# leader), so $! is the server's own PID.
-spawn() {
-  if command -v setsid >/dev/null; then
-    setsid "$@" &
-  else
-    "$@" &
-  fi
-}
-
-# Something accepts connections on the port (bash's /dev/tcp, no extra tools).
-port_in_use() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
 next_port=0
