@@ -9,7 +9,7 @@
 #
 # usage: bench/db-compare.sh [--requests R] [--stock S] [--connections C] [--threads T]
 #                            [--strategies a,b] [--stores sqlite,postgresql]
-#                            [--pg-synchronous-commit on|off] [--stages]
+#                            [--pg-synchronous-commit on|off] [--stages] [--json FILE]
 # --connections: the load tester's connections (default 64); --threads: its
 # worker threads (default min(C, cores)).
 # --pg-synchronous-commit off: PostgreSQL acknowledges a commit before its
@@ -19,6 +19,9 @@
 # coupon_claim_stage_seconds_total summed over both (microseconds per claim
 # answered; a batch's lock, read, commit and release count once per batch),
 # and the sold-out fast path's store round trips (coupon_stock_peeks_total).
+# --json FILE: also append one JSON line per row to FILE (bench,
+# pg_synchronous_commit, store, strategy, per_s, p99_ms, issued, total,
+# verdict, exit), for bench/glance.sh.
 # Environment: BUILD_DIR (default build/), DLOCK_REDIS_SERVER, DLOCK_PG_BINDIR
 # (default: the highest /usr/lib/postgresql/*/bin), DLOCK_PG_USER (the user
 # postgres runs as when this runs as root; default nobody).
@@ -27,34 +30,21 @@
 set -Eeuo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-# shellcheck source=../scripts/lib/err.sh
-. "$root/scripts/lib/err.sh"
-err_trap db-compare
-bin_dir="${BUILD_DIR:-$root/build}/bin"
-server_bin="$bin_dir/coupon-server"
-loadtest_bin="$bin_dir/coupon-loadtest"
-redis_bin="${DLOCK_REDIS_SERVER:-$(command -v redis-server || true)}"
-
-die() { echo "db-compare: $*" >&2; exit 2; }
-say() { [ "${quiet:-1}" = 1 ] || echo "db-compare: $*" >&2; }
-
-# The variables scripts/lib/sale.sh reads (its header lists them); the same
-# for every row. load_rate '' = closed loop.
-instances=2 redis_nodes=3 stock=100000 per_user_limit=1 connections=64 threads="" requests=20000
-users="" load_rate="" work_us=0 lock_batch="" server_threads="" lock_wait="" base_port=""
+# shellcheck source=bench/lib/sale_bench.sh
+. "$here/lib/sale_bench.sh"
+sale_bench_init db-compare
+# The same for every row (scripts/lib/sale.sh reads them); threads '' =
+# min(connections, cores), and no load_rate: a closed loop.
+# shellcheck disable=SC2034  # read by scripts/lib/sale.sh
+stock=100000 requests=20000
 strategies="redlock,atomic-sql" stores="sqlite,postgresql" pg_sync=on stages=0
-redis_pids=() server_pids=() redis_addrs=() server_urls=() redis_ports=()
-
-# shellcheck source=lib/measure.sh
-. "$here/lib/measure.sh"
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) usage ;;
     --stages) stages=1; shift; continue ;;
-    --requests|--stock|--connections|--threads|--strategies|--stores|--pg-synchronous-commit)
-      [ $# -ge 2 ] || die "$1 needs a value (--help)" ;;
+    --requests|--stock|--connections|--threads|--strategies|--stores|--pg-synchronous-commit|--json)
+      need_value "$1" $# ;;
     *) die "unknown option $1 (--help)" ;;
   esac
   case "$1" in
@@ -66,6 +56,7 @@ while [ $# -gt 0 ]; do
     --stores) stores="$2" ;;
     --pg-synchronous-commit)
       case "$2" in on|off) pg_sync="$2" ;; *) die "--pg-synchronous-commit: '$2' is not on or off" ;; esac ;;
+    --json) json_out="$2" ;;
   esac
   shift 2
 done
@@ -77,29 +68,21 @@ done
 for s in "${store_list[@]}"; do
   case "$s" in sqlite|postgresql) ;; *) die "--stores: '$s' is not sqlite or postgresql" ;; esac
 done
-[ -x "$server_bin" ] && [ -x "$loadtest_bin" ] || die "build first: no $server_bin or $loadtest_bin"
-[ -n "$redis_bin" ] || die "redis-server not found (apt-get install redis-server, or set DLOCK_REDIS_SERVER)"
-command -v curl >/dev/null || die "curl not found (apt-get install curl)"
 
-# shellcheck source=../scripts/lib/sale.sh
-. "$root/scripts/lib/sale.sh"
-
-work="$(mktemp -d "${TMPDIR:-/tmp}/db-compare.XXXXXX")" || die "cannot create a temp dir"
-pg_pid="" pg_url=""
-
+pg_pid="" pg_port=""
+# shellcheck disable=SC2317  # run at exit only (sale_bench_on_exit)
 stop_pg() {
   [ -n "$pg_pid" ] || return 0
   # SIGINT: PostgreSQL's fast shutdown; bounded, then SIGKILL, by PID only.
   kill -INT "$pg_pid" 2>/dev/null || true
   local i
   for ((i = 0; i < 200; i++)); do proc_alive "$pg_pid" || break; sleep 0.05; done
-  proc_alive "$pg_pid" && kill -KILL "$pg_pid" 2>/dev/null
+  if proc_alive "$pg_pid"; then kill -KILL "$pg_pid" 2>/dev/null || true; fi
   wait "$pg_pid" 2>/dev/null || true
   pg_pid=""
 }
-# shellcheck disable=SC2317  # invoked by the EXIT trap
-on_exit() { stop_servers; local p; for p in "${redis_pids[@]}"; do stop_pid "$p"; done; stop_pg; rm -rf -- "$work"; }
-trap on_exit EXIT
+# shellcheck disable=SC2317  # run by the EXIT trap (bench/lib/sale_bench.sh)
+sale_bench_on_exit() { stop_pg; }
 
 pg_bindir() {
   if [ -n "${DLOCK_PG_BINDIR:-}" ]; then echo "$DLOCK_PG_BINDIR"; return; fi
@@ -147,9 +130,8 @@ fresh_db() { # store strategy -> the --db value, a fresh database each run
   fi
 }
 
+sale_bench_start
 case ",$stores," in *,postgresql,*) start_pg ;; esac
-for ((i = 0; i < redis_nodes; i++)); do start_redis "$i"; done
-make_token
 
 # The servers' stage times per claim answered and their stock peeks, as one
 # line (a build without the stock view shows its peeks as "-").
@@ -181,7 +163,7 @@ stage_line() {
 # One row: fresh database, fresh servers, the load; prints the table's line.
 # Its values are local: nothing one row measures reaches the next.
 db_row() { # store strategy
-  local store="$1" strat="$2" db id report log st=0 tput p99 issued verdict
+  local store="$1" strat="$2" db id report log st=0
   db="$(fresh_db "$store" "$strat")" || exit 2
   start_servers "$strat" "$db" 2>>"$work/servers.log"
   id="$(create_coupon hot)" || exit 2
@@ -191,16 +173,15 @@ db_row() { # store strategy
   local stage_text=""
   [ "$stages" = 0 ] || stage_text="$(stage_line)"
   stop_servers
-  tput="$(sed -n 's/.*throughput \([0-9.]*\) req\/s.*/\1/p' "$report" | head -n 1)"
-  p99="$(sed -n 's/.*p99 \([0-9.]*\).*/\1/p' "$report" | head -n 1)"
-  issued="$(sed -n 's/^  issued: \([0-9]*\) of \([0-9]*\).*/\1\/\2/p' "$report" | head -n 1)"
-  verdict="$(sed -n 's/^verdict: //p' "$report" | head -n 1)"
-  printf '%-11s %-11s %10s %9s %12s  %s\n' "$store" "$strat" "${tput:-?}" "${p99:-?}" "${issued:-?}" \
-    "${verdict:-exit $st}"
+  loadtest_figures "$report"
+  printf '%-11s %-11s %10s %9s %12s  %s\n' "$store" "$strat" "${lt_rate:-?}" "${lt_p99:-?}" \
+    "${lt_issued:-?}/${lt_total:-?}" "${lt_verdict:-exit $st}"
+  json_row pg_synchronous_commit "$pg_sync" store "$store" strategy "$strat" per_s "${lt_rate:-null}" \
+    p99_ms "${lt_p99:-null}" issued "${lt_issued:-null}" total "${lt_total:-null}" verdict "$lt_verdict" exit "$st"
   [ -z "$stage_text" ] || echo "$stage_text"
   if [ "$st" != 0 ]; then
     rc=1
-    echo "db-compare: $store $strat: coupon-loadtest exit $st (${verdict:-no verdict}); its last lines:" >&2
+    echo "db-compare: $store $strat: coupon-loadtest exit $st (${lt_verdict:-no verdict}); its last lines:" >&2
     tail -n 5 "$log" "$report" >&2 2>/dev/null || true
   fi
 }

@@ -18,47 +18,32 @@
 # usage: bench/hot-coupon.sh [--rounds R] [--duration S] [--stock N]
 #                            [--connections C] [--threads T]
 #                            [--redlock-opts "OPTS"] [--atomic-opts "OPTS"]
-#                            [--try "OPTS"]
+#                            [--try "OPTS"] [--json FILE]
 # --threads: the load tester's threads (default 2). --redlock-opts /
 # --atomic-opts: extra coupon-server options for that strategy's rows (e.g.
 # "--lock-batch 64"). --try: one more row per round, redlock with OPTS
 # ("redlock+"), interleaved with the rest, to judge a setting against the
 # defaults in the same run.
+# --json FILE: also append one JSON line per row to FILE (bench, round,
+# row, per_s, p99_ms, issued, answered, verdict, exit), for bench/glance.sh.
 # Environment: BUILD_DIR (default build/), DLOCK_REDIS_SERVER.
 # Exit status: 0 iff every row said NO OVERSELL (else 1, naming the row on
 # stderr); 2 on usage or start-up errors, with the reason on stderr.
 set -Eeuo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-# shellcheck source=../scripts/lib/err.sh
-. "$root/scripts/lib/err.sh"
-err_trap hot-coupon
-bin_dir="${BUILD_DIR:-$root/build}/bin"
-server_bin="$bin_dir/coupon-server"
-loadtest_bin="$bin_dir/coupon-loadtest"
-redis_bin="${DLOCK_REDIS_SERVER:-$(command -v redis-server || true)}"
-
-die() { echo "hot-coupon: $*" >&2; exit 2; }
-say() { [ "${quiet:-1}" = 1 ] || echo "hot-coupon: $*" >&2; }
-
-# The variables scripts/lib/sale.sh reads (its header lists them).
+# shellcheck source=bench/lib/sale_bench.sh
+. "$here/lib/sale_bench.sh"
+sale_bench_init hot-coupon
 # shellcheck disable=SC2034  # read by scripts/lib/sale.sh
-{
-  instances=2 redis_nodes=3 stock=0 per_user_limit=1 connections=64 threads=2 requests=""
-  users="" load_rate="" work_us=0 lock_batch="" server_threads="" lock_wait="" base_port=""
-  rounds=3 duration=4 claim_stock=10000000 redlock_opts="" atomic_opts="" try_opts=""
-  redis_pids=() server_pids=() redis_addrs=() server_urls=() redis_ports=()
-}
-
-# shellcheck source=lib/measure.sh
-. "$here/lib/measure.sh"
+threads=2
+rounds=3 duration=4 claim_stock=10000000 redlock_opts="" atomic_opts="" try_opts=""
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,/^set -Eeuo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    --rounds|--duration|--stock|--connections|--threads|--redlock-opts|--atomic-opts|--try)
-      [ $# -ge 2 ] || die "$1 needs a value (--help)" ;;
+    -h|--help) usage ;;
+    --rounds|--duration|--stock|--connections|--threads|--redlock-opts|--atomic-opts|--try|--json)
+      need_value "$1" $# ;;
     *) die "unknown option $1 (--help)" ;;
   esac
   case "$1" in
@@ -70,20 +55,11 @@ while [ $# -gt 0 ]; do
     --redlock-opts) redlock_opts="$2" ;;
     --atomic-opts) atomic_opts="$2" ;;
     --try) try_opts="$2" ;;
+    --json) json_out="$2" ;;
   esac
   shift 2
 done
-if [ ! -x "$server_bin" ] || [ ! -x "$loadtest_bin" ]; then die "build first: no $server_bin or $loadtest_bin"; fi
-[ -n "$redis_bin" ] || die "redis-server not found (apt-get install redis-server, or set DLOCK_REDIS_SERVER)"
-command -v curl >/dev/null || die "curl not found (apt-get install curl)"
-
-# shellcheck source=../scripts/lib/sale.sh
-. "$root/scripts/lib/sale.sh"
-
-work="$(mktemp -d "${TMPDIR:-/tmp}/hot-coupon.XXXXXX")" || die "cannot create a temp dir"
-trap cleanup EXIT
-for ((i = 0; i < redis_nodes; i++)); do start_redis "$i"; done
-make_token
+sale_bench_start
 
 STAGES=(http_in claim_queue local_queue lock read work commit release resume reply)
 declare -A stage_s=() stage_n=() tput=() cpu_srv=() cpu_redis=() answers=()
@@ -92,7 +68,7 @@ hz="$(getconf CLK_TCK 2>/dev/null || echo 100)"
 # One row: fresh database, fresh servers, the load; prints its line and
 # appends its answers/s to tput[kind].
 row() { # round kind strategy stock [server options...]
-  local round="$1" kind="$2" strat="$3" db report log st=0 t p99 issued verdict id
+  local round="$1" kind="$2" strat="$3" db report log st=0 id
   local extra=("${@:5}")
   # shellcheck disable=SC2034  # create_coupon (scripts/lib/sale.sh) reads it
   stock="$4"
@@ -111,25 +87,19 @@ row() { # round kind strategy stock [server options...]
   scrape_stages "$kind"
   stop_servers
   rm -f -- "$db" "$db-wal" "$db-shm"
-  t="$(sed -n 's/.*throughput \([0-9.]*\) req\/s.*/\1/p' "$report" | head -n 1)"
-  p99="$(sed -n 's/.*p99 \([0-9.]*\).*/\1/p' "$report" | head -n 1)"
-  issued="$(sed -n 's/^  issued: \([0-9]*\) of \([0-9]*\).*/\1/p' "$report" | head -n 1)"
-  verdict="$(sed -n 's/^verdict: //p' "$report" | head -n 1)"
-  printf '%-6s %-11s %12s %9s %10s  %s\n' "$round" "$kind" "${t:-?}" "${p99:-?}" "${issued:-?}" "${verdict:-exit $st}"
-  tput["$kind"]="${tput["$kind"]:-} ${t:-0}"
-  answers["$kind"]=$(( ${answers["$kind"]:-0} + $(sed -n 's/^requests: *\([0-9]*\) answered.*/\1/p' "$report" | head -n 1) ))
-  if [ "$st" != 0 ] || [ "${verdict:-}" != "NO OVERSELL" ]; then
+  loadtest_figures "$report"
+  printf '%-6s %-11s %12s %9s %10s  %s\n' "$round" "$kind" "${lt_rate:-?}" "${lt_p99:-?}" "${lt_issued:-?}" \
+    "${lt_verdict:-exit $st}"
+  json_row round "$round" row "$kind" per_s "${lt_rate:-null}" p99_ms "${lt_p99:-null}" issued "${lt_issued:-null}" \
+    answered "${lt_answered:-0}" verdict "$lt_verdict" exit "$st"
+  tput["$kind"]="${tput["$kind"]:-} ${lt_rate:-0}"
+  answers["$kind"]=$(( ${answers["$kind"]:-0} + ${lt_answered:-0} ))
+  if [ "$st" != 0 ] || [ "$lt_verdict" != "NO OVERSELL" ]; then
     rc=1
-    echo "hot-coupon: round $round $kind: coupon-loadtest exit $st (${verdict:-no verdict}); its last lines:" >&2
+    echo "hot-coupon: round $round $kind: coupon-loadtest exit $st (${lt_verdict:-no verdict}); its last lines:" >&2
     tail -n 5 "$log" "$report" >&2 2>/dev/null || true
   fi
 }
-
-median() { # numbers... -> the median (the mean of the middle two for an even count)
-  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0;
-    else if (NR % 2) printf "%.1f\n", v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
 
 # shellcheck disable=SC2206  # word splitting is the point: the extra options
 rl_extra=($redlock_opts) at_extra=($atomic_opts) try_extra=($try_opts)
@@ -153,17 +123,18 @@ echo "load after: $(uptime)"
 # shellcheck disable=SC2086  # the lists of numbers split into words on purpose
 {
   c="$(median ${tput[ceiling]})" a="$(median ${tput[atomic-sql]})" l="$(median ${tput[redlock]})"
+  c="$(printf '%.1f' "$c")" a="$(printf '%.1f' "$a")" l="$(printf '%.1f' "$l")"
 }
 echo
 echo "medians of $rounds interleaved rounds (answers/s):"
 printf '  %-11s %12s  %s\n' ceiling "$c" "1.00x ceiling"
-printf '  %-11s %12s  %s of ceiling\n' atomic-sql "$a" "$(ratio "$a" "$c")"
-printf '  %-11s %12s  %s of ceiling, %s of atomic-sql\n' redlock "$l" "$(ratio "$l" "$c")" "$(ratio "$l" "$a")"
+printf '  %-11s %12s  %s of ceiling\n' atomic-sql "$a" "$(ratio "$a" "$c" x)"
+printf '  %-11s %12s  %s of ceiling, %s of atomic-sql\n' redlock "$l" "$(ratio "$l" "$c" x)" "$(ratio "$l" "$a" x)"
 if [ -n "$try_opts" ]; then
   # shellcheck disable=SC2086
-  p="$(median ${tput[redlock+]})"
-  printf '  %-11s %12s  %s of ceiling, %s of atomic-sql, %s of redlock\n' redlock+ "$p" "$(ratio "$p" "$c")" \
-    "$(ratio "$p" "$a")" "$(ratio "$p" "$l")"
+  p="$(printf '%.1f' "$(median ${tput[redlock+]})")"
+  printf '  %-11s %12s  %s of ceiling, %s of atomic-sql, %s of redlock\n' redlock+ "$p" "$(ratio "$p" "$c" x)" \
+    "$(ratio "$p" "$a" x)" "$(ratio "$p" "$l" x)"
 fi
 
 echo

@@ -17,7 +17,7 @@
 #                              [--counts "1 10 100"] [--connections C]
 #                              [--threads T] [--redlock-opts "OPTS"]
 #                              [--atomic-opts "OPTS"] [--try "OPTS"]
-#                              [--base-bin DIR] [--redis-nodes N]
+#                              [--base-bin DIR] [--redis-nodes N] [--json FILE]
 # --counts: the coupon counts, each 1..100. --redlock-opts / --atomic-opts:
 # extra coupon-server options for that strategy's rows. --try: one more row
 # per count and round, redlock with OPTS ("redlock+"). --base-bin: two more
@@ -25,43 +25,29 @@
 # in DIR ("base-atomic", "base-redlock": another build, e.g. main's, as the
 # baseline of the same interleaved run). --redis-nodes: the Redis masters
 # (default 3; 1 = a single instance, no Redlock quorum).
+# --json FILE: also append one JSON line per row to FILE (bench, round,
+# coupons, row, per_s, p99_ms, issued, answered, verdict, exit), for
+# bench/glance.sh.
 # Environment: BUILD_DIR (default build/), DLOCK_REDIS_SERVER.
 # Exit status: 0 iff every row said NO OVERSELL (else 1, naming the row on
 # stderr); 2 on usage or start-up errors, with the reason on stderr.
 set -Eeuo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-# shellcheck source=../scripts/lib/err.sh
-. "$root/scripts/lib/err.sh"
-err_trap many-coupons
-bin_dir="${BUILD_DIR:-$root/build}/bin"
-own_server_bin="$bin_dir/coupon-server"
-server_bin="$own_server_bin"
-loadtest_bin="$bin_dir/coupon-loadtest"
-redis_bin="${DLOCK_REDIS_SERVER:-$(command -v redis-server || true)}"
-
-die() { echo "many-coupons: $*" >&2; exit 2; }
-say() { [ "${quiet:-1}" = 1 ] || echo "many-coupons: $*" >&2; }
-
-# The variables scripts/lib/sale.sh reads (its header lists them).
+# shellcheck source=bench/lib/sale_bench.sh
+. "$here/lib/sale_bench.sh"
+sale_bench_init many-coupons
 # shellcheck disable=SC2034  # read by scripts/lib/sale.sh
-{
-  instances=2 redis_nodes=3 stock=0 per_user_limit=1 connections=64 threads=2 requests=""
-  users="" load_rate="" work_us=0 lock_batch="" server_threads="" lock_wait="" base_port=""
-  rounds=3 duration=4 claim_stock=10000000 counts="1 10 100" redlock_opts="" atomic_opts="" try_opts=""
-  base_bin=""
-  redis_pids=() server_pids=() redis_addrs=() server_urls=() redis_ports=()
-}
-
-# shellcheck source=lib/measure.sh
-. "$here/lib/measure.sh"
+threads=2
+own_server_bin="$server_bin"
+rounds=3 duration=4 claim_stock=10000000 counts="1 10 100" redlock_opts="" atomic_opts="" try_opts=""
+base_bin=""
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,/^set -Eeuo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    --rounds|--duration|--stock|--counts|--connections|--threads|--redlock-opts|--atomic-opts|--try|--base-bin|--redis-nodes)
-      [ $# -ge 2 ] || die "$1 needs a value (--help)" ;;
+    -h|--help) usage ;;
+    --rounds|--duration|--stock|--counts|--connections|--threads|--redlock-opts|--atomic-opts|--try|--base-bin|--redis-nodes|--json)
+      need_value "$1" $# ;;
     *) die "unknown option $1 (--help)" ;;
   esac
   case "$1" in
@@ -76,6 +62,7 @@ while [ $# -gt 0 ]; do
     --try) try_opts="$2" ;;
     --base-bin) base_bin="$2" ;;
     --redis-nodes) need_int "$1" "$2" 1 5; redis_nodes="$2" ;;
+    --json) json_out="$2" ;;
   esac
   shift 2
 done
@@ -83,18 +70,8 @@ done
 count_list=($counts)
 [ "${#count_list[@]}" -gt 0 ] || die "--counts: no coupon count given"
 for n in "${count_list[@]}"; do need_int "--counts" "$n" 1 100; done
-if [ ! -x "$server_bin" ] || [ ! -x "$loadtest_bin" ]; then die "build first: no $server_bin or $loadtest_bin"; fi
 if [ -n "$base_bin" ] && [ ! -x "$base_bin/coupon-server" ]; then die "--base-bin: no $base_bin/coupon-server"; fi
-[ -n "$redis_bin" ] || die "redis-server not found (apt-get install redis-server, or set DLOCK_REDIS_SERVER)"
-command -v curl >/dev/null || die "curl not found (apt-get install curl)"
-
-# shellcheck source=../scripts/lib/sale.sh
-. "$root/scripts/lib/sale.sh"
-
-work="$(mktemp -d "${TMPDIR:-/tmp}/many-coupons.XXXXXX")" || die "cannot create a temp dir"
-trap cleanup EXIT
-for ((i = 0; i < redis_nodes; i++)); do start_redis "$i"; done
-make_token
+sale_bench_start
 
 STAGES=(http_in claim_queue local_queue lock read work commit release resume reply)
 declare -A stage_s=() stage_n=() tput=() cpu_srv=() cpu_redis=() cpu_load=() answers=()
@@ -103,7 +80,7 @@ hz="$(getconf CLK_TCK 2>/dev/null || echo 100)"
 # One row: fresh database, fresh servers, N coupons, the load; prints its
 # line and appends its claims/s to tput[count:kind].
 row() { # round count kind strategy server-binary [server options...]
-  local round="$1" count="$2" kind="$3" strat="$4" db report log st=0 t p99 issued verdict first="" id c
+  local round="$1" count="$2" kind="$3" strat="$4" db report log st=0 first="" id c
   local extra=("${@:6}")
   server_bin="$5"
   # shellcheck disable=SC2034  # create_coupon (scripts/lib/sale.sh) reads it
@@ -135,26 +112,19 @@ row() { # round count kind strategy server-binary [server options...]
   scrape_stages "$count:$kind"
   stop_servers
   rm -f -- "$db" "$db-wal" "$db-shm"
-  t="$(sed -n 's/^requests: .*: \([0-9.]*\) req\/s.*/\1/p' "$report" | head -n 1)"
-  p99="$(sed -n 's/.*p99 \([0-9.]*\).*/\1/p' "$report" | head -n 1)"
-  issued="$(sed -n 's/^issued: *\([0-9]*\) units.*/\1/p' "$report" | head -n 1)"
-  verdict="$(sed -n 's/^verdict: *//p' "$report" | head -n 1)"
-  printf '%-6s %7s %-13s %10s %9s %9s  %s\n' "$round" "$count" "$kind" "${t:-?}" "${p99:-?}" "${issued:-?}" \
-    "${verdict:-exit $st}"
-  tput["$count:$kind"]="${tput["$count:$kind"]:-} ${t:-0}"
-  answers["$key"]=$(( ${answers["$key"]:-0} + $(sed -n 's/^requests: *\([0-9]*\) answered.*/\1/p' "$report" | head -n 1) ))
-  if [ "$st" != 0 ] || [ "${verdict:-}" != "NO OVERSELL" ]; then
+  loadtest_figures "$report"
+  printf '%-6s %7s %-13s %10s %9s %9s  %s\n' "$round" "$count" "$kind" "${lt_rate:-?}" "${lt_p99:-?}" \
+    "${lt_issued:-?}" "${lt_verdict:-exit $st}"
+  json_row round "$round" coupons "$count" row "$kind" per_s "${lt_rate:-null}" p99_ms "${lt_p99:-null}" \
+    issued "${lt_issued:-null}" answered "${lt_answered:-0}" verdict "$lt_verdict" exit "$st"
+  tput["$count:$kind"]="${tput["$count:$kind"]:-} ${lt_rate:-0}"
+  answers["$key"]=$(( ${answers["$key"]:-0} + ${lt_answered:-0} ))
+  if [ "$st" != 0 ] || [ "$lt_verdict" != "NO OVERSELL" ]; then
     rc=1
-    echo "many-coupons: round $round, $count coupons, $kind: coupon-loadtest exit $st (${verdict:-no verdict}); its last lines:" >&2
+    echo "many-coupons: round $round, $count coupons, $kind: coupon-loadtest exit $st (${lt_verdict:-no verdict}); its last lines:" >&2
     tail -n 5 "$log" "$report" >&2 2>/dev/null || true
   fi
 }
-
-median() { # numbers... -> the median (the mean of the middle two for an even count)
-  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0;
-    else if (NR % 2) printf "%.0f\n", v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
 
 # shellcheck disable=SC2206  # word splitting is the point: the extra options
 rl_extra=($redlock_opts) at_extra=($atomic_opts) try_extra=($try_opts)
@@ -189,7 +159,7 @@ echo "$line"
 for k in "${kinds[@]}"; do
   line="$(printf '  %-13s' "$k")"
   # shellcheck disable=SC2086  # the lists of numbers split into words on purpose
-  for n in "${count_list[@]}"; do line+="$(printf ' %10s' "$(median ${tput["$n:$k"]})")"; done
+  for n in "${count_list[@]}"; do line+="$(printf ' %10.0f' "$(median ${tput["$n:$k"]})")"; done
   echo "$line"
 done
 for k in "${kinds[@]}"; do
@@ -200,7 +170,7 @@ for k in "${kinds[@]}"; do
   line="$(printf '  %-13s' "$k/$base")"
   # shellcheck disable=SC2086
   for n in "${count_list[@]}"; do
-    line+="$(printf ' %10s' "$(ratio "$(median ${tput["$n:$k"]})" "$(median ${tput["$n:$base"]})")")"
+    line+="$(printf ' %10s' "$(ratio "$(median ${tput["$n:$k"]})" "$(median ${tput["$n:$base"]})" x)")"
   done
   echo "$line"
 done
@@ -209,7 +179,7 @@ if [ -n "$base_bin" ]; then
     line="$(printf '  %-13s' "$k/base")"
     # shellcheck disable=SC2086
     for n in "${count_list[@]}"; do
-      line+="$(printf ' %10s' "$(ratio "$(median ${tput["$n:$k"]})" "$(median ${tput["$n:base-${k%-sql}"]})")")"
+      line+="$(printf ' %10s' "$(ratio "$(median ${tput["$n:$k"]})" "$(median ${tput["$n:base-${k%-sql}"]})" x)")"
     done
     echo "$line"
   done

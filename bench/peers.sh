@@ -19,7 +19,7 @@
 # `uptime` is printed before and after.
 #
 # usage: bench/peers.sh [--rounds R] [--duration S] [--rows LIST] [--clients LIST]
-#                       [--bench PATH] [--setup]
+#                       [--bench PATH] [--setup] [--json FILE]
 # --rounds: runs of each client per row (default 3). --duration: seconds per
 # run (default 4). --rows: NODES:WORKERS:MODE[,...] (default
 # 1:8:uncontended,3:64:contended,1:64:contended,3:8:uncontended).
@@ -28,7 +28,9 @@
 # runs must report violations (what the check catches). --bench: the
 # dlock-bench binary (default $BUILD_DIR/bin/dlock-bench). --setup: first
 # run scripts/setup.sh's peers set (packages, the build, npm ci in
-# bench/peers).
+# bench/peers). --json FILE: also append each run's JSON line to FILE,
+# dlock-bench's or the driver's, with bench, round, row and client put in
+# front (a run that printed none: those and its exit), for bench/glance.sh.
 # Environment: BUILD_DIR (default build/), DLOCK_REDIS_SERVER, DLOCK_NODE
 # (the node binary, default node).
 # Exit status: 0 iff every run exited 0 and reported violations 0; 1 when
@@ -46,18 +48,18 @@ export LC_ALL=C
 
 die() { echo "peers.sh: $*" >&2; exit 2; }
 
-# shellcheck source=lib/measure.sh
+# shellcheck source=bench/lib/measure.sh
 . "$here/lib/measure.sh"
 
 rounds=3 duration=4 setup=0
 rows_csv="1:8:uncontended,3:64:contended,1:64:contended,3:8:uncontended"
 clients_csv="libdlock,node-redlock,redis-semaphore"
-bench=""
+bench="" json_out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) sed -n '2,/^set -Eeuo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     --setup) setup=1; shift; continue ;;
-    --rounds|--duration|--rows|--clients|--bench) [ $# -ge 2 ] || die "$1 needs a value (--help)" ;;
+    --rounds|--duration|--rows|--clients|--bench|--json) [ $# -ge 2 ] || die "$1 needs a value (--help)" ;;
     *) die "unknown option $1 (--help)" ;;
   esac
   case "$1" in
@@ -66,6 +68,7 @@ while [ $# -gt 0 ]; do
     --rows) rows_csv="$2" ;;
     --clients) clients_csv="$2" ;;
     --bench) bench="$2" ;;
+    --json) json_out="$2" ;;
   esac
   shift 2
 done
@@ -173,16 +176,6 @@ proc_cpu_us() { # pids...
   echo $((sum * 1000000 / hz))
 }
 
-jnum() { # json key -> its number, or null
-  sed -n "s/.*\"$2\":\(null\|-\{0,1\}[0-9][0-9.]*\).*/\1/p" <<<"$1"
-}
-
-# Median of the arguments, nulls left out (null when none is left).
-median() {
-  printf '%s\n' "$@" | grep -v '^null$' | sort -g |
-    awk '{ v[NR] = $1 } END { if (NR == 0) print "null"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 declare -A ops=() p50=() p99=() pwmin=() pwmax=() fails=() ccpu=() rcpu=() viol=() succ=() calls=() usec=() cmds=()
 status=0
 
@@ -213,31 +206,36 @@ run_one() { # round row client
   children_cpu_us c1
   r1="$(proc_cpu_us "${pids[@]:0:$n}")"
   line="$(grep -m 1 '^{' "$out" || true)"
+  if [ -n "$json_out" ]; then
+    local tag
+    tag="$(json_line bench peers round "$round" row "$row" client "$client" exit "$st")"
+    if [ -n "$line" ]; then echo "${tag%\}},${line#\{}"; else echo "$tag"; fi >>"$json_out"
+  fi
   k="$row|$client"
   local v o
-  v="$(jnum "$line" violations)" o="$(jnum "$line" ops_per_s)"
+  v="$(jget "$line" violations)" o="$(jget "$line" ops_per_s)"
   if [ "$st" != 0 ] || [ -z "$line" ] || [ "$v" != 0 ]; then
     echo "peers.sh: $client, $n node(s), $w workers, $mode, round $round: exit $st, violations ${v:-?}" >&2
     sed 's/^/  /' "$err" >&2
     status=1
   fi
   printf '%-5s %-5s %-7s %-11s  %-15s %10s %10s %10s\n' "$round" "$n" "$w" "$mode" "$client" "${o:-?}" \
-    "$(jnum "$line" acq_p99_ms)" "${v:-?}"
+    "$(jget "$line" acq_p99_ms)" "${v:-?}"
   [ -n "$line" ] || return 0
   ops["$k"]+=" $o"
   ops["$k|$round"]="$o"
-  p50["$k"]+=" $(jnum "$line" acq_p50_ms)"
-  p99["$k"]+=" $(jnum "$line" acq_p99_ms)"
-  pwmin["$k"]+=" $(jnum "$line" per_worker_min)"
-  pwmax["$k"]+=" $(jnum "$line" per_worker_max)"
-  fails["$k"]+=" $(jnum "$line" acquire_failures)"
+  p50["$k"]+=" $(jget "$line" acq_p50_ms)"
+  p99["$k"]+=" $(jget "$line" acq_p99_ms)"
+  pwmin["$k"]+=" $(jget "$line" per_worker_min)"
+  pwmax["$k"]+=" $(jget "$line" per_worker_max)"
+  fails["$k"]+=" $(jget "$line" acquire_failures)"
   local s1
-  s1="$(jnum "$line" successes)"
+  s1="$(jget "$line" successes)"
   if [ "$s1" -gt 0 ]; then
     # The Node driver's own figure leaves out Node's start-up (tenths of a
     # second of CPU); dlock-bench's start-up is a few ms, counted in `times`.
     local drv
-    drv="$(jnum "$line" cpu_s)"
+    drv="$(jget "$line" cpu_s)"
     if [ -n "$drv" ]; then
       ccpu["$k"]+=" $(awk -v c="$drv" -v s="$s1" 'BEGIN { printf "%.0f", c * 1e6 / s }')"
     else
@@ -247,7 +245,7 @@ run_one() { # round row client
   fi
   # The worst round: one violation anywhere is the finding.
   viol["$k"]=$(( ${viol[$k]:-0} > v ? ${viol[$k]:-0} : v ))
-  succ["$k"]=$(( ${succ[$k]:-0} + $(jnum "$line" successes) ))
+  succ["$k"]=$(( ${succ[$k]:-0} + $(jget "$line" successes) ))
   if [ "$mode" = uncontended ]; then
     local cmd c u stats
     for p in "${ports[@]:0:$n}"; do
@@ -325,19 +323,19 @@ if [ -n "${ops[${rows[0]}|libdlock]+x}" ] && [ "${#peer_list[@]}" -gt 0 ]; then
         if [ -z "$top" ] || awk -v a="$o" -v b="$top" 'BEGIN { exit !(a > b) }'; then top="$o"; fi
       done
       l="${ops[$row|libdlock|$r]:-}"
-      [ -n "$top" ] && [ -n "$l" ] && per_round+=("$(awk -v a="$l" -v b="$top" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')")
+      [ -n "$top" ] && [ -n "$l" ] && per_round+=("$(ratio "$l" "$top")")
     done
     # shellcheck disable=SC2086
     {
       rounds_list="$(IFS=,; echo "${per_round[*]:-?}")"
       rounds_list="${rounds_list//,/, }"
-      ratio="$(awk -v a="$(median ${ops[$row|libdlock]})" -v b="$best_ops" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')"
+      ops_ratio="$(ratio "$(median ${ops[$row|libdlock]})" "$best_ops")"
       p99r="$(awk -v a="$(median ${p99[$row|libdlock]})" -v b="$(median ${p99[$row|$best]})" \
         'BEGIN { if (a != "null" && b != "null" && b > 0) printf "%.3f", a / b; else print "-" }')"
       spread="$(awk -v a="$(median ${pwmax[$row|libdlock]})" -v b="$(median ${pwmin[$row|libdlock]})" \
         'BEGIN { if (b > 0) printf "%.2f", a / b; else print "inf" }')"
     }
-    echo "| $n | $w | $mode | $best | $ratio ($rounds_list) | $p99r | $spread |"
+    echo "| $n | $w | $mode | $best | $ops_ratio ($rounds_list) | $p99r | $spread |"
   done
 fi
 

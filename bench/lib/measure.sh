@@ -1,8 +1,10 @@
-# bench/lib/measure.sh - what the end-to-end bench scripts measure alike:
-# their integer options, the CPU time of their processes, and the servers'
-# per-stage counters. Sourced after the script defines die(); the stage
-# totals go into the caller's associative arrays stage_s and stage_n, and
-# scrape_stages reads the caller's server_urls.
+# bench/lib/measure.sh - what the bench scripts measure and compute alike:
+# their integer options, the CPU time of their processes, the servers'
+# per-stage counters, the JSON lines the programs and the scripts print,
+# and the medians and ratios of the tables. Sourced after the script
+# defines die(); the stage totals go into the caller's associative arrays
+# stage_s and stage_n, and scrape_stages reads the caller's server_urls.
+# shellcheck shell=bash
 
 need_int() { # name value min max
   if ! [[ "$2" =~ ^[0-9]+$ ]] || [ "$2" -lt "$3" ] || [ "$2" -gt "$4" ]; then
@@ -38,4 +40,66 @@ scrape_stages() { # key
       /^coupon_lock_retries_total / { print "n:retries", $2 }
 ')
   done
+}
+
+# JSON lines: the programs' own (dlock-bench, the peer drivers) and the
+# flat ones the bench scripts write with --json. Flat objects only: a key's
+# first occurrence in the line is its value.
+
+jget() { # json key -> its value: a number, true/false/null, or a string's text ('' when absent)
+  local v
+  v="$(sed -n "s/.*\"$2\":\(null\|true\|false\|-\{0,1\}[0-9][0-9.eE+-]*\).*/\1/p" <<<"$1")"
+  [ -n "$v" ] || v="$(sed -n "s/.*\"$2\":\"\([^\"]*\)\".*/\1/p" <<<"$1")"
+  printf '%s\n' "$v"
+}
+
+jsel() { # file key match... -> key's value on each line holding every match string, in file order
+  local file="$1" key="$2" line m
+  shift 2
+  while IFS= read -r line; do
+    for m in "$@"; do [[ "$line" == *"$m"* ]] || continue 2; done
+    jget "$line" "$key"
+  done <"$file"
+}
+
+json_line() { # key value ... -> one flat JSON object; a value that is a number stays one
+  local out="" k v
+  while [ $# -ge 2 ]; do
+    k="$1" v="$2"
+    shift 2
+    if ! [[ "$v" =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; then
+      v="${v//\\/\\\\}" v="${v//\"/\\\"}" v="\"$v\""
+    fi
+    out+="${out:+,}\"$k\":$v"
+  done
+  printf '{%s}\n' "$out"
+}
+
+# Statistics of a list of numbers (arguments; null, '' and '-' left out).
+
+median() { # numbers... -> the median (the mean of the middle two for an even count), or null
+  printf '%s\n' "$@" | grep -E '^-?[0-9]' | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR == 0) print "null"; else if (NR % 2) print v[(NR + 1) / 2] + 0;
+                              else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+ratio() { # a b [suffix] -> a / b to 2 decimals, then suffix ("x"); '-' when either is missing or b is 0
+  awk -v a="$1" -v b="$2" -v x="${3:-}" 'BEGIN {
+    if (a ~ /^-?[0-9]/ && b ~ /^-?[0-9]/ && b + 0 != 0) printf "%.2f%s\n", a / b, x; else print "-" }'
+}
+
+ratios() { # "a1 a2 ..." "b1 b2 ..." -> a1/b1, a2/b2, ...: the ratio within each round, comma-separated
+  local -a num den
+  local i out=""
+  read -r -a num <<<"$1"
+  read -r -a den <<<"$2"
+  for ((i = 0; i < ${#num[@]} && i < ${#den[@]}; i++)); do out+="${out:+, }$(ratio "${num[i]}" "${den[i]}")"; done
+  printf '%s\n' "${out:--}"
+}
+
+grouped() { # number -> rounded to an integer, thousands apart by a space (17 079), or '-'
+  awk -v n="$1" 'BEGIN { if (n !~ /^-?[0-9]/) { print "-"; exit }
+    s = sprintf("%.0f", n); out = ""
+    while (length(s) > 3) { out = " " substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) }
+    print s out }'
 }
