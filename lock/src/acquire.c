@@ -298,18 +298,6 @@ dlock_err dlock_try_acquire(dlock_client *c, const char *resource, uint32_t ttl_
     return dlock_acquire(c, resource, ttl_ms, INT64_MIN, out);
 }
 
-int64_t dlock__deadline_after(int64_t wait_ms)
-{
-    int64_t now = dlock_now_ms();
-
-    /* No wait is "try once"; INT64_MIN is the plainest deadline that says
-     * so and passes dlock__deadline_check. */
-    if (wait_ms <= 0)
-        return INT64_MIN;
-    /* A wait so long that now + wait_ms would overflow is "for ever". */
-    return wait_ms > INT64_MAX - now ? INT64_MAX : now + wait_ms;
-}
-
 dlock_err dlock_acquire_for(dlock_client *c, const char *resource, uint32_t ttl_ms,
                             int64_t wait_ms, dlock_lock **out)
 {

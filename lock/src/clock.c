@@ -1,7 +1,7 @@
 /* clock.c - the library's clock (CLOCK_BOOTTIME, else CLOCK_MONOTONIC) in
- * milliseconds, the check that a deadline is an instant on it, its
- * conversion for condition variables, an EINTR-safe sleep, and the drift
- * allowance taken off every validity. */
+ * milliseconds, the check that a deadline is an instant on it, the deadline
+ * of a relative wait, its conversion for condition variables, an EINTR-safe
+ * sleep, and the drift allowance taken off every validity. */
 #include "dlock_internal.h"
 
 #include <errno.h>
@@ -77,6 +77,18 @@ int dlock__deadline_check(int64_t deadline_ms, const char *op, char *errbuf)
                 "dlock_now_ms() + wait",
                 op, (long long)deadline_ms, (long long)(now - deadline_ms), op);
     return -1;
+}
+
+int64_t dlock__deadline_after(int64_t wait_ms)
+{
+    int64_t now = dlock_now_ms();
+
+    /* No wait is "try once"; INT64_MIN is the plainest deadline that says
+     * so and passes dlock__deadline_check. */
+    if (wait_ms <= 0)
+        return INT64_MIN;
+    /* A wait so long that now + wait_ms would overflow is "for ever". */
+    return wait_ms > INT64_MAX - now ? INT64_MAX : now + wait_ms;
 }
 
 void dlock__cond_deadline(int64_t at_ms, struct timespec *ts)

@@ -286,11 +286,17 @@ void dlock__sleep_ms(int64_t ms);
  * (try once) or not before the library was loaded. Else -1 with why in
  * errbuf ("<op>: ... use <op>_for ..."): DLOCK_ERR_ARG for the caller. */
 int dlock__deadline_check(int64_t deadline_ms, const char *op, char *errbuf);
+/* The deadline of a relative wait: INT64_MIN (try once) for wait_ms <= 0,
+ * INT64_MAX when now + wait_ms would overflow. */
+int64_t dlock__deadline_after(int64_t wait_ms);
 /* ms as a struct timeval (hiredis timeouts); negative counts as 0. */
 struct timeval dlock__tv_ms(int64_t ms);
 /* The CLOCK_MONOTONIC timespec for the dlock_now_ms() instant at_ms, for
  * pthread_cond_timedwait (condvars take only REALTIME or MONOTONIC). */
 void dlock__cond_deadline(int64_t at_ms, struct timespec *ts);
+/* The drift allowance taken off a validity of ttl_ms (the distlock page's
+ * CLOCK_DRIFT). */
+int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms);
 
 /* ---- token.c ---- */
 int dlock__random_bytes(void *buf, size_t len);
@@ -408,10 +414,6 @@ dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const char *cons
 /* 0 when lock was acquired by c; else -1 with why in errbuf ("<op>: ..."). */
 int dlock__check_owner(const dlock_client *c, const dlock_lock *lock, const char *op,
                        char *errbuf);
-int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms);
-/* The deadline of a relative wait: INT64_MIN (try once) for wait_ms <= 0,
- * INT64_MAX when now + wait_ms would overflow. */
-int64_t dlock__deadline_after(int64_t wait_ms);
 size_t dlock__count_int(const dlock__result *res, size_t n, long long value, uint32_t *mask_out);
 int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);
 
