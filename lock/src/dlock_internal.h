@@ -426,13 +426,16 @@ int dlock__auth_argv(const dlock_client *c, const char *argv[3]);
  * will be refused, so the connection is usable as it is. */
 int dlock__auth_not_needed(const redisReply *r);
 
-/* ---- retry.c ---- */
+/* ---- rng.c ---- */
 void dlock__rng_seed(dlock_client *c);
+/* Uniform in [lo, hi]; client mutex held. */
+int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi);
+
+/* ---- retry.c ---- */
 int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt);
 /* Client mutex held (and held again on return): sleeps the backoff of
  * attempt, at most until deadline_ms, with the mutex released. */
 void dlock__backoff_sleep(dlock_client *c, unsigned attempt, int64_t now, int64_t deadline_ms);
-int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi);
 
 /* ---- wake.c ---- */
 dlock__waker *dlock__waker_take(dlock_client *c);
