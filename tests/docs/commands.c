@@ -270,6 +270,53 @@ Test(docs_commands, many_coupons, .timeout = 150)
     cr_assert_not_null(strstr(out, "load before: "), "%s", out);
 }
 
+/* The row of the glance table that starts with prefix holds needle. */
+static void glance_row(const char *prefix, const char *needle)
+{
+    char line[1024];
+    if (text_line(out, prefix, NULL, line, sizeof line) != 0)
+        cr_assert_fail("no table row '%s':\n%s", prefix, out);
+    cr_assert_not_null(strstr(line, needle), "the row has no '%s': %s\n%s", needle, line, out);
+}
+
+/* bench/glance.sh --quick (docs/benchmarks.md, "At a glance"): every step
+ * of the pass runs once, briefly, and the table fills in from their JSON
+ * lines: a figure in every row and no step FAILED. The PostgreSQL and peer
+ * rows may say "not run" only when the server binaries or the drivers'
+ * packages are missing (DLOCK_TEST_PEERS=1: never for the peers). */
+Test(docs_commands, glance_quick, .timeout = 300)
+{
+    char line[1024], pg[256];
+    const char *argv[] = {"bench/glance.sh", "--quick", NULL};
+    int st = docs_run(argv, 280, &out);
+    cr_assert_eq(st, 0, "bench/glance.sh --quick exit %d:\n%s", st, out);
+    want_line("One pass of `bench/glance.sh --quick` on ", " cores (", line, sizeof line);
+    cr_assert_not_null(strstr(line, "; load average "), "%s", line);
+    want_line("| what | command | result |", NULL, line, sizeof line);
+    glance_row("| hot coupon on SQLite, ", " answers/s: **");
+    if (pg_bindir(pg, sizeof pg) == 0) {
+        glance_row("| PostgreSQL, `synchronous_commit` off |", " claims/s: **");
+        glance_row("| PostgreSQL, `synchronous_commit` on |", " claims/s: **");
+    } else {
+        glance_row("| PostgreSQL, `synchronous_commit` off and on |", "| not run: ");
+    }
+    if (docs_peers_installed()) {
+        glance_row("| 64 workers on one key, 3 masters, ", " ops/s: **");
+        glance_row("| uncontended, 1 node, 8 workers, ", " ops/s: **");
+    } else {
+        glance_row("| libdlock against node-redlock and redis-semaphore |", "| not run: ");
+    }
+    glance_row("| a many-coupon sale, SQLite |", "| 1 / 10 / 100 coupons: `redlock` ");
+    glance_row("| `dlock-bench` uncontended, 1 node, 8 workers |", " vs raw hiredis ");
+    glance_row("| Redlock uncontended, 3 nodes, 8 workers |", " vs raw hiredis ");
+    glance_row("| Redlock uncontended, 5 nodes, 8 workers |", " vs raw hiredis ");
+    glance_row("| Redlock contended, 3 nodes, 8 / 64 workers |", "; violations 0 in every run");
+    cr_assert_null(strstr(out, "FAILED"), "%s", out);
+    want_line("Load per step (1 minute, before-after): hot-coupon ", NULL, line, sizeof line);
+    /* glance.sh starts no server itself; each step stops its own (db_compare_both_stores,
+     * peers and the others check that of their script). */
+}
+
 /* bench/sick-minority.sh --only paused-1of3 (docs/benchmarks.md): one line,
  * no stray lock key once the paused node resumed. */
 Test(docs_commands, sick_minority, .timeout = 120)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "procs.h"
 
@@ -136,4 +137,17 @@ size_t docs_count_procs(const char *needle)
     }
     closedir(d);
     return n;
+}
+
+int docs_peers_installed(void)
+{
+    char dir[1024];
+    struct stat st;
+    docs_path(dir, sizeof dir, "bench/peers/node_modules");
+    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+        return 1;
+    const char *want = getenv("DLOCK_TEST_PEERS");
+    if (want != NULL && strcmp(want, "1") == 0)
+        cr_assert_fail("DLOCK_TEST_PEERS=1 but %s is missing: run bench/peers.sh --setup", dir);
+    return 0;
 }

@@ -27,6 +27,11 @@ size_t docs_count_lines(const char *text, const char *prefix);
  * spaces) that contains needle: what a script left behind. */
 size_t docs_count_procs(const char *needle);
 
+/* 1 when bench/peers/node_modules is there (bench/peers.sh --setup installed
+ * the peer drivers' packages from npm), 0 when it is not; with
+ * DLOCK_TEST_PEERS=1 its absence fails the test instead. */
+int docs_peers_installed(void);
+
 /* Reads path into a malloc'd NUL-terminated string (the caller frees it), or NULL. */
 char *docs_read_text(const char *path);
 

@@ -42,6 +42,7 @@ static const struct {
     {"bench/sick-minority.sh", "docs_commands/sick_minority and sick_minority_contended"},
     {"bench/hot-coupon.sh", "docs_commands/hot_coupon"},
     {"bench/many-coupons.sh", "docs_commands/many_coupons"},
+    {"bench/glance.sh", "docs_commands/glance_quick"},
     {"dlockctl", "the ctl_* suites (--help, --version, its options)"},
     {"dlockctl ping", "docs_commands/dlockctl_session"},
     {"dlockctl list", "docs_commands/dlockctl_session"},

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "docs_util.h"
 #include "procs.h"
@@ -25,17 +24,9 @@ static void peers_fini(void)
 /* Skips (or, with DLOCK_TEST_PEERS=1, fails) without the drivers' packages. */
 static void need_peers(void)
 {
-    char dir[1024];
-    struct stat st;
-    docs_path(dir, sizeof dir, "bench/peers/node_modules");
-    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
-        return;
-    const char *want = getenv("DLOCK_TEST_PEERS");
-    if (want != NULL && strcmp(want, "1") == 0)
-        cr_assert_fail("DLOCK_TEST_PEERS=1 but %s is missing: run bench/peers.sh --setup", dir);
-    cr_skip_test("bench/peers.sh not run: %s is missing (bench/peers.sh --setup installs the peer drivers' "
-                 "packages from npm; DLOCK_TEST_PEERS=1 makes this a failure)",
-                 dir);
+    if (!docs_peers_installed())
+        cr_skip_test("bench/peers.sh not run: bench/peers/node_modules is missing (bench/peers.sh --setup "
+                     "installs the peer drivers' packages from npm; DLOCK_TEST_PEERS=1 makes this a failure)");
 }
 
 /* The medians table's row for a row and client; asserts it is there. */
