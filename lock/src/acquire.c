@@ -205,13 +205,6 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
     return rc;
 }
 
-static int should_retry(const dlock_client *c, dlock_err rc)
-{
-    if (rc == DLOCK_ERR_TAKEN || rc == DLOCK_ERR_EXPIRED)
-        return 1;
-    return c->retry_unavailable && dlock_err_is_unavailable(rc);
-}
-
 /* Client mutex held. 0, or -1 with why in c->errstr: nothing is sent. */
 static int check_args(dlock_client *c, const char *resource, uint32_t ttl_ms, int64_t deadline_ms,
                       dlock_lock **out)
@@ -280,7 +273,7 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
         else if (rc == DLOCK_ERR_TAKEN)
             c->stats.taken++;
         now = dlock_now_ms();
-        again = should_retry(c, rc) && now < deadline_ms;
+        again = dlock__should_retry(c, rc) && now < deadline_ms;
         if (!again) {
             if (dlock_err_is_unavailable(rc))
                 c->stats.errors++;

@@ -432,6 +432,8 @@ void dlock__rng_seed(dlock_client *c);
 int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi);
 
 /* ---- retry.c ---- */
+/* Whether a failed attempt (rc) is tried again while time is left. */
+int dlock__should_retry(const dlock_client *c, dlock_err rc);
 int64_t dlock__backoff_ms(dlock_client *c, unsigned attempt);
 /* Client mutex held (and held again on return): sleeps the backoff of
  * attempt, at most until deadline_ms, with the mutex released. */

@@ -304,9 +304,7 @@ dlock_err dlock_acquire_multi(dlock_client *c, const char *const *resources, siz
         else if (rc == DLOCK_ERR_TAKEN)
             c->stats.taken++;
         now = dlock_now_ms();
-        if (now >= deadline_ms ||
-            !(rc == DLOCK_ERR_TAKEN || rc == DLOCK_ERR_EXPIRED ||
-              (c->retry_unavailable && dlock_err_is_unavailable(rc))))
+        if (now >= deadline_ms || !dlock__should_retry(c, rc))
             break;
         dlock__backoff_sleep(c, attempt, now, deadline_ms);
         attempt++;

@@ -270,9 +270,7 @@ dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t 
         if (rc == DLOCK_ERR_TAKEN)
             c->stats.taken++;
         now = dlock_now_ms();
-        if (now >= deadline_ms ||
-            !(rc == DLOCK_ERR_TAKEN || rc == DLOCK_ERR_EXPIRED ||
-              (c->retry_unavailable && dlock_err_is_unavailable(rc))))
+        if (now >= deadline_ms || !dlock__should_retry(c, rc))
             return give_up(&q, rc, out);
         attempt++;
         if (rc == DLOCK_ERR_TAKEN) {

@@ -3,6 +3,18 @@
  * rng.c), and the sleep that waits it out without the client mutex. */
 #include "dlock_internal.h"
 
+/* The one retry rule of every acquire loop (plain, queued, Redlock queued,
+ * multi): another attempt is worth it when the key was held (TAKEN), when
+ * the validity ran out before the grant (EXPIRED: a slow round, not the
+ * resource, said no), and, when the client asks for it, when too few nodes
+ * answered. */
+int dlock__should_retry(const dlock_client *c, dlock_err rc)
+{
+    if (rc == DLOCK_ERR_TAKEN || rc == DLOCK_ERR_EXPIRED)
+        return 1;
+    return c->retry_unavailable && dlock_err_is_unavailable(rc);
+}
+
 /* Delay before retry number attempt+1; client mutex held.
  *
  * Why random: the distlock page's "retry after a random delay" - clients

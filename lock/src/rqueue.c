@@ -543,8 +543,9 @@ static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resour
         if (rc == DLOCK_ERR_TAKEN)
             c->stats.taken++;
         now = dlock_now_ms();
-        if (now >= deadline_ms || !(rc == DLOCK_ERR_TAKEN || (c->retry_unavailable &&
-                                                              dlock_err_is_unavailable(rc))))
+        /* rc is TAKEN or the round's unavailability, never EXPIRED: a
+         * grant spent in its fence sync goes back in line in try_grant. */
+        if (now >= deadline_ms || !dlock__should_retry(c, rc))
             return give_up(&q, rc, out);
         attempt++;
         if (rc != DLOCK_ERR_TAKEN) {
