@@ -498,35 +498,21 @@ static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_
 }
 
 static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resource,
-                                 uint32_t ttl_ms, int64_t deadline_ms, dlock_lock **out);
-
-dlock_err dlock__acquire_rqueued(dlock_client *c, const char *resource, uint32_t ttl_ms,
-                                 int64_t deadline_ms, dlock_lock **out)
-{
-    rq_run q;
-    dlock_err rc = acquire_rqueued(&q, c, resource, ttl_ms, deadline_ms, out);
-
-    dlock__waker_put(c, q.w);
-    return rc;
-}
-
-static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resource,
                                  uint32_t ttl_ms, int64_t deadline_ms, dlock_lock **out)
 {
-#define q (*qp)
     const char *args[7];
     unsigned attempt = 0;
-    dlock_err rc = setup(&q, c, resource, ttl_ms, deadline_ms);
+    dlock_err rc = setup(q, c, resource, ttl_ms, deadline_ms);
 
     if (rc != DLOCK_OK)
         return rc;
-    args[0] = q.token;
-    args[1] = q.ttl_s;
-    args[2] = q.member;
-    args[3] = q.stay_s;
+    args[0] = q->token;
+    args[1] = q->ttl_s;
+    args[2] = q->member;
+    args[3] = q->stay_s;
     args[4] = "0";
-    args[5] = q.score_s;
-    args[6] = q.slack_s;
+    args[5] = q->score_s;
+    args[6] = q->slack_s;
     for (;;) {
         int64_t pttl = 0, now, block;
         dlock_err got;
@@ -536,9 +522,9 @@ static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resour
             c->stats.retries++;
             args[4] = "1";
         }
-        q.recheck = 0;
-        rc = round_of(&q, DLOCK__SCRIPT_ENTER, args, 7, 0, &pttl);
-        if (try_grant(&q, &got, out))
+        q->recheck = 0;
+        rc = round_of(q, DLOCK__SCRIPT_ENTER, args, 7, 0, &pttl);
+        if (try_grant(q, &got, out))
             return got;
         if (rc == DLOCK_ERR_TAKEN)
             c->stats.taken++;
@@ -546,7 +532,7 @@ static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resour
         /* rc is TAKEN or the round's unavailability, never EXPIRED: a
          * grant spent in its fence sync goes back in line in try_grant. */
         if (now >= deadline_ms || !dlock__should_retry(c, rc))
-            return give_up(&q, rc, out);
+            return give_up(q, rc, out);
         attempt++;
         if (rc != DLOCK_ERR_TAKEN) {
             dlock__backoff_sleep(c, attempt, now, deadline_ms);
@@ -562,49 +548,60 @@ static dlock_err acquire_rqueued(rq_run *qp, dlock_client *c, const char *resour
             wait_end = now + pttl;
         while ((now = dlock_now_ms()) < wait_end) {
             block = wait_end - now;
-            if (q.recheck || (owned_now(&q) != 0 &&
-                              dlock__popcount(q.owned | q.maybe) >= c->quorum)) {
+            if (q->recheck || (owned_now(q) != 0 &&
+                               dlock__popcount(q->owned | q->maybe) >= c->quorum)) {
                 /* A key handed to us that only an enter.lua can bound
                  * (wait_handoffs), or a minority that the nodes whose
                  * enter.lua went unanswered would make a quorum: their
-                 * script may have
-                 * taken the free key for us (SET NX) while the round had
-                 * stopped waiting. Ask again now (the next answer comes
-                 * behind the late one, on the same connection) rather
-                 * than hold the minority for a window while that key,
-                 * unknown to us, keeps everyone else from a quorum. A
-                 * node that keeps not answering opens its breaker within
-                 * a few rounds and is then no longer sent to. */
+                 * script may have taken the free key for us (SET NX)
+                 * while the round had stopped waiting. Ask again now (the
+                 * next answer comes behind the late one, on the same
+                 * connection) rather than hold the minority for a window
+                 * while that key, unknown to us, keeps everyone else from
+                 * a quorum. A node that keeps not answering opens its
+                 * breaker within a few rounds and is then no longer sent
+                 * to. */
                 recheck = 1;
                 break;
             }
-            if (owned_now(&q) != 0) {
+            if (owned_now(q) != 0) {
                 /* Keys short of a quorum: the nodes' queues disagree (a
                  * listing reached some nodes late). Held for one hand-off
                  * window at most, then yielded to the oldest waiter, so
                  * that waiters each holding a minority cannot stall each
                  * other. */
-                if (q.minority_since == 0)
-                    q.minority_since = now;
-                if (now - q.minority_since >= c->handoff_ms) {
-                    yield_minority(&q, q.owned);
+                if (q->minority_since == 0)
+                    q->minority_since = now;
+                if (now - q->minority_since >= c->handoff_ms) {
+                    yield_minority(q, q->owned);
                     break;
                 }
-                if (q.minority_since + c->handoff_ms - now < block)
-                    block = q.minority_since + c->handoff_ms - now;
+                if (q->minority_since + c->handoff_ms - now < block)
+                    block = q->minority_since + c->handoff_ms - now;
             }
             if (block > RQ_MAX_BLOCK_MS)
                 block = RQ_MAX_BLOCK_MS;
-            if (wait_handoffs(&q, block) != 0)
+            if (wait_handoffs(q, block) != 0)
                 break;
             waited = 1;
-            if (try_grant(&q, &got, out))
+            if (try_grant(q, &got, out))
                 return got;
         }
         if (!waited && !recheck)
             dlock__backoff_sleep(c, attempt, dlock_now_ms(), deadline_ms);
         if (dlock_now_ms() >= deadline_ms)
-            return give_up(&q, DLOCK_ERR_TAKEN, out);
+            return give_up(q, DLOCK_ERR_TAKEN, out);
     }
 }
-#undef q
+
+/* The loop above, and our blocking connections back to the pool on every
+ * way out of it. */
+dlock_err dlock__acquire_rqueued(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                                 int64_t deadline_ms, dlock_lock **out)
+{
+    rq_run q;
+    dlock_err rc = acquire_rqueued(&q, c, resource, ttl_ms, deadline_ms, out);
+
+    dlock__waker_put(c, q.w);
+    return rc;
+}
