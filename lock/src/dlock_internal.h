@@ -491,16 +491,6 @@ dlock_err dlock__lock_grant(const dlock_client *c, const dlock__grant *g, char *
 /* Frees the handle's memory (no unregistering, no waiting); NULL ok. */
 void dlock__lock_destroy(dlock_lock *lock);
 
-/* ---- multi.c (several resources as one lock) ---- */
-/* The release round of a multi lock on the nodes of mask: every key still
- * holding its token is handed to its oldest queued waiter, or deleted
- * (multi_release.lua, in one step per node). ones_mask:
- * nodes where every key held the token; zeros_mask: nodes that answered
- * otherwise. Client mutex held. */
-void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_t mask,
-                                uint32_t reach, uint32_t *ones_mask, uint32_t *zeros_mask,
-                                dlock__result *res);
-
 /* ---- release.c ---- */
 /* The release of one resource (lock key + the wake or queue keys that
  * hand it to a waiter) on the nodes of mask; as dlock_release's round.
@@ -509,6 +499,14 @@ void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_
 void dlock__release_round(dlock_client *c, const char *resource, const char *token,
                           uint32_t mask, uint32_t reach,
                           uint32_t *ones_mask, uint32_t *zeros_mask, dlock__result *res);
+/* The release round of a multi lock on the nodes of mask: every key still
+ * holding its token is handed to its oldest queued waiter, or deleted
+ * (multi_release.lua, in one step per node). ones_mask:
+ * nodes where every key held the token; zeros_mask: nodes that answered
+ * otherwise. Client mutex held. */
+void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_t mask,
+                                uint32_t reach, uint32_t *ones_mask, uint32_t *zeros_mask,
+                                dlock__result *res);
 
 /* ---- extend.c ---- */
 dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms,

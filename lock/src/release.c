@@ -1,8 +1,11 @@
-/* release.c - dlock_release: token-checked delete on every node in parallel
- * (a multi lock's round is in multi.c). */
+/* release.c - dlock_release and every release round, on every node in
+ * parallel: one resource's (pass.lua: the key, if it holds our token, is
+ * handed to the oldest queued waiter or deleted) and a multi lock's
+ * (multi_release.lua, the same for every key of the set in one step). */
 #include "dlock_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void dlock__release_round(dlock_client *c, const char *resource, const char *token,
@@ -59,6 +62,68 @@ void dlock__release_round(dlock_client *c, const char *resource, const char *tok
     dlock__count_int(res, c->n, 0, zeros_mask);
     *ones_mask &= mask;
     *zeros_mask &= mask;
+}
+
+/* multi_release.lua's answer: 1 when every key held our token (each was
+ * handed on or deleted), 0 when some did not. */
+static int all_ours(const dlock__result *r)
+{
+    return r->status == DLOCK__R_REPLY && r->reply->type == REDIS_REPLY_INTEGER &&
+           r->reply->integer == 1;
+}
+
+static int release_decided(const dlock__result *res, size_t nodes, void *arg)
+{
+    size_t ok = 0;
+
+    for (size_t i = 0; i < nodes; i++)
+        ok += (size_t)all_ours(&res[i]);
+    return ok >= *(const size_t *)arg;
+}
+
+void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_t mask,
+                                uint32_t reach, uint32_t *ones_mask, uint32_t *zeros_mask,
+                                dlock__result *res)
+{
+    const dlock__multi *m = lock->multi;
+    dlock__multi_keys *mk =
+        dlock__multi_keys_new(c, (const char *const *)m->names, m->n, lock->token);
+    uint32_t unknown = 0;
+
+    *ones_mask = 0;
+    *zeros_mask = 0;
+    if (mk == NULL) {
+        /* No memory for the keys: release them one by one (pass.lua, no
+         * allocation needed); a node counts as "ours" only where every
+         * key was. */
+        uint32_t ones, zeros;
+
+        *ones_mask = mask;
+        for (size_t j = 0; j < m->n; j++) {
+            dlock__release_round(c, m->names[j], lock->token, mask, reach, &ones, &zeros, res);
+            *ones_mask &= ones;
+            *zeros_mask |= zeros;
+        }
+        return;
+    }
+    /* One script per node hands every key with queued waiters to the
+     * oldest of them and deletes the rest: whether this round's answer
+     * comes in time or not, no waiter is left to our TTL. */
+    dlock__script_round(c, mask, reach, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys, (int)(3 * m->n),
+                        mk->args, (int)(3 + m->n), res, release_decided, &c->quorum);
+    dlock__count_int(res, c->n, 1, ones_mask);
+    dlock__count_int(res, c->n, 0, zeros_mask);
+    *ones_mask &= mask;
+    *zeros_mask &= mask;
+    /* One node: a release not answered may yet meet NOSCRIPT (as above). */
+    for (size_t i = 0; c->n == 1 && i < c->n; i++)
+        if ((mask & (1u << i)) &&
+            (res[i].status == DLOCK__R_TIMEOUT || res[i].status == DLOCK__R_PENDING))
+            unknown |= 1u << i;
+    if (unknown != 0)
+        dlock__script_send_only(c, unknown, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys,
+                                (int)(3 * m->n), mk->args, (int)(3 + m->n));
+    free(mk);
 }
 
 dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
