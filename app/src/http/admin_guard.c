@@ -1,5 +1,5 @@
-/* admin_guard.c - failed admin attempts per exact client address, and for
- * all addresses together (admin_guard.h).
+/* admin_guard.c - failed admin attempts per client address (IPv6 by its
+ * /64), and for all addresses together (admin_guard.h).
  *
  * The addresses: a fixed table of ADMIN_GUARD_ADDRESSES records, found by
  * hash with chaining and compared on the whole address, so two addresses
@@ -11,8 +11,7 @@
  *
  * All addresses: a bucket of ADMIN_GUARD_GLOBAL_PER_S failures refilled at
  * that rate, kept in thousandths so that the refill is exact in whole ms.
- * A guess takes one out before the token is compared (enter) and gives it
- * back unless the guess was wrong, so concurrent guesses cannot overdraw it.
+ * Only wrong guesses take from it: a right token never waits on it.
  *
  * No allocation: everything is static, guarded by one mutex (a few
  * compares per admin request; admin requests are rare). Indexes are stored
@@ -68,8 +67,10 @@ static int key_of(const struct sockaddr *addr, unsigned char key[KEY_LEN])
             key[0] = 4;
             memcpy(key + 1, a6->s6_addr + 12, 4);
         } else {
+            /* The /64: a host is handed a whole /64 (SLAAC, most
+             * providers), and could otherwise guess from 2^64 addresses. */
             key[0] = 6;
-            memcpy(key + 1, a6->s6_addr, 16);
+            memcpy(key + 1, a6->s6_addr, 8);
         }
         return 0;
     }
@@ -167,64 +168,50 @@ static void budget_refill(int64_t now_ms)
         g.budget_ms = now_ms;
 }
 
-static void budget_give_back(void)
-{
-    const int64_t full = (int64_t)ADMIN_GUARD_GLOBAL_PER_S * MILLI;
-    g.budget_milli = g.budget_milli + MILLI > full ? full : g.budget_milli + MILLI;
-}
-
 static unsigned whole_seconds(int64_t ms)
 {
     return ms <= 1000 ? 1u : (unsigned)((ms + 999) / 1000);
 }
 
-admin_guard_verdict admin_guard_enter(const struct sockaddr *addr, int64_t now_ms, unsigned *retry_s)
+admin_guard_verdict admin_guard_failed(const struct sockaddr *addr, int64_t now_ms, unsigned *retry_s)
 {
     unsigned char key[KEY_LEN];
     admin_guard_verdict v = ADMIN_GUARD_OPEN;
 
     pthread_mutex_lock(&g.mu);
-    /* The address first: a blocked guesser learns nothing and spends nothing. */
-    int32_t i = key_of(addr, key) == 0 ? find(key) : 0;
     budget_refill(now_ms);
+    int known = key_of(addr, key) == 0;
+    int32_t i = known ? find(key) : 0;
     if (i != 0 && REC(i)->until_ms > now_ms) {
         v = ADMIN_GUARD_ADDRESS;
-        *retry_s = whole_seconds(REC(i)->until_ms - now_ms);
     } else if (g.budget_milli < MILLI) {
         v = ADMIN_GUARD_GLOBAL;
         /* Until one whole failure has flowed back in. */
         *retry_s = whole_seconds((MILLI - g.budget_milli + ADMIN_GUARD_GLOBAL_PER_S - 1) / ADMIN_GUARD_GLOBAL_PER_S);
     } else {
-        g.budget_milli -= MILLI; /* held for this guess until it is settled */
+        g.budget_milli -= MILLI;
+    }
+    /* A new address is remembered only within the global budget: filling
+     * the table then takes longer than the longest wait (admin_guard.h). */
+    if (known && (i != 0 || v == ADMIN_GUARD_OPEN)) {
+        if (i == 0)
+            i = remember(key);
+        record *r = REC(i);
+        age_unlink(i);
+        age_push_newest(i);
+        r->failures++;
+        if (r->failures >= ADMIN_GUARD_FREE_TRIES) {
+            unsigned doublings = r->failures - ADMIN_GUARD_FREE_TRIES;
+            int64_t wait = ADMIN_GUARD_FIRST_WAIT_MS;
+            while (doublings-- > 0 && wait < ADMIN_GUARD_MAX_WAIT_MS)
+                wait *= 2;
+            r->until_ms = now_ms + (wait > ADMIN_GUARD_MAX_WAIT_MS ? ADMIN_GUARD_MAX_WAIT_MS : wait);
+        }
+        if (v == ADMIN_GUARD_ADDRESS)
+            *retry_s = whole_seconds(r->until_ms - now_ms);
     }
     pthread_mutex_unlock(&g.mu);
     return v;
-}
-
-void admin_guard_failed(const struct sockaddr *addr, int64_t now_ms)
-{
-    unsigned char key[KEY_LEN];
-
-    if (key_of(addr, key) != 0)
-        return; /* the held failure stays spent: the cap counts every wrong guess */
-    pthread_mutex_lock(&g.mu);
-    int32_t i = find(key);
-    if (i == 0)
-        i = remember(key);
-    record *r = REC(i);
-    age_unlink(i);
-    age_push_newest(i);
-    r->failures++;
-    if (r->failures >= ADMIN_GUARD_FREE_TRIES) {
-        unsigned doublings = r->failures - ADMIN_GUARD_FREE_TRIES;
-        int64_t wait = ADMIN_GUARD_FIRST_WAIT_MS;
-        while (doublings-- > 0 && wait < ADMIN_GUARD_MAX_WAIT_MS)
-            wait *= 2;
-        if (wait > ADMIN_GUARD_MAX_WAIT_MS)
-            wait = ADMIN_GUARD_MAX_WAIT_MS;
-        r->until_ms = now_ms + wait;
-    }
-    pthread_mutex_unlock(&g.mu);
 }
 
 void admin_guard_succeeded(const struct sockaddr *addr)
@@ -232,19 +219,11 @@ void admin_guard_succeeded(const struct sockaddr *addr)
     unsigned char key[KEY_LEN];
 
     pthread_mutex_lock(&g.mu);
-    budget_give_back();
     int32_t i = key_of(addr, key) == 0 ? find(key) : 0;
     if (i != 0) {
         forget(i);
         REC(i)->chain = g.free_list;
         g.free_list = i;
     }
-    pthread_mutex_unlock(&g.mu);
-}
-
-void admin_guard_cancel(void)
-{
-    pthread_mutex_lock(&g.mu);
-    budget_give_back();
     pthread_mutex_unlock(&g.mu);
 }
