@@ -47,27 +47,33 @@ struct server {
     int watching; /* conn_watch started */
 };
 
-typedef struct named_count {
-    const char *name;
-    size_t n;
-} named_count;
+/* What on_head needs of the header lines, in one pass. */
+typedef struct head_facts {
+    size_t lengths, encodings, hosts; /* Content-Length, Transfer-Encoding, Host lines */
+    const char *encoding;             /* the (last) Transfer-Encoding value */
+    int bad_name;                     /* a name with a blank in it */
+} head_facts;
 
-static enum MHD_Result count_named(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+static enum MHD_Result note_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
-    named_count *c = cls;
+    head_facts *f = cls;
     (void)kind;
-    (void)value;
-    if (key != NULL && strcasecmp(key, c->name) == 0)
-        c->n++;
+    if (key == NULL)
+        return MHD_YES;
+    /* "Transfer-Encoding : chunked" is no Transfer-Encoding to
+     * libmicrohttpd, which reads the body by a Content-Length beside it;
+     * a proxy that trims the name reads it chunked. */
+    if (strpbrk(key, " \t") != NULL)
+        f->bad_name = 1;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+        f->lengths++;
+    else if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
+        f->hosts++;
+    else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        f->encodings++;
+        f->encoding = value;
+    }
     return MHD_YES;
-}
-
-/* How many headers the request carries named name. */
-static size_t headers_named(struct MHD_Connection *conn, const char *name)
-{
-    named_count c = {name, 0};
-    (void)MHD_get_connection_values(conn, MHD_HEADER_KIND, count_named, &c);
-    return c.n;
 }
 
 /* -1 when absent or unparsable (MHD itself rejects a malformed one). */
@@ -171,9 +177,8 @@ static int on_head(request *rq, struct MHD_Connection *conn, const char *url, co
 {
     const app_config *cfg = rq->app->cfg;
     long long cl = content_length(conn);
-    size_t lengths = headers_named(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    size_t encodings = headers_named(conn, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    size_t hosts = headers_named(conn, MHD_HTTP_HEADER_HOST);
+    head_facts f = {0, 0, 0, NULL, 0};
+    (void)MHD_get_connection_values(conn, MHD_HEADER_KIND, note_header, &f);
     const union MHD_ConnectionInfo *hs = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
 
     rq->started = 1;
@@ -185,13 +190,16 @@ static int on_head(request *rq, struct MHD_Connection *conn, const char *url, co
     atomic_fetch_add(&rq->app->in_flight, 1);
     router_match(url, method, &rq->route);
     rq->watch = conn_watch_of(conn);
-    conn_watch_head_done(rq->watch, cl > 0 || encodings > 0);
-    /* Request smuggling: a body framed two ways (or by two lengths) may be
-     * read one way here and another way by a proxy in front. Refused at
-     * once: where this body ends is the very question. */
-    if (lengths > 1 || (lengths == 1 && encodings > 0)) {
+    conn_watch_head_done(rq->watch, cl > 0 || f.encodings > 0);
+    /* Request smuggling: a body framed two ways (two lengths, a length and
+     * a coding, two codings, a coding other than a lone "chunked", which
+     * libmicrohttpd reads until the close) may be read one way here and
+     * another way by a proxy in front. Refused at once: where this body
+     * ends is the very question, so the connection closes after. */
+    if (f.lengths > 1 || (f.lengths == 1 && f.encodings > 0) || f.encodings > 1 || f.bad_name ||
+        (f.encodings == 1 && (f.encoding == NULL || strcasecmp(f.encoding, "chunked") != 0))) {
         *ret = counted(rq, reply_error(rq, MHD_HTTP_BAD_REQUEST, API_BAD_PARAM,
-                                       "conflicting Content-Length / Transfer-Encoding headers"));
+                                       "ambiguous body framing (Content-Length / Transfer-Encoding headers)"));
         return 1;
     }
     /* A declared oversized body is refused before it is read (and before
@@ -211,10 +219,10 @@ static int on_head(request *rq, struct MHD_Connection *conn, const char *url, co
         rq->refuse_status = MHD_HTTP_BAD_REQUEST;
         rq->refuse_code = API_BAD_PARAM;
         snprintf(rq->refuse_msg, sizeof rq->refuse_msg, "NUL byte in the request target");
-    } else if (hosts != 1 && (hosts > 1 || strcmp(version, MHD_HTTP_VERSION_1_1) == 0)) {
+    } else if (f.hosts != 1 && (f.hosts > 1 || strcmp(version, MHD_HTTP_VERSION_1_1) == 0)) {
         rq->refuse_status = MHD_HTTP_BAD_REQUEST;
         rq->refuse_code = API_BAD_PARAM;
-        snprintf(rq->refuse_msg, sizeof rq->refuse_msg, hosts == 0 ? "missing Host header" : "more than one Host header");
+        snprintf(rq->refuse_msg, sizeof rq->refuse_msg, f.hosts == 0 ? "missing Host header" : "more than one Host header");
     } else if (hs != NULL && hs->header_size > cfg->max_header) {
         rq->refuse_status = MHD_HTTP_REQUEST_HEADER_FIELDS_TOO_LARGE;
         rq->refuse_code = API_TOO_LARGE;
