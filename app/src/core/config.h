@@ -19,8 +19,9 @@
 #define CONFIG_MAX_BATCH 64 /* most claims one lock acquisition may carry (--lock-batch) */
 #define CONFIG_MAX_GROUP 64 /* most sections one commit group may carry (--commit-group) */
 /* The shortest --admin-token: 16 random token68 characters are more than
- * 2^96 tokens, beyond reach at the admin back-off's global cap of a few
- * dozen guesses a second (http/admin_guard.h); fewer could be guessed. */
+ * 2^96 tokens, beyond reach of any rate of guessing the server can answer.
+ * The token's length is the defence: the admin back-off answers wrong
+ * guesses 429 but never refuses the right token (http/admin_guard.h). */
 #define CONFIG_MIN_ADMIN_TOKEN 16
 #define CONFIG_STR_(x) #x
 #define CONFIG_STR(x) CONFIG_STR_(x)

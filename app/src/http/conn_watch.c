@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include "common.h"
 #include "core/log.h"
@@ -36,10 +35,10 @@ struct watched {
 };
 
 static struct {
-    pthread_mutex_t mu; /* the list and the cut flags; stop */
-    pthread_cond_t cv;  /* wakes the sweeper for conn_watch_stop */
+    pthread_mutex_t mu; /* the list and the cut flags */
     pthread_t thread;
-    int started, stop;
+    int started;
+    atomic_int stop;
     watched *head;
     int64_t head_timeout_ms, request_timeout_ms;
     unsigned min_rate, head_s, request_s;
@@ -162,20 +161,13 @@ static void *sweeper_main(void *arg)
 {
     int64_t logged_ms = 0;
     (void)arg;
-    pthread_mutex_lock(&g.mu);
-    while (!g.stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += SWEEP_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        (void)pthread_cond_timedwait(&g.cv, &g.mu, &ts);
-        if (g.stop)
-            break;
+    /* A stop waits at most one sweep. */
+    while (!atomic_load(&g.stop)) {
+        (void)cm_sleep_ms(SWEEP_MS);
         int64_t now = cm_now_ms();
+        pthread_mutex_lock(&g.mu);
         sweep(now);
+        pthread_mutex_unlock(&g.mu);
         if (now - logged_ms < 1000)
             continue;
         /* One line a second at most, with the counts since the last one. */
@@ -188,34 +180,18 @@ static void *sweeper_main(void *arg)
                            g.head_s, r, g.request_s, b, g.min_rate);
         }
     }
-    pthread_mutex_unlock(&g.mu);
     return NULL;
 }
 
 int conn_watch_start(const app_config *cfg, char *errbuf, size_t errlen)
 {
-    pthread_condattr_t ca;
-
     g.head_s = cfg->header_timeout_s;
     g.request_s = cfg->request_timeout_s;
     g.head_timeout_ms = (int64_t)cfg->header_timeout_s * 1000;
     g.request_timeout_ms = (int64_t)cfg->request_timeout_s * 1000;
     g.min_rate = cfg->min_body_rate;
-    g.stop = 0;
-    /* Monotonic: a wall-clock step must not stall the sweeper. */
-    if (pthread_condattr_init(&ca) != 0) {
-        snprintf(errbuf, errlen, "cannot start the connection sweeper");
-        return -1;
-    }
-    int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    if (rc == 0)
-        rc = pthread_cond_init(&g.cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (rc == 0 && pthread_create(&g.thread, NULL, sweeper_main, NULL) != 0) {
-        pthread_cond_destroy(&g.cv);
-        rc = -1;
-    }
-    if (rc != 0) {
+    atomic_store(&g.stop, 0);
+    if (pthread_create(&g.thread, NULL, sweeper_main, NULL) != 0) {
         snprintf(errbuf, errlen, "cannot start the connection sweeper");
         return -1;
     }
@@ -227,11 +203,7 @@ void conn_watch_stop(void)
 {
     if (!g.started)
         return;
-    pthread_mutex_lock(&g.mu);
-    g.stop = 1;
-    pthread_cond_signal(&g.cv);
-    pthread_mutex_unlock(&g.mu);
+    atomic_store(&g.stop, 1);
     pthread_join(g.thread, NULL);
-    pthread_cond_destroy(&g.cv);
     g.started = 0;
 }
