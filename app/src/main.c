@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -25,7 +26,7 @@
 #include "core/lockwatch.h"
 #include "core/log.h"
 #include "core/metrics.h"
-#include "http/proxy_proto.h"
+#include "http/routes.h"
 #include "http/server.h"
 
 /* Written by the signal handler, read by main: the self-pipe turns an
@@ -166,12 +167,8 @@ static step read_options(process *p)
         falls = 0;
     if (stock_view_setup(p->cfg.stock_view_ms, falls, p->cfg.db_busy_ms) != 0)
         return fail(p, STEP_FAILED, "cannot set up the stock view's clock");
-    /* --trusted-proxy is parsed again by the accept front; a bad one is a
-     * usage error here, before anything starts. */
-    proxy_cidr cidrs[PROXY_MAX_CIDRS];
-    size_t n_cidrs = 0;
-    if (p->cfg.trusted_proxy != NULL &&
-        proxy_cidrs_parse(p->cfg.trusted_proxy, cidrs, &n_cidrs, p->err, sizeof p->err) != 0)
+    /* A bad --trusted-proxy is a usage error, before anything starts. */
+    if (admin_trust_proxies(p->cfg.trusted_proxy, p->err, sizeof p->err) != 0)
         return STEP_USAGE;
     atomic_init(&p->a.in_flight, 0);
     atomic_init(&p->a.stopping, 0);
@@ -189,6 +186,45 @@ static step open_logs(process *p)
     if (access_log_open(p->cfg.access_log, p->err, sizeof p->err) != 0 ||
         hold_log_open(p->cfg.hold_log, p->err, sizeof p->err) != 0)
         return STEP_USAGE;
+    return STEP_NEXT;
+}
+
+/* Descriptors the process may need at most: every client connection, the
+ * store's and the lock's connections of every slot (an HTTP thread, a
+ * claim worker, the health prober, the lock watch: a SQLite file takes up
+ * to 4 with its WAL, shared-memory and journal files, a PostgreSQL
+ * connection 1; each Redis node a round connection and a wake-up one),
+ * libmicrohttpd's epoll and wake-up descriptors per thread, and a few
+ * more (the listen socket, the logs, the stop pipe, stdio). */
+static rlim_t fds_needed(const app_config *cfg)
+{
+    rlim_t slots = (rlim_t)cfg->threads + (rlim_t)cfg->claim_workers + 2;
+    return (rlim_t)cfg->max_connections + slots * (4 + 2 * (rlim_t)cfg->n_redis) + 2 * (rlim_t)cfg->threads + 32;
+}
+
+/* A connection past RLIMIT_NOFILE would make accept(2) fail with EMFILE
+ * under load, and libmicrohttpd then closes connections without an
+ * answer: refused at start instead, saying what is needed. The soft limit
+ * is raised to what is needed first, when the hard limit allows it. */
+static step check_fd_limit(process *p)
+{
+    struct rlimit rl;
+    rlim_t need = fds_needed(&p->cfg);
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return fail(p, STEP_FAILED, "cannot read RLIMIT_NOFILE: %s", strerror(errno));
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        struct rlimit up = {rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl.rlim_cur = up.rlim_cur;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+        return fail(p, STEP_USAGE,
+                    "RLIMIT_NOFILE is %llu (hard %llu), but --max-connections %u plus the store and Redis "
+                    "connections of %d HTTP threads and %d claim workers need about %llu descriptors: "
+                    "raise it (ulimit -n %llu) or lower --max-connections",
+                    (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max, p->cfg.max_connections,
+                    p->cfg.threads, p->cfg.claim_workers, (unsigned long long)need, (unsigned long long)need);
     return STEP_NEXT;
 }
 
@@ -316,7 +352,7 @@ static void stop(process *p)
 
 int main(int argc, char **argv)
 {
-    static step (*const START[])(process *) = {read_options, open_logs,  install_signals, open_store,
+    static step (*const START[])(process *) = {read_options, check_fd_limit, open_logs, install_signals, open_store,
                                                start_claim_workers, start_http, watch_lock, serve};
     static process p; /* static: zeroed, and large for a stack */
     step s = STEP_NEXT;

@@ -1,5 +1,5 @@
-# scripts/lib/haproxy.sh - HAProxy in front of the coupon-servers (issue 22,
-# point 6): the configuration scripts/hosts runs, written from one place so
+# scripts/lib/haproxy.sh - HAProxy in front of the coupon-servers (issues 22
+# and 29): the configuration scripts/hosts runs, written from one place so
 # that docs/deployment.md ("HAProxy in front") can show it as it is. Each
 # setting says what it defends against there.
 # shellcheck shell=bash
@@ -41,6 +41,7 @@ defaults
     log global
     option httplog
     option http-buffer-request
+    option forwardfor
     timeout connect 2s
     timeout client 30s
     timeout server 15s
@@ -67,7 +68,10 @@ backend coupon_servers
     http-reuse never
     option httpchk GET /healthz
     http-check expect status 200
-    default-server inter 1s fall 2 rise 2 send-proxy-v2 check maxconn 512
+    # maxconn 100 per server, below the servers' --max-connections-per-ip
+    # (128): every proxied connection is the proxy's address to a server;
+    # past it HAProxy queues (timeout queue), the servers never refuse it.
+    default-server inter 1s fall 2 rise 2 check maxconn 100
 CFG
     for s in "$@"; do
       i=$((i + 1))

@@ -208,6 +208,26 @@ Test(app_cli, bad_options_exit_2, .timeout = 30)
     cr_assert_neq(access(g_app.db, F_OK), 0, "a refused start created %s", g_app.db);
 }
 
+/* An RLIMIT_NOFILE below what --max-connections and the store and Redis
+ * connections need is refused at start, in one line saying what is
+ * needed (a server past it would close connections unanswered, EMFILE). */
+Test(app_cli, too_few_descriptors_exit_2, .timeout = 30)
+{
+    APP_SETUP_OK();
+    /* util-linux's prlimit sets the limit, then execs the server. */
+    if (access("/usr/bin/prlimit", X_OK) != 0)
+        cr_skip_test("no /usr/bin/prlimit (util-linux) to lower RLIMIT_NOFILE with");
+    const char *argv[] = {"/usr/bin/prlimit", "--nofile=256:256", server_bin(), "--listen", "127.0.0.1:0", "--db", g_app.db,
+                          "--redis", "127.0.0.1:1", "--max-connections", "1024", NULL};
+    char *out = NULL;
+    int rc = run_command(argv, 10000, &out);
+    cr_assert_eq(rc, 2, "exit %d, expected 2; output: %s", rc, out ? out : "");
+    cr_assert(out != NULL && strstr(out, "RLIMIT_NOFILE is 256") != NULL && strstr(out, "--max-connections 1024") != NULL,
+              "no clear message: %s", out ? out : "");
+    cr_assert_null(memchr(out, '\n', strlen(out) - 1), "more than one line: %s", out);
+    free(out);
+}
+
 Test(app_cli, bad_env_exit_2, .timeout = 30)
 {
     APP_SETUP_OK();

@@ -1,7 +1,8 @@
 /* edge.c - the HTTP edge as a hostile client tries it, over raw sockets:
  * many query arguments, a body framed two ways, a chunked body past the
- * limit sent slowly, one address holding connections open (slowloris), and
- * headers dripped a byte at a time past --header-timeout-s. */
+ * limit sent slowly, one address holding connections open (slowloris),
+ * headers dripped a byte at a time past --header-timeout-s, and the
+ * connections run short beside kept-alive clients. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -172,8 +173,8 @@ Test(app_edge, header_dripped_past_the_deadline_is_cut, .timeout = 60)
     cr_assert_eq(drip_header(&g_app.srv[1], 2500), -1, "cut without a deadline");
     /* Keep-alive: the deadline counts from the previous answer, so a
      * connection whose requests come 0.7 s apart lives past 1 s; and every
-     * request on it is screened, not only the first: a malformed third
-     * one gets the JSON 400 and the close. */
+     * request on it is parsed afresh: a fourth one that is not HTTP/1.x
+     * gets libmicrohttpd's 505, and the close. */
     int fd = raw_connect(&g_app.srv[0], NULL, 3000);
     cr_assert_geq(fd, 0);
     const char *req = "GET /api/v1/coupon HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -193,59 +194,42 @@ Test(app_edge, header_dripped_past_the_deadline_is_cut, .timeout = 60)
     cr_assert_eq(raw_send_all(fd, bad, strlen(bad)), 0);
     raw_read_answer(fd, answer, sizeof answer, 3000, &closed);
     cr_assert(strncmp(answer, "HTTP/1.1 505", 12) == 0, "%s", answer);
-    cr_assert_not_null(strstr(answer, "\"code\":1001"), "%s", answer);
     close(fd);
 }
 
-/* When the connections run short, an idle kept-alive connection makes room
- * first, oldest first; a connection still sending its request is kept. */
-Test(app_edge, idle_keepalive_connections_make_room_first, .timeout = 60)
+/* When the connections run short, nobody is closed to make room: a new
+ * connection past --max-connections is refused, and the kept-alive
+ * clients already served go on being served on their connections (the
+ * accept front closed the idle kept-alive ones first). */
+Test(app_edge, kept_alive_clients_are_not_evicted_when_full, .timeout = 60)
 {
     APP_SETUP_OK();
     app_env_server_up(&g_app, 0, "--max-connections", "4", "--max-connections-per-ip", "0", "--threads", "2", NULL);
     const char *req = "GET /api/v1/coupon HTTP/1.1\r\nHost: x\r\n\r\n";
     char answer[4096];
-    int closed = 0;
-    /* A: a request half sent, the oldest connection. */
-    int a = raw_connect(&g_app.srv[0], NULL, 3000);
-    cr_assert_geq(a, 0);
-    cr_assert_eq(raw_send_all(a, req, 20), 0);
-    test_sleep_ms(100);
-    /* B, then C: answered, now idle on keep-alive (B the older). */
-    int bc[2];
+    int closed = 0, kept[2], extra[8];
     for (int i = 0; i < 2; i++) {
-        bc[i] = raw_connect(&g_app.srv[0], NULL, 3000);
-        cr_assert_geq(bc[i], 0);
-        cr_assert_eq(raw_send_all(bc[i], req, strlen(req)), 0);
-        raw_read_answer(bc[i], answer, sizeof answer, 3000, &closed);
+        kept[i] = raw_connect(&g_app.srv[0], NULL, 3000);
+        cr_assert_geq(kept[i], 0);
+        cr_assert_eq(raw_send_all(kept[i], req, strlen(req)), 0);
+        raw_read_answer(kept[i], answer, sizeof answer, 3000, &closed);
         cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "%s", answer);
-        test_sleep_ms(100);
     }
-    /* D: half sent too. The server now holds 4 of 4. */
-    int d = raw_connect(&g_app.srv[0], NULL, 3000);
-    cr_assert_geq(d, 0);
-    cr_assert_eq(raw_send_all(d, req, 20), 0);
-    test_sleep_ms(200);
-    /* E: served; B, the oldest idle one, made room. */
-    int e = raw_connect(&g_app.srv[0], NULL, 3000);
-    cr_assert_geq(e, 0);
-    cr_assert_eq(raw_send_all(e, req, strlen(req)), 0);
-    raw_read_answer(e, answer, sizeof answer, 3000, &closed);
-    cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "the new client: %s", answer);
-    closed = 0;
-    raw_read_answer(bc[0], answer, sizeof answer, 1000, &closed);
-    cr_assert(closed, "the oldest idle connection was not the one closed");
-    /* A and D, still sending their requests, were kept: they finish now. */
-    int ad[2] = {a, d};
+    /* More connections than are left, each with half a request. */
+    for (int i = 0; i < 8; i++) {
+        extra[i] = raw_connect(&g_app.srv[0], NULL, 1000);
+        if (extra[i] >= 0)
+            (void)raw_send_all(extra[i], req, 20);
+    }
+    test_sleep_ms(300);
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(raw_send_all(ad[i], req + 20, strlen(req) - 20), 0, "connection %d is gone", i);
+        cr_assert_eq(raw_send_all(kept[i], req, strlen(req)), 0, "kept-alive client %d: its connection is gone", i);
         closed = 0;
-        raw_read_answer(ad[i], answer, sizeof answer, 3000, &closed);
-        cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "connection %d: %s", i, answer);
+        raw_read_answer(kept[i], answer, sizeof answer, 3000, &closed);
+        cr_assert(strncmp(answer, "HTTP/1.1 200", 12) == 0, "kept-alive client %d: %s", i, answer);
+        close(kept[i]);
     }
-    close(a);
-    close(bc[0]);
-    close(bc[1]);
-    close(d);
-    close(e);
+    for (int i = 0; i < 8; i++)
+        if (extra[i] >= 0)
+            close(extra[i]);
 }

@@ -104,7 +104,7 @@ Test(loadtest_hosts, three_partitions_then_no_oversell, .timeout = 240)
     cr_assert_eq(text_line(out, "hosts: host lt: coupon-loadtest pid ", "connections to http://127.10.0.10:8080", pline,
                            sizeof pline),
                  0, "%s", out);
-    cr_assert_eq(text_line(out, "proxy: HAProxy at http://127.10.0.10:8080 (send-proxy-v2, checks GET /healthz)", NULL,
+    cr_assert_eq(text_line(out, "proxy: HAProxy at http://127.10.0.10:8080 (X-Forwarded-For, checks GET /healthz)", NULL,
                            pline, sizeof pline),
                  0, "%s", out);
 

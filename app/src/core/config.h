@@ -19,8 +19,9 @@
 #define CONFIG_MAX_BATCH 64 /* most claims one lock acquisition may carry (--lock-batch) */
 #define CONFIG_MAX_GROUP 64 /* most sections one commit group may carry (--commit-group) */
 /* The shortest --admin-token: 16 random token68 characters are more than
- * 2^96 tokens, beyond reach at the admin back-off's global cap of a few
- * dozen guesses a second (http/admin_guard.h); fewer could be guessed. */
+ * 2^96 tokens, beyond reach of any rate of guessing the server can answer.
+ * The token's length is the defence: the admin back-off answers wrong
+ * guesses 429 but never refuses the right token (http/admin_guard.h). */
 #define CONFIG_MIN_ADMIN_TOKEN 16
 #define CONFIG_STR_(x) #x
 #define CONFIG_STR(x) CONFIG_STR_(x)
@@ -98,18 +99,18 @@
       "largest request line + headers; larger: 431 / 1009")                                                                                                      \
     X(NUM,    unsigned, max_connections,  "max-connections",   "COUPON_MAX_CONNECTIONS",   "N",              1, 100000,            1024,                             \
       "simultaneous connections")                                                                                                                                \
-    X(NUM,    unsigned, max_conn_per_ip,  "max-connections-per-ip", "COUPON_MAX_CONNECTIONS_PER_IP", "N",       0, 100000,            256,                              \
-      "simultaneous connections from one client address (0 = no cap); the rest stay free for others")                                                             \
+    X(NUM,    unsigned, max_conn_per_ip,  "max-connections-per-ip", "COUPON_MAX_CONNECTIONS_PER_IP", "N",       0, 100000,            128,                              \
+      "simultaneous connections from one client address (0 = no cap); the rest stay free for others (behind a proxy every connection is the proxy's: keep its per-server maxconn below this)")                                                             \
     X(NUM,    unsigned, conn_timeout_s,   "conn-timeout-s",    "COUPON_CONN_TIMEOUT_S",    "S",              1, 3600,              30,                               \
-      "idle connection timeout")                                                                                                                                 \
+      "idle timeout of a connection that is being answered or sending its body (libmicrohttpd's, reset by every byte)")                                                                                                                                 \
     X(NUM,    unsigned, header_timeout_s, "header-timeout-s",  "COUPON_HEADER_TIMEOUT_S",  "S",              0, 3600,              5,                                \
-      "longest a connection may take to send its request head, from its accept; later: closed (slowloris); 0 = only --request-timeout-s") \
+      "longest a connection may take to send its request head, from its accept or its previous answer (so also the longest a kept-alive connection idles); later: closed (slowloris); 0 = only --request-timeout-s") \
     X(NUM,    unsigned, request_timeout_s, "request-timeout-s", "COUPON_REQUEST_TIMEOUT_S", "S",             1, 3600,              10,                               \
-      "longest a connection may take to send its whole request (head and body), from its accept; later: closed") \
+      "longest a connection may take to send its whole request (head and body), from its accept or its previous answer; later: closed") \
     X(NUM,    unsigned, min_body_rate,    "min-body-rate",     "COUPON_MIN_BODY_RATE",     "BYTES/S",        0, 1048576,           512,                              \
       "slowest a request body may arrive, after a 1 s grace from the end of its head; slower: closed (0 = off)") \
     X(STR,    char *,   trusted_proxy,    "trusted-proxy",     "COUPON_TRUSTED_PROXY",     "CIDR[,CIDR...]", 0, 0,                 NULL,                             \
-      "proxies in front (HAProxy send-proxy-v2): a connection from these networks must open with a PROXY protocol header (v2, or v1), whose client address then counts for the per-address cap and the admin back-off; from any other address such a header is refused 400 (unset: never accepted)") \
+      "proxies in front (HAProxy option forwardfor): from these networks the client address that X-Forwarded-For names (its rightmost entry that is not itself a trusted proxy) is the one the admin back-off counts; from any other peer the header is ignored (unset: always ignored)") \
     X(NUM,    unsigned, health_interval_ms, "health-interval-ms", "COUPON_HEALTH_INTERVAL_MS", "MS",         50, 60000,            500,                              \
       "how often the health prober checks the lock quorum and the store's writes; /healthz answers from its last result") \
     X(NUM,    int,      shutdown_grace_ms, "shutdown-grace-ms", "COUPON_SHUTDOWN_GRACE_MS", "MS",            0, 600000,            5000,                             \

@@ -39,6 +39,8 @@ typedef enum log_level {
     X(LOCK_ERROR, "lock-error")       /* a lock call failed other than by contention */ \
     X(FAULT, "fault")                 /* an injected fault fired (--fault-pause-ms) */ \
     X(HTTPD, "httpd")                 /* libmicrohttpd's own messages */            \
+    X(CONN_REFUSED, "conn-refused")   /* a connection refused: a limit, no descriptor */ \
+    X(CONN_CUT, "conn-cut")           /* connections past a deadline, closed */      \
     X(ACCESS_LOG, "access-log")       /* the access log could not be written */
 
 typedef enum log_event {

@@ -2,6 +2,7 @@
 #include "core/prober.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -9,38 +10,52 @@
 #include "core/log.h"
 
 static struct {
-    pthread_mutex_t mu; /* guards last and stop */
-    pthread_cond_t cv;  /* wakes the thread early for prober_stop */
-    pthread_t thread;
+    pthread_mutex_t mu; /* guards last, db_at_ms, lock_at_ms and stop */
+    pthread_cond_t cv;  /* wakes the threads early for prober_stop */
+    pthread_t threads[2];
+    int n_threads;
     app *app;
     worker_pool *pool;
     worker *w;
     health_state last;
+    int64_t db_at_ms, lock_at_ms; /* when each part was last published */
     int stop, started;
 } prober = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* One probe: the store first (its busy timeout bounds it), then the lock
- * nodes (the Redis timeouts bound it); the result replaces the last. */
-static void probe_once(void)
+/* The store's part: a write probe, bounded by its busy timeout. */
+static void probe_store(void)
 {
-    health_state st = {0};
-    const strategy *strat = prober.app->strat;
     db_status wst = db_write_probe(prober.w->db);
-    st.db_ok = wst == DB_OK;
-    if (!st.db_ok) {
-        st.db_fault = db_last_fault(prober.w->db);
+    db_fault fault = wst == DB_OK ? 0 : db_last_fault(prober.w->db);
+    if (wst != DB_OK)
         log_event_line(LOG_ERROR, LOG_EV_DB_ERROR, "health: the store refuses writes: %s", db_errmsg(prober.w->db));
-    }
-    st.lock = strat->health(strat, prober.w, &st.nodes_up, &st.nodes, &st.up_mask);
-    st.at_ms = cm_now_ms();
     pthread_mutex_lock(&prober.mu);
-    prober.last = st;
+    prober.last.db_ok = wst == DB_OK;
+    prober.last.db_fault = fault;
+    prober.db_at_ms = cm_now_ms();
     pthread_mutex_unlock(&prober.mu);
 }
 
+/* The lock's part: the strategy's health, bounded by the Redis timeouts. */
+static void probe_lock(void)
+{
+    const strategy *strat = prober.app->strat;
+    size_t up = 0, nodes = 0;
+    uint32_t mask = 0;
+    lock_health lh = strat->health(strat, prober.w, &up, &nodes, &mask);
+    pthread_mutex_lock(&prober.mu);
+    prober.last.lock = lh;
+    prober.last.nodes_up = up;
+    prober.last.nodes = nodes;
+    prober.last.up_mask = mask;
+    prober.lock_at_ms = cm_now_ms();
+    pthread_mutex_unlock(&prober.mu);
+}
+
+/* One thread per part: arg is its probe. */
 static void *prober_main(void *arg)
 {
-    (void)arg;
+    void (*probe)(void) = *(void (**)(void))arg;
     unsigned every = prober.app->cfg->health_interval_ms;
     pthread_mutex_lock(&prober.mu);
     while (!prober.stop) {
@@ -57,12 +72,14 @@ static void *prober_main(void *arg)
         if (prober.stop)
             break;
         pthread_mutex_unlock(&prober.mu);
-        probe_once();
+        probe();
         pthread_mutex_lock(&prober.mu);
     }
     pthread_mutex_unlock(&prober.mu);
     return NULL;
 }
+
+static void (*const PROBES[2])(void) = {probe_store, probe_lock};
 
 int prober_start(app *a, char *errbuf, size_t errlen)
 {
@@ -72,7 +89,8 @@ int prober_start(app *a, char *errbuf, size_t errlen)
     if (pool_new(a->cfg, 1, a->strat->uses_lock, &prober.pool, errbuf, errlen) != POOL_OK)
         return -1;
     prober.w = pool_checkout(prober.pool);
-    probe_once();
+    probe_store();
+    probe_lock();
     /* Monotonic: a wall-clock step must not stall the prober. */
     if (pthread_condattr_init(&ca) != 0)
         goto fail;
@@ -82,11 +100,14 @@ int prober_start(app *a, char *errbuf, size_t errlen)
     }
     pthread_condattr_destroy(&ca);
     prober.stop = 0;
-    if (pthread_create(&prober.thread, NULL, prober_main, NULL) != 0) {
-        pthread_cond_destroy(&prober.cv);
-        goto fail;
-    }
-    prober.started = 1;
+    prober.started = 1; /* from here prober_stop joins what was started */
+    for (prober.n_threads = 0; prober.n_threads < 2; prober.n_threads++)
+        if (pthread_create(&prober.threads[prober.n_threads], NULL, prober_main,
+                           (void *)(uintptr_t)&PROBES[prober.n_threads]) != 0) {
+            prober_stop();
+            snprintf(errbuf, errlen, "cannot start the health prober");
+            return -1;
+        }
     return 0;
 fail:
     snprintf(errbuf, errlen, "cannot start the health prober");
@@ -100,6 +121,7 @@ void prober_last(health_state *out)
 {
     pthread_mutex_lock(&prober.mu);
     *out = prober.last;
+    out->at_ms = prober.db_at_ms < prober.lock_at_ms ? prober.db_at_ms : prober.lock_at_ms;
     pthread_mutex_unlock(&prober.mu);
 }
 
@@ -109,9 +131,10 @@ void prober_stop(void)
         return;
     pthread_mutex_lock(&prober.mu);
     prober.stop = 1;
-    pthread_cond_signal(&prober.cv);
+    pthread_cond_broadcast(&prober.cv);
     pthread_mutex_unlock(&prober.mu);
-    pthread_join(prober.thread, NULL);
+    for (int i = 0; i < prober.n_threads; i++)
+        pthread_join(prober.threads[i], NULL);
     pthread_cond_destroy(&prober.cv);
     pool_return(prober.pool, prober.w);
     pool_free(prober.pool);

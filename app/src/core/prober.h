@@ -1,9 +1,11 @@
-/* prober.h - the health prober: a background thread that checks, every
- * --health-interval-ms, the lock service (the strategy's health: a PING
- * round over the Redis nodes through its own lock client) and the store
- * (db_write_probe on its own connection), and keeps the last result.
- * /healthz answers from that result and its age, so no HTTP thread ever
- * waits on a Redis round or on the store's write lock.
+/* prober.h - the health prober: two background threads that check, every
+ * --health-interval-ms, one the lock service (the strategy's health: a PING
+ * round over the Redis nodes through its own lock client), the other the
+ * store (db_write_probe on its own connection). Each publishes its part as
+ * soon as it has it, so a lost quorum shows within one interval even while
+ * the store probe waits out a held write lock (--db-busy-ms), and the
+ * other way round. /healthz answers from the parts and their age, so no
+ * HTTP thread ever waits on a Redis round or on the store's write lock.
  *
  * Process-wide, like lockwatch.h: one prober per server. */
 #ifndef APP_PROBER_H
@@ -17,7 +19,7 @@
 #include "app.h"
 
 typedef struct health_state {
-    int64_t at_ms;       /* when the probe finished (CLOCK_MONOTONIC ms) */
+    int64_t at_ms;       /* when the older of the two parts was probed (CLOCK_MONOTONIC ms) */
     int db_ok;           /* the store took the write probe */
     db_fault db_fault;   /* its failure's class when not */
     lock_health lock;    /* the strategy's answer */
@@ -26,12 +28,14 @@ typedef struct health_state {
 } health_state;
 
 /* Probes once (so that /healthz has a result from the first request on:
- * bounded by the Redis timeouts and --db-busy-ms), then starts the thread
- * with a one-slot worker pool of its own. 0, or -1 with errbuf set. */
+ * bounded by the Redis timeouts and --db-busy-ms), then starts the two
+ * threads on a one-slot worker pool of their own (the store thread uses
+ * the slot's store connection, the lock thread its lock client, never the
+ * other's). 0, or -1 with errbuf set. */
 int prober_start(app *a, char *errbuf, size_t errlen);
 /* The last result (a copy). Never blocks on anything but a short mutex. */
 void prober_last(health_state *out);
-/* Stops and joins the thread, frees its slot; no-op when not started. */
+/* Stops and joins the threads, frees their slot; no-op when not started. */
 void prober_stop(void);
 
 #endif /* APP_PROBER_H */

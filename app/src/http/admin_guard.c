@@ -1,53 +1,41 @@
-/* admin_guard.c - failed admin attempts per exact client address, and for
- * all addresses together (admin_guard.h).
+/* admin_guard.c - failed admin attempts per client address (IPv6 by its
+ * /64), and for all addresses together (admin_guard.h).
  *
- * The addresses: a fixed table of ADMIN_GUARD_ADDRESSES records, found by
- * hash with chaining and compared on the whole address, so two addresses
- * never share a record. The table it replaces kept one record per hash
- * slot: 127.0.0.9 and 127.0.1.102 shared slot 69, and alternating them
- * reset each other's count (200 of 200 wrong guesses answered 401, never
- * 429; app_admin_guard/colliding_addresses_both_wait). When the table is
- * full, the record whose last failure is oldest is reused.
+ * The addresses: a fixed table of ADMIN_GUARD_ADDRESSES records, each
+ * compared on the whole key, so two addresses never share a record (a table
+ * that kept one record per hash slot let 127.0.0.9 and 127.0.1.102 reset
+ * each other's count: app_admin_guard/colliding_addresses_both_wait). It is
+ * scanned whole: only a wrong guess looks (a few microseconds), the right
+ * token never does. When the table is full, the record whose last failure
+ * is oldest is reused.
  *
  * All addresses: a bucket of ADMIN_GUARD_GLOBAL_PER_S failures refilled at
  * that rate, kept in thousandths so that the refill is exact in whole ms.
- * A guess takes one out before the token is compared (enter) and gives it
- * back unless the guess was wrong, so concurrent guesses cannot overdraw it.
+ * Only wrong guesses take from it: a right token never waits on it.
  *
- * No allocation: everything is static, guarded by one mutex (a few
- * compares per admin request; admin requests are rare). Indexes are stored
- * plus one, so that 0 (the static zero) means "none". */
+ * No allocation: everything is static, guarded by one mutex. */
 #include "http/admin_guard.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
 #include <string.h>
 
-#define KEY_LEN 17 /* the family byte, then 4 (IPv4) or 16 (IPv6) address bytes, zero-padded */
-#define N_BUCKETS (ADMIN_GUARD_ADDRESSES * 2)
+#define KEY_LEN 9 /* the family byte, then 4 (IPv4) or 8 (an IPv6 /64) address bytes, zero-padded */
 #define MILLI 1000
 
 typedef struct record {
-    unsigned char key[KEY_LEN];
+    unsigned char key[KEY_LEN]; /* all zero: a free record */
     unsigned failures;
     int64_t until_ms; /* blocked before this time */
-    int32_t chain;    /* next record of the bucket, or of the free list */
-    int32_t newer;    /* the age list, by last failure: toward the newest */
-    int32_t older;    /* ... toward the oldest */
+    int64_t last_ms;  /* its last failure: the oldest is reused first */
 } record;
 
 static struct {
     pthread_mutex_t mu;
     record rec[ADMIN_GUARD_ADDRESSES];
-    int32_t bucket[N_BUCKETS];
-    int32_t newest, oldest; /* ends of the age list */
-    int32_t free_list;      /* records given up (a success) */
-    int32_t grown;          /* records [1, grown] have been used */
-    int64_t budget_milli;   /* the global bucket, in thousandths of a failure */
-    int64_t budget_ms;      /* when it was last refilled; 0: never (full) */
+    int64_t budget_milli; /* the global bucket, in thousandths of a failure */
+    int64_t budget_ms;    /* when it was last refilled; 0: never (full) */
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-#define REC(i) (&g.rec[(i) - 1])
 
 /* The address, not the port (every connection has a new one). An
  * IPv4-mapped IPv6 address is its IPv4 address: a dual-stack listener
@@ -68,89 +56,33 @@ static int key_of(const struct sockaddr *addr, unsigned char key[KEY_LEN])
             key[0] = 4;
             memcpy(key + 1, a6->s6_addr + 12, 4);
         } else {
+            /* The /64: a host is handed a whole /64 (SLAAC, most
+             * providers), and could otherwise guess from 2^64 addresses. */
             key[0] = 6;
-            memcpy(key + 1, a6->s6_addr, 16);
+            memcpy(key + 1, a6->s6_addr, 8);
         }
         return 0;
     }
     return -1;
 }
 
-static uint32_t bucket_of(const unsigned char key[KEY_LEN])
+/* The record of key, or with create a fresh one (a free record, else the
+ * one whose last failure is oldest); NULL when absent and not created. */
+static record *find(const unsigned char key[KEY_LEN], int create)
 {
-    uint32_t h = 2166136261u; /* FNV-1a: chains compare whole keys, so the hash only spreads them */
-    for (int i = 0; i < KEY_LEN; i++)
-        h = (h ^ key[i]) * 16777619u;
-    return h % N_BUCKETS;
-}
-
-static int32_t find(const unsigned char key[KEY_LEN])
-{
-    for (int32_t i = g.bucket[bucket_of(key)]; i != 0; i = REC(i)->chain)
-        if (memcmp(REC(i)->key, key, KEY_LEN) == 0)
-            return i;
-    return 0;
-}
-
-static void age_unlink(int32_t i)
-{
-    record *r = REC(i);
-    if (r->newer != 0)
-        REC(r->newer)->older = r->older;
-    else
-        g.newest = r->older;
-    if (r->older != 0)
-        REC(r->older)->newer = r->newer;
-    else
-        g.oldest = r->newer;
-    r->newer = r->older = 0;
-}
-
-static void age_push_newest(int32_t i)
-{
-    record *r = REC(i);
-    r->older = g.newest;
-    r->newer = 0;
-    if (g.newest != 0)
-        REC(g.newest)->newer = i;
-    g.newest = i;
-    if (g.oldest == 0)
-        g.oldest = i;
-}
-
-/* Takes record i out of its bucket and the age list; the caller reuses or frees it. */
-static void forget(int32_t i)
-{
-    int32_t *link = &g.bucket[bucket_of(REC(i)->key)];
-    while (*link != i)
-        link = &REC(*link)->chain;
-    *link = REC(i)->chain;
-    age_unlink(i);
-    memset(REC(i), 0, sizeof(record));
-}
-
-/* A fresh record for key: a never-used one, a freed one, or, when the
- * table is full, the one whose last failure is oldest. */
-static int32_t remember(const unsigned char key[KEY_LEN])
-{
-    int32_t i;
-    if (g.grown < ADMIN_GUARD_ADDRESSES) {
-        i = ++g.grown;
-    } else if (g.free_list != 0) {
-        i = g.free_list;
-        g.free_list = REC(i)->chain;
-    } else {
-        i = g.oldest;
-        forget(i);
+    record *oldest = &g.rec[0];
+    for (size_t i = 0; i < ADMIN_GUARD_ADDRESSES; i++) {
+        if (memcmp(g.rec[i].key, key, KEY_LEN) == 0)
+            return &g.rec[i];
+        if (g.rec[i].key[0] == 0 ? oldest->key[0] != 0 || g.rec[i].last_ms < oldest->last_ms
+                                 : oldest->key[0] != 0 && g.rec[i].last_ms < oldest->last_ms)
+            oldest = &g.rec[i];
     }
-    record *r = REC(i);
-    memset(r, 0, sizeof *r);
-    memcpy(r->key, key, KEY_LEN);
-    uint32_t b = bucket_of(key);
-    r->chain = g.bucket[b];
-    g.bucket[b] = i;
-    age_push_newest(i);
-    return i;
+    if (!create)
+        return NULL;
+    memset(oldest, 0, sizeof *oldest);
+    memcpy(oldest->key, key, KEY_LEN);
+    return oldest;
 }
 
 static void budget_refill(int64_t now_ms)
@@ -167,64 +99,48 @@ static void budget_refill(int64_t now_ms)
         g.budget_ms = now_ms;
 }
 
-static void budget_give_back(void)
-{
-    const int64_t full = (int64_t)ADMIN_GUARD_GLOBAL_PER_S * MILLI;
-    g.budget_milli = g.budget_milli + MILLI > full ? full : g.budget_milli + MILLI;
-}
-
 static unsigned whole_seconds(int64_t ms)
 {
     return ms <= 1000 ? 1u : (unsigned)((ms + 999) / 1000);
 }
 
-admin_guard_verdict admin_guard_enter(const struct sockaddr *addr, int64_t now_ms, unsigned *retry_s)
+admin_guard_verdict admin_guard_failed(const struct sockaddr *addr, int64_t now_ms, unsigned *retry_s)
 {
     unsigned char key[KEY_LEN];
     admin_guard_verdict v = ADMIN_GUARD_OPEN;
 
     pthread_mutex_lock(&g.mu);
-    /* The address first: a blocked guesser learns nothing and spends nothing. */
-    int32_t i = key_of(addr, key) == 0 ? find(key) : 0;
     budget_refill(now_ms);
-    if (i != 0 && REC(i)->until_ms > now_ms) {
+    int known = key_of(addr, key) == 0;
+    record *r = known ? find(key, 0) : NULL;
+    if (r != NULL && r->until_ms > now_ms) {
         v = ADMIN_GUARD_ADDRESS;
-        *retry_s = whole_seconds(REC(i)->until_ms - now_ms);
     } else if (g.budget_milli < MILLI) {
         v = ADMIN_GUARD_GLOBAL;
         /* Until one whole failure has flowed back in. */
         *retry_s = whole_seconds((MILLI - g.budget_milli + ADMIN_GUARD_GLOBAL_PER_S - 1) / ADMIN_GUARD_GLOBAL_PER_S);
     } else {
-        g.budget_milli -= MILLI; /* held for this guess until it is settled */
+        g.budget_milli -= MILLI;
+    }
+    /* A new address is remembered only within the global budget: filling
+     * the table then takes longer than the longest wait (admin_guard.h). */
+    if (known && (r != NULL || v == ADMIN_GUARD_OPEN)) {
+        if (r == NULL)
+            r = find(key, 1);
+        r->last_ms = now_ms;
+        r->failures++;
+        if (r->failures >= ADMIN_GUARD_FREE_TRIES) {
+            unsigned doublings = r->failures - ADMIN_GUARD_FREE_TRIES;
+            int64_t wait = ADMIN_GUARD_FIRST_WAIT_MS;
+            while (doublings-- > 0 && wait < ADMIN_GUARD_MAX_WAIT_MS)
+                wait *= 2;
+            r->until_ms = now_ms + (wait > ADMIN_GUARD_MAX_WAIT_MS ? ADMIN_GUARD_MAX_WAIT_MS : wait);
+        }
+        if (v == ADMIN_GUARD_ADDRESS)
+            *retry_s = whole_seconds(r->until_ms - now_ms);
     }
     pthread_mutex_unlock(&g.mu);
     return v;
-}
-
-void admin_guard_failed(const struct sockaddr *addr, int64_t now_ms)
-{
-    unsigned char key[KEY_LEN];
-
-    if (key_of(addr, key) != 0)
-        return; /* the held failure stays spent: the cap counts every wrong guess */
-    pthread_mutex_lock(&g.mu);
-    int32_t i = find(key);
-    if (i == 0)
-        i = remember(key);
-    record *r = REC(i);
-    age_unlink(i);
-    age_push_newest(i);
-    r->failures++;
-    if (r->failures >= ADMIN_GUARD_FREE_TRIES) {
-        unsigned doublings = r->failures - ADMIN_GUARD_FREE_TRIES;
-        int64_t wait = ADMIN_GUARD_FIRST_WAIT_MS;
-        while (doublings-- > 0 && wait < ADMIN_GUARD_MAX_WAIT_MS)
-            wait *= 2;
-        if (wait > ADMIN_GUARD_MAX_WAIT_MS)
-            wait = ADMIN_GUARD_MAX_WAIT_MS;
-        r->until_ms = now_ms + wait;
-    }
-    pthread_mutex_unlock(&g.mu);
 }
 
 void admin_guard_succeeded(const struct sockaddr *addr)
@@ -232,19 +148,8 @@ void admin_guard_succeeded(const struct sockaddr *addr)
     unsigned char key[KEY_LEN];
 
     pthread_mutex_lock(&g.mu);
-    budget_give_back();
-    int32_t i = key_of(addr, key) == 0 ? find(key) : 0;
-    if (i != 0) {
-        forget(i);
-        REC(i)->chain = g.free_list;
-        g.free_list = i;
-    }
-    pthread_mutex_unlock(&g.mu);
-}
-
-void admin_guard_cancel(void)
-{
-    pthread_mutex_lock(&g.mu);
-    budget_give_back();
+    record *r = key_of(addr, key) == 0 ? find(key, 0) : NULL;
+    if (r != NULL)
+        memset(r, 0, sizeof *r); /* free again */
     pthread_mutex_unlock(&g.mu);
 }

@@ -1,8 +1,9 @@
-/* admin_guard.h - a back-off for failed admin authentication, so that the
- * admin token cannot be guessed at network speed: per exact client address
- * (a wait that doubles after a few failures), and for all addresses
- * together (a cap on failed attempts per second), since an attacker may
- * own many addresses (a whole /8 on loopback, a /64 of IPv6). */
+/* admin_guard.h - a back-off for failed admin authentication: per client
+ * address (an IPv6 /64 counts as one; a wait that doubles after a few
+ * failures), and for all addresses together (a cap on failures per
+ * second), since a guesser may own many addresses. It answers wrong
+ * guesses only: the right token is compared first and always served, so
+ * guesses from anywhere can never lock the admin out. */
 #ifndef APP_ADMIN_GUARD_H
 #define APP_ADMIN_GUARD_H
 
@@ -20,29 +21,24 @@
  * the longest wait, so no address can be pushed out while it waits. */
 #define ADMIN_GUARD_ADDRESSES 4096
 /* Failed attempts per second from all addresses together (a bucket that
- * holds this many and refills at this rate): once spent, every admin
- * attempt waits, whatever its address. */
+ * holds this many and refills at this rate): once spent, every wrong guess
+ * is answered 429, whatever its address. */
 #define ADMIN_GUARD_GLOBAL_PER_S 20
 typedef enum admin_guard_verdict {
-    ADMIN_GUARD_OPEN = 0,    /* go on and compare the token */
-    ADMIN_GUARD_ADDRESS = 1, /* this address failed too often: it waits */
-    ADMIN_GUARD_GLOBAL = 2   /* all addresses together failed too often: everyone waits */
+    ADMIN_GUARD_OPEN = 0,    /* a plain wrong token: 401 */
+    ADMIN_GUARD_ADDRESS = 1, /* this address failed too often: 429, it waits */
+    ADMIN_GUARD_GLOBAL = 2   /* all addresses together failed too often: 429 */
 } admin_guard_verdict;
 
-/* Before the token is compared. On ADMIN_GUARD_OPEN one failure of the
- * global budget is held for this attempt, and exactly one of
- * admin_guard_failed, admin_guard_succeeded or admin_guard_cancel must
- * follow to settle it (so that concurrent guesses cannot pass the cap
- * together). Otherwise *retry_s gets the whole seconds to wait (at least 1).
- * A NULL addr (unknown) has no record of its own; the global cap still
- * applies. Thread-safe. */
-admin_guard_verdict admin_guard_enter(const struct sockaddr *addr, int64_t now_ms, unsigned *retry_s);
-/* A wrong token: spends the held failure, and may start or lengthen the
- * address's wait. */
-void admin_guard_failed(const struct sockaddr *addr, int64_t now_ms);
-/* The right token: gives the held failure back; addr starts again from zero. */
+/* Called only after the token was compared and found wrong: a right token
+ * is never refused, whoever else guesses (the token's length is what makes
+ * guessing hopeless: config.h, CONFIG_MIN_ADMIN_TOKEN). Counts the failure
+ * for addr (an IPv6 address by its /64: one host owns a whole /64) and for
+ * all addresses, and says how to answer; *retry_s gets the whole seconds
+ * to wait (at least 1) unless OPEN. A NULL addr (unknown) counts for all
+ * addresses only. Thread-safe. */
+admin_guard_verdict admin_guard_failed(const struct sockaddr *addr, int64_t now_ms, unsigned *retry_s);
+/* The right token: addr starts again from zero. */
 void admin_guard_succeeded(const struct sockaddr *addr);
-/* No guess was made (a malformed header): gives the held failure back. */
-void admin_guard_cancel(void);
 
 #endif /* APP_ADMIN_GUARD_H */

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 /* Seconds a client should wait before retrying a 503: a held coupon lock is
  * released within milliseconds and a Redis failover or a busy DB takes about
@@ -21,15 +20,6 @@
 #define DATA_CSP "default-src 'none'; frame-ancestors 'none'"
 
 static const char ERROR_FALLBACK[] = "{\"code\":1500,\"msg\":\"out of memory\",\"data\":null}";
-
-/* 1 when conn is the accept front's socketpair (accept_relay.c). */
-static int on_front_pair(struct MHD_Connection *conn)
-{
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    return ci != NULL && getsockname(ci->connect_fd, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family == AF_UNIX;
-}
 
 /* retry_after: seconds for a Retry-After header, 0 for none. */
 static int queue(request *rq, unsigned status, unsigned retry_after, const char *content_type, char *body,
@@ -77,11 +67,10 @@ static int queue(request *rq, unsigned status, unsigned retry_after, const char 
     if (status == MHD_HTTP_UNAUTHORIZED &&
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer") != MHD_YES)
         goto out;
-    /* libmicrohttpd must not parse a second request on a client's own
-     * socket (one handed over whole, accept.c): past the accept front's
-     * screen and deadlines. It may on the front's socketpair (AF_UNIX),
-     * where the front writes each screened request, one at a time. */
-    if (!on_front_pair(rq->conn) && MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
+    /* Stopping: the client should not send another request on this
+     * connection (server_stop closes it after the drain). */
+    if (atomic_load(&rq->app->stopping) &&
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close") != MHD_YES)
         goto out;
     ret = MHD_queue_response(rq->conn, status, resp);
     if (ret == MHD_YES) {
@@ -93,37 +82,6 @@ out:
     if (resp != NULL)
         MHD_destroy_response(resp);
     return ret;
-}
-
-static const char *reason_of(unsigned status)
-{
-    switch (status) {
-    case 400: return "Bad Request";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 431: return "Request Header Fields Too Large";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Error";
-    }
-}
-
-size_t reply_format_raw(unsigned status, int code, const char *msg, char *out, size_t cap)
-{
-    json_t *env = json_pack("{s:i,s:s,s:n}", "code", code, "msg", msg, "data");
-    char *body = env != NULL ? json_dumps(env, JSON_COMPACT) : NULL;
-    json_decref(env);
-    if (body == NULL)
-        return 0;
-    size_t blen = strlen(body);
-    int n = snprintf(out, cap,
-                     "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                     "X-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n"
-                     "Content-Security-Policy: " DATA_CSP "\r\nConnection: close\r\n\r\n%s",
-                     status, reason_of(status), blen, body);
-    free(body);
-    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
 int reply_text(request *rq, unsigned status, const char *content_type, char *body, size_t len)

@@ -29,11 +29,4 @@ int reply_outcome(request *rq, claim_result r, const char *detail);
 /* A non-JSON body (the page, /metrics). Takes body (malloc'd) on every path. */
 int reply_text(request *rq, unsigned status, const char *content_type, char *body, size_t len);
 
-/* A whole HTTP/1.1 answer as bytes, for the accept front (accept.h), which
- * answers before libmicrohttpd has the connection: the status line, the
- * same Content-Type and security headers as every JSON reply, Connection:
- * close, and the envelope {code, msg, data: null}. The length written (less
- * than cap), or 0 when it does not fit or no memory. */
-size_t reply_format_raw(unsigned status, int code, const char *msg, char *out, size_t cap);
-
 #endif /* APP_REPLY_H */

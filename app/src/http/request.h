@@ -16,6 +16,17 @@
 
 typedef struct request {
     app *app;
+    int started;        /* the handler's first call happened (in_flight counts it) */
+    struct watched *watch; /* the connection's deadlines (conn_watch.h), or NULL */
+    /* The raw target's end as the URI log callback saw it: the handler
+     * checks that the version follows right after it (server.c). */
+    const char *raw_end;
+    /* A refusal decided before the body (the target's screen, the head's
+     * size): answered after the body is read, so that the connection
+     * stays in step for a pipelined request. 0: none. */
+    unsigned refuse_status;
+    int refuse_code;
+    char refuse_msg[160];
     struct MHD_Connection *conn;
     const char *method; /* borrowed from MHD, valid until completion */
     const char *url;    /* the path, borrowed from MHD likewise */
