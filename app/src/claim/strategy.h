@@ -14,6 +14,7 @@
 
 #include "outcome.h"
 #include "core/config.h"
+#include "core/prober.h"
 #include "core/workers.h"
 
 typedef struct claim_out {
@@ -21,12 +22,6 @@ typedef struct claim_out {
     uint64_t fence;    /* the lock's fencing token; 0 without a lock */
     char detail[192];  /* why, on failure (library / store detail) */
 } claim_out;
-
-typedef enum lock_health {
-    LOCK_HEALTH_OK = 0,
-    LOCK_HEALTH_DOWN = 1,
-    LOCK_HEALTH_UNUSED = 2
-} lock_health;
 
 struct recipe;
 

@@ -14,7 +14,9 @@ static struct {
     pthread_cond_t cv;  /* wakes the threads early for prober_stop */
     pthread_t threads[2];
     int n_threads;
-    app *app;
+    const app_config *cfg;
+    prober_lock_fn lock_probe;
+    const void *lock_ctx;
     worker_pool *pool;
     worker *w;
     health_state last;
@@ -36,13 +38,13 @@ static void probe_store(void)
     pthread_mutex_unlock(&prober.mu);
 }
 
-/* The lock's part: the strategy's health, bounded by the Redis timeouts. */
+/* The lock's part: the probe handed to prober_start, bounded by the Redis
+ * timeouts. */
 static void probe_lock(void)
 {
-    const strategy *strat = prober.app->strat;
     size_t up = 0, nodes = 0;
     uint32_t mask = 0;
-    lock_health lh = strat->health(strat, prober.w, &up, &nodes, &mask);
+    lock_health lh = prober.lock_probe(prober.lock_ctx, prober.w, &up, &nodes, &mask);
     pthread_mutex_lock(&prober.mu);
     prober.last.lock = lh;
     prober.last.nodes_up = up;
@@ -56,7 +58,7 @@ static void probe_lock(void)
 static void *prober_main(void *arg)
 {
     void (*probe)(void) = *(void (**)(void))arg;
-    unsigned every = prober.app->cfg->health_interval_ms;
+    unsigned every = prober.cfg->health_interval_ms;
     pthread_mutex_lock(&prober.mu);
     while (!prober.stop) {
         struct timespec ts;
@@ -81,12 +83,15 @@ static void *prober_main(void *arg)
 
 static void (*const PROBES[2])(void) = {probe_store, probe_lock};
 
-int prober_start(app *a, char *errbuf, size_t errlen)
+int prober_start(const app_config *cfg, int uses_lock, prober_lock_fn lock_probe, const void *ctx,
+                 char *errbuf, size_t errlen)
 {
     pthread_condattr_t ca;
 
-    prober.app = a;
-    if (pool_new(a->cfg, 1, a->strat->uses_lock, &prober.pool, errbuf, errlen) != POOL_OK)
+    prober.cfg = cfg;
+    prober.lock_probe = lock_probe;
+    prober.lock_ctx = ctx;
+    if (pool_new(cfg, 1, uses_lock, &prober.pool, errbuf, errlen) != POOL_OK)
         return -1;
     prober.w = pool_checkout(prober.pool);
     probe_store();

@@ -16,13 +16,27 @@
 
 #include "coupon_db.h"
 
-#include "app.h"
+#include "core/config.h"
+#include "core/workers.h"
+
+/* The lock service's part of the health, as the claim layer answers it. */
+typedef enum lock_health {
+    LOCK_HEALTH_OK = 0,
+    LOCK_HEALTH_DOWN = 1,
+    LOCK_HEALTH_UNUSED = 2
+} lock_health;
+
+/* The lock probe the layer above supplies (the strategy's health), bounded
+ * by the Redis timeouts; w is the prober's own worker. The prober knows no
+ * strategy: it is handed this, so core/ includes nothing above it. */
+typedef lock_health (*prober_lock_fn)(const void *ctx, worker *w, size_t *nodes_up, size_t *nodes,
+                                      uint32_t *up_mask);
 
 typedef struct health_state {
     int64_t at_ms;       /* when the older of the two parts was probed (CLOCK_MONOTONIC ms) */
     int db_ok;           /* the store took the write probe */
     db_fault db_fault;   /* its failure's class when not */
-    lock_health lock;    /* the strategy's answer */
+    lock_health lock;    /* the lock probe's answer */
     size_t nodes_up, nodes;
     uint32_t up_mask;    /* bit i: the --redis address i answered */
 } health_state;
@@ -31,8 +45,10 @@ typedef struct health_state {
  * bounded by the Redis timeouts and --db-busy-ms), then starts the two
  * threads on a one-slot worker pool of their own (the store thread uses
  * the slot's store connection, the lock thread its lock client, never the
- * other's). 0, or -1 with errbuf set. */
-int prober_start(app *a, char *errbuf, size_t errlen);
+ * other's; uses_lock: the slot gets a lock client). lock_probe(ctx, ...)
+ * is the lock's part. 0, or -1 with errbuf set. */
+int prober_start(const app_config *cfg, int uses_lock, prober_lock_fn lock_probe, const void *ctx,
+                 char *errbuf, size_t errlen);
 /* The last result (a copy). Never blocks on anything but a short mutex. */
 void prober_last(health_state *out);
 /* Stops and joins the threads, frees their slot; no-op when not started. */

@@ -300,6 +300,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* The server's listen socket on ai, non-blocking (libmicrohttpd's pool
  * threads all wait on it); -1 with errbuf naming the address and the reason. */
+/* The prober's lock probe: the strategy's health (core/ knows no strategy). */
+static lock_health strategy_health(const void *ctx, worker *w, size_t *nodes_up, size_t *nodes,
+                                   uint32_t *up_mask)
+{
+    const strategy *st = ctx;
+
+    return st->health(st, w, nodes_up, nodes, up_mask);
+}
+
 static int listen_on(const struct addrinfo *ai, const app_config *cfg, char *errbuf, size_t errlen)
 {
     char hostport[320];
@@ -356,7 +365,7 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
     int port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                  : ((struct sockaddr_in *)&bound)->sin_port);
     /* Health is known before the first request can ask for it. */
-    if (prober_start(a, errbuf, errlen) != 0)
+    if (prober_start(cfg, a->strat->uses_lock, strategy_health, a->strat, errbuf, errlen) != 0)
         goto out;
     prober_on = 1;
     s = calloc(1, sizeof *s);
