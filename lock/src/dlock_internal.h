@@ -102,7 +102,7 @@ typedef enum dlock__node_state {
 
 #define DLOCK__DETAIL_LEN 128
 
-/* The circuit breaker of a node (see conn.c): while open ("tripped") new
+/* The circuit breaker of a node (breaker.c): while open ("tripped") new
  * acquires and extends skip the node - a missing vote is always safe - so a
  * paused, tarpitted or dead minority costs the healthy majority nothing. */
 typedef struct dlock__breaker {
@@ -313,11 +313,6 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r);
 int dlock__conn_finish(dlock_client *c, dlock__node *node, dlock__result *r);
 int dlock__conn_write(dlock__node *node, char *ebuf);
 
-/* The circuit breaker. */
-void dlock__breaker_trip(dlock_client *c, dlock__node *node, dlock_err code, const char *detail);
-void dlock__breaker_heard(dlock__node *node);
-int dlock__breaker_probe_due(const dlock__node *node, int64_t now);
-
 /* The reply stream of a node's connection: rounds go through these and
  * never touch auth_pending, auth_failed or stale themselves. */
 void dlock__conn_prepare(dlock_client *c);
@@ -346,17 +341,38 @@ typedef struct dlock__sigpipe_guard {
 void dlock__sigpipe_block(dlock__sigpipe_guard *g);
 void dlock__sigpipe_restore(dlock__sigpipe_guard *g);
 
+/* ---- breaker.c ---- */
+/* Opens node's breaker (code and detail: how it failed, for the results of
+ * the rounds that skip it), or doubles the delay before its next probe. */
+void dlock__breaker_trip(dlock_client *c, dlock__node *node, dlock_err code, const char *detail);
+/* The node answered everything it owed: it takes part again. */
+void dlock__breaker_heard(dlock__node *node);
+/* A tripped node without a connection whose reconnect is due at now. */
+int dlock__breaker_probe_due(const dlock__node *node, int64_t now);
+
 /* ---- rounds.c ---- */
 int dlock__round(dlock_client *c, uint32_t mask, uint32_t reach, int argc, const char **argv,
                  const size_t *argvlen, dlock__result *res, dlock__stop_fn stop, void *stop_arg);
 void dlock__send_only(dlock_client *c, uint32_t mask, int argc, const char **argv,
                       const size_t *argvlen);
-void dlock__results_clear(dlock__result *res, size_t n);
+
+/* ---- tally.c ---- */
+size_t dlock__popcount(uint32_t mask);
 uint32_t dlock__all_nodes(const dlock_client *c);
+/* Frees the replies of res[0..n) and marks them unsent. */
+void dlock__results_clear(dlock__result *res, size_t n);
+/* Whether r is an error reply (starting with prefix, unless NULL). */
 int dlock__reply_is_error(const dlock__result *r, const char *prefix);
+/* The nodes that answered the integer value: their count, and their mask
+ * in *mask_out unless NULL. */
+size_t dlock__count_int(const dlock__result *res, size_t n, long long value, uint32_t *mask_out);
+/* Stop rule of release and extend: a quorum (*arg) answered 1. */
+int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);
+/* The code of a round where too few nodes of mask answered: one node's own
+ * failure, or NO_QUORUM unless every failed node failed alike with AUTH or
+ * PROTOCOL; why in errbuf. */
 dlock_err dlock__unavailable(const dlock_client *c, const dlock__result *res, uint32_t mask,
                              uint32_t answered, char *errbuf);
-size_t dlock__popcount(uint32_t mask);
 
 /* ---- script.c ---- */
 void dlock__scripts_init(dlock_client *c);
@@ -414,8 +430,6 @@ dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const char *cons
 /* 0 when lock was acquired by c; else -1 with why in errbuf ("<op>: ..."). */
 int dlock__check_owner(const dlock_client *c, const dlock_lock *lock, const char *op,
                        char *errbuf);
-size_t dlock__count_int(const dlock__result *res, size_t n, long long value, uint32_t *mask_out);
-int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);
 
 /* ---- conn.c: AUTH, for the round connections and the blocking ones
  * (wake.c, sentinel.c) alike ---- */

@@ -1,6 +1,6 @@
 /* rng.c - the per-client random generator (xorshift128+, seeded from the
  * kernel): the jitter of the retry backoff (retry.c) and of an open
- * breaker's probe delay (conn.c). Not for tokens: those come from the
+ * breaker's probe delay (breaker.c). Not for tokens: those come from the
  * kernel directly (token.c). */
 #include "dlock_internal.h"
 
