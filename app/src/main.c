@@ -157,6 +157,9 @@ static step read_options(process *p)
     /* --bundle-lock resolved before the pool: its lock ways need a lock client per slot. */
     if (bundle_setup(&p->cfg, p->a.strat->uses_lock, p->err, sizeof p->err) != 0)
         return STEP_USAGE;
+    /* The start-up line says the way resolved, not "unset". */
+    if (p->cfg.bundle_lock == NULL && (p->cfg.bundle_lock = strdup(bundle_lock_name())) == NULL)
+        return fail(p, STEP_FAILED, "out of memory");
     /* Whether a coupon's 0 stock is final for the fast path's view: every
      * claim and every bundle of this process can only lower a stock. The
      * bundle's lock ways run their section under --fence like a claim. */
