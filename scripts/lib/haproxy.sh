@@ -1,5 +1,4 @@
-# scripts/lib/haproxy.sh - HAProxy in front of the coupon-servers (issues 22
-# and 29): the configuration scripts/hosts runs, written from one place so
+# scripts/lib/haproxy.sh - HAProxy in front of the coupon-servers: the configuration scripts/hosts runs, written from one place so
 # that docs/deployment.md ("HAProxy in front") can show it as it is. Each
 # setting says what it defends against there.
 # shellcheck shell=bash

@@ -1,5 +1,5 @@
-/* admin_guard.c - the admin back-off holds (issue 22, point 4; issue 29,
- * point 3: the right token is compared first and never refused):
+/* admin_guard.c - the admin back-off holds (the right token is compared
+ * first and never refused):
  *   - failures are kept per exact address: 127.0.0.9 and 127.0.1.102 once
  *     shared a record and, alternating, reset each other's count, so every
  *     wrong guess answered 401 and none 429;

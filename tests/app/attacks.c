@@ -1,4 +1,4 @@
-/* attacks.c - the attacks of issue 29, each a test against real processes
+/* attacks.c - the attacks on the HTTP edge, each a test against real processes
  * (one coupon-server, three redis-servers; the attackers speak from other
  * loopback addresses, 127.0.0.x and 127.0.1.x):
  *   - a dribble from 2 addresses (40 connections each: a 7.7 KB head of a

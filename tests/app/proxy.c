@@ -1,4 +1,4 @@
-/* proxy.c - behind a trusted proxy (issue 29, point 2): the proxy names
+/* proxy.c - behind a trusted proxy: the proxy names
  * the client in X-Forwarded-For (HAProxy's `option forwardfor` appends the
  * address it accepted), and the admin back-off counts that client:
  *   - two clients behind one proxy address each have their own five wrong

@@ -1,5 +1,5 @@
 /* screen.c - the server's screen of each request (app/src/http/server.c,
- * target.c): every byte sequence the security re-test of issue 22 sent is
+ * target.c): every byte sequence of the security re-test is
  * refused and changes nothing: the contract's JSON (400 / 1001, 413, 431
  * with Content-Type and the security headers) for what the server screens,
  * libmicrohttpd's own status (or a close) for what it refuses before any

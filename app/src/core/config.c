@@ -209,8 +209,8 @@ static int parse_admin_token(app_config *cfg, const char *v, char *errbuf, size_
 {
     size_t len = strlen(v);
 
-    /* A short token falls to guessing, however slowly guesses are let in
-     * (issue 22). The contract lets any token start the server, so a short
+    /* A short token falls to guessing, however slowly guesses are let in.
+     * The contract lets any token start the server, so a short
      * one is served, with a warning at start; the per-address back-off and
      * the global cap (admin_guard.c) bound how fast it can be guessed. */
     if (len < CONFIG_MIN_ADMIN_TOKEN)

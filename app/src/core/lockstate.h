@@ -7,7 +7,7 @@
  * queue) has only this to go by. Without it such a claim was told 1005
  * ("held by others until your wait ran out") while the nodes were down:
  * with 2 of 3 nodes stopped, 89 of 100 claims answered 1005, not 1006
- * (issue 22, point 5; app_outcomes/quorum_lost_*). */
+ * (app_outcomes/quorum_lost_*). */
 #ifndef APP_LOCKSTATE_H
 #define APP_LOCKSTATE_H
 
