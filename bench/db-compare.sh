@@ -165,7 +165,7 @@ stage_line() {
 db_row() { # store strategy
   local store="$1" strat="$2" db id report log st=0
   db="$(fresh_db "$store" "$strat")" || exit 2
-  start_servers "$strat" "$db" 2>>"$work/servers.log"
+  start_servers "$strat" "$db"
   id="$(create_coupon hot)" || exit 2
   report="$work/report-$store-$strat.txt" log="$work/load-$store-$strat.log"
   # The tester's progress lines go to a log, shown when the row fails.

@@ -74,7 +74,7 @@ row() { # round kind strategy stock [server options...]
   stock="$4"
   db="$work/$kind-$round.db"
   flush_redis
-  start_servers "$strat" "$db" "${extra[@]}" 2>>"$work/servers.log"
+  start_servers "$strat" "$db" "${extra[@]}"
   id="$(create_coupon hot)" || exit 2
   report="$work/report-$kind-$round.txt" log="$work/load-$kind-$round.log"
   local srv0 redis0

@@ -87,7 +87,7 @@ row() { # round count kind strategy server-binary [server options...]
   stock="$claim_stock"
   db="$work/$kind-$count-$round.db"
   flush_redis
-  start_servers "$strat" "$db" "${extra[@]}" 2>>"$work/servers.log"
+  start_servers "$strat" "$db" "${extra[@]}"
   for ((c = 0; c < count; c++)); do
     id="$(create_coupon "sale-$c")" || exit 2
     [ -n "$first" ] || first="$id"
