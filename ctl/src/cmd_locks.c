@@ -100,12 +100,34 @@ static int read_row(const ctl_opts *o, ctl_nodes *ns, size_t i, const char *reso
     return 0;
 }
 
-static void print_header(void)
+/* Column widths of the table: the longest resource and node name shown
+ * (at least 24), so long names never push a row's columns out of line. */
+typedef struct widths {
+    int resource, node;
+} widths;
+
+static widths table_widths(const ctl_nodes *ns, const lock_row *rows, size_t n)
 {
-    printf("%-24s %-24s %-32s %9s %8s\n", "RESOURCE", "NODE", "TOKEN", "PTTL_MS", "FENCE");
+    widths w = {24, 24};
+
+    for (size_t k = 0; k < n; k++) {
+        int lr = (int)strlen(rows[k].resource), ln = (int)strlen(ns->node[rows[k].node].addr);
+
+        if (lr > w.resource)
+            w.resource = lr;
+        if (ln > w.node)
+            w.node = ln;
+    }
+    return w;
 }
 
-static void print_row(const ctl_nodes *ns, const lock_row *r)
+static void print_header(widths w)
+{
+    printf("%-*s %-*s %-32s %9s %8s\n", w.resource, "RESOURCE", w.node, "NODE", "TOKEN", "PTTL_MS",
+           "FENCE");
+}
+
+static void print_row(const ctl_nodes *ns, const lock_row *r, widths w)
 {
     char pttl[24], fence[24];
 
@@ -117,7 +139,7 @@ static void print_row(const ctl_nodes *ns, const lock_row *r)
         snprintf(fence, sizeof(fence), "%lld", r->fence);
     else
         snprintf(fence, sizeof(fence), "%s", r->fence == 0 ? "-" : "invalid");
-    printf("%-24s %-24s %-32s %9s %8s\n", r->resource, ns->node[r->node].addr,
+    printf("%-*s %-*s %-32s %9s %8s\n", w.resource, r->resource, w.node, ns->node[r->node].addr,
            r->token[0] != '\0' ? r->token : "-", pttl, fence);
 }
 
@@ -252,9 +274,11 @@ int ctl_cmd_list(const ctl_opts *o, ctl_nodes *ns, int argc, char **argv)
         rc = ctl_json_print(json_pack("{s:s, s:o?, s:o?}", "prefix", o->prefix, "nodes",
                                       ctl_json_nodes(ns), "locks", locks));
     } else {
-        print_header();
+        widths w = table_widths(ns, rows.v, rows.n);
+
+        print_header(w);
         for (size_t k = 0; k < rows.n; k++)
-            print_row(ns, &rows.v[k]);
+            print_row(ns, &rows.v[k], w);
         printf("%zu lock key(s) on %zu/%zu nodes answering (quorum %zu)\n", rows.n, answered,
                ns->n, ns->quorum);
         rc = fflush(stdout) == 0 ? 0 : -1;
@@ -317,13 +341,25 @@ int ctl_cmd_show(const ctl_opts *o, ctl_nodes *ns, int argc, char **argv)
                                       "held_on", (int)held_on, "quorum", (int)ns->quorum, "nodes",
                                       nodes));
     } else {
+        /* Every node has a row here (ok or DOWN): widths over all of them. */
+        widths w = {24, 24};
+
+        for (size_t i = 0; i < ns->n; i++) {
+            int ln = (int)strlen(ns->node[i].addr);
+
+            if (ln > w.node)
+                w.node = ln;
+        }
+        if ((int)strlen(argv[0]) > w.resource)
+            w.resource = (int)strlen(argv[0]);
         printf("resource %s: lock key \"%s\", fence key \"%s\"\n", argv[0], k.lock, k.fence);
-        print_header();
+        print_header(w);
         for (size_t i = 0; i < ns->n; i++) {
             if (ok[i])
-                print_row(ns, &rows[i]);
+                print_row(ns, &rows[i], w);
             else
-                printf("%-24s %-24s DOWN: %s\n", argv[0], ns->node[i].addr, ns->node[i].err);
+                printf("%-*s %-*s DOWN: %s\n", w.resource, argv[0], w.node, ns->node[i].addr,
+                       ns->node[i].err);
         }
         if (holder != NULL)
             printf("held by %s on %zu/%zu nodes (quorum %zu)\n", holder, held_on, ns->n,

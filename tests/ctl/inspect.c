@@ -171,3 +171,31 @@ Test(ctl_inspect, show_names_the_quorum_holder_and_a_free_resource)
     dlock_lock_free(l);
     dlock_client_free(c);
 }
+
+/* Long resource names keep the table in line: each row's token starts
+ * under the header's TOKEN, whatever the name's length. */
+Test(ctl_inspect, list_stays_aligned_with_long_names)
+{
+    const char *res = "a-resource-name-far-longer-than-the-twenty-four-column-default";
+    dlock_client *c = client_with_prefix("");
+    dlock_lock *l = NULL;
+    char *out = NULL;
+    const char *head, *row, *tok;
+    long col;
+
+    cr_assert_eq(dlock_acquire(c, res, 30000, dlock_now_ms() + 2000, &l), DLOCK_OK);
+    cr_assert_eq(ctl_run(&out, "--redis", csv, "list", NULL), 0, "%s", out);
+    head = strstr(out, "RESOURCE");
+    cr_assert_not_null(head, "%s", out);
+    col = strstr(head, "TOKEN") - head;
+    row = strstr(out, res);
+    cr_assert_not_null(row, "%s", out);
+    tok = strstr(row, dlock_lock_token(l));
+    cr_assert_not_null(tok, "%s", out);
+    cr_assert_eq(tok - row, col, "the token sits at column %ld, TOKEN at %ld:\n%s", (long)(tok - row),
+                 col, out);
+    free(out);
+    cr_expect_eq(dlock_release(c, l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}

@@ -11,6 +11,8 @@
 #      install into a temporary prefix; the header, both libraries, dlock.pc
 #      and the CMake package are there; a consumer built with pkg-config
 #      alone locks on a real redis-server.
+#   1b. hiredis and jansson: dlockctl is built and installed beside the
+#      library (and pings that server); step 1 said it was skipped.
 #   2. hiredis and Criterion: the lock_* suites (SUITES, comma-separated:
 #      the ones the whole project registers) are all built and registered,
 #      and lock_ownership runs and passes.
@@ -117,6 +119,21 @@ env -u LD_LIBRARY_PATH "$work/consumer" "unix:$sock" >"$work/consumer.out" 2>&1 
     { show "$work/consumer.out"; fail "the consumer failed"; }
 grep -q "consumer ok" "$work/consumer.out" || fail "consumer output: $(cat "$work/consumer.out")"
 
+# --- 1b. hiredis and jansson: dlockctl beside the library ------------------
+grep -q "dlockctl needs jansson" "$work/alone-configure.log" ||
+    { show "$work/alone-configure.log"; fail "alone: no word that dlockctl was skipped without jansson"; }
+with_jansson=$work/pc-jansson
+mkdir -p "$with_jansson"
+copy_pc "$with_jansson" hiredis
+copy_pc "$with_jansson" jansson
+configure ctl "$with_jansson"
+build ctl
+"$cmake_bin" --install "$work/ctl" >"$work/ctl-install.log" 2>&1 ||
+    { show "$work/ctl-install.log"; fail "ctl: cmake --install"; }
+[ -x "$work/ctl-prefix/bin/dlockctl" ] || fail "dlockctl not installed by cmake -S lock with jansson"
+"$work/ctl-prefix/bin/dlockctl" --redis "unix:$sock" ping >"$work/ctl-ping.log" 2>&1 ||
+    { show "$work/ctl-ping.log"; fail "the installed dlockctl cannot ping the server"; }
+
 # --- 2. hiredis and Criterion: the lock_* suites --------------------------
 with_criterion=$work/pc-criterion
 mkdir -p "$with_criterion"
@@ -137,4 +154,5 @@ IFS=$old_ifs
 grep -q "0 tests failed out of 1$" "$work/suites-run.log" || fail "lock_ownership did not run"
 
 echo "standalone test: OK (lock/ alone with only hiredis: configured, built, installed, consumer locked;" \
+     "with jansson: dlockctl installed and pinged;" \
      "with Criterion: $(printf '%s\n' "$registered" | grep -c '^lock_') lock_* suites built, lock_ownership passed)"
