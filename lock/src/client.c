@@ -187,85 +187,146 @@ static char *dup_or_null(const char *s, int *oom)
     return d;
 }
 
+/* A condition variable on CLOCK_MONOTONIC, for waits until an instant of
+ * the lease clock (converted by dlock__cond_deadline): a realtime one would
+ * wake early or late when the wall clock is stepped. 0, or -1. */
+static int monotonic_cond_init(pthread_cond_t *cond)
+{
+    pthread_condattr_t ca;
+    int ok;
+
+    if (pthread_condattr_init(&ca) != 0)
+        return -1;
+    ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(cond, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    return ok ? 0 : -1;
+}
+
+/* The client's mutex and condition variables, all of them or none: NULL,
+ * or why not (what was made is destroyed again). */
+static const char *sync_init(dlock_client *c)
+{
+    const char *why = "cannot create the client mutex";
+
+    if (pthread_mutex_init(&c->mu, NULL) != 0)
+        return why;
+    /* The watchdog's: it sleeps on wd_cond until a renewal is due;
+     * cb_cond is waited on without a deadline (dlock_lock_free during
+     * on_lost). */
+    why = "cannot create the watchdog condition variable";
+    if (monotonic_cond_init(&c->wd_cond) != 0)
+        goto no_wd_cond;
+    if (pthread_cond_init(&c->cb_cond, NULL) != 0)
+        goto no_cb_cond;
+    /* The sentinel resolver's (sentinel.c): rs_done is waited on until an
+     * instant of dlock_now_ms, rs_cond without a deadline. */
+    why = "cannot create the sentinel condition variables";
+    if (monotonic_cond_init(&c->rs_done) != 0)
+        goto no_rs_done;
+    if (pthread_cond_init(&c->rs_cond, NULL) != 0)
+        goto no_rs_cond;
+    return NULL;
+no_rs_cond:
+    pthread_cond_destroy(&c->rs_done);
+no_rs_done:
+    pthread_cond_destroy(&c->cb_cond);
+no_cb_cond:
+    pthread_cond_destroy(&c->wd_cond);
+no_wd_cond:
+    pthread_mutex_destroy(&c->mu);
+    return why;
+}
+
+/* c's nodes from the addresses of o, each parsed, none named twice. 0, or
+ * -1 with why. */
+static int add_nodes(dlock_client *c, const dlock_options *o, char *why, size_t whylen)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        char perr[200];
+        if (dlock__addr_parse(o->addrs[i], &c->nodes[i].addr, perr, sizeof(perr)) != 0) {
+            snprintf(why, whylen, "addrs[%zu]: %s", i, perr);
+            return -1;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (same_node(&c->nodes[j].addr, &c->nodes[i].addr)) {
+                snprintf(why, whylen,
+                         "addrs[%zu] and addrs[%zu] are the same node \"%.100s\": it would "
+                         "count twice toward the quorum",
+                         j, i, c->nodes[i].addr.text);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The timeouts, drift, retry and wake settings of o (validated). */
+static void take_settings(dlock_client *c, const dlock_options *o)
+{
+    int64_t h = 2 * (int64_t)o->command_timeout_ms;
+
+    c->connect_timeout_ms = o->connect_timeout_ms;
+    c->command_timeout_ms = o->command_timeout_ms;
+    c->drift_factor = o->drift_factor;
+    c->drift_min_ms = o->drift_min_ms;
+    c->retry_base_ms = o->retry_base_ms;
+    c->retry_max_ms = o->retry_max_ms;
+    c->retry_fixed_ms = o->retry_fixed_ms;
+    c->retry_jitter_ms = o->retry_jitter_ms;
+    c->retry_unavailable = o->retry_unavailable;
+    c->wake_on_release = o->wake_on_release != 0;
+    /* The woken waiter needs one wake-up plus one acquire round to claim
+     * the key: 2 command timeouts. The ceiling bounds what a reservation
+     * nobody claims costs (a waiter that died after its wake-up, a
+     * leftover on a slow Redlock node); past it the key is simply free. */
+    c->handoff_ms = h < 10 ? 10 : h > 250 ? 250 : (int)h;
+}
+
+/* The first connections, all nodes in parallel, and the check that no two
+ * reach one server. 0, or -1 with why. */
+static int connect_first(dlock_client *c, char *why, size_t whylen)
+{
+    dlock__result res[DLOCK_MAX_NODES];
+    int rc;
+
+    memset(res, 0, sizeof(res));
+    /* Unreachable nodes are not an error here: Redlock works with a
+     * majority, and every later call retries the missing connections. */
+    pthread_mutex_lock(&c->mu);
+    dlock__connect_nodes(c, dlock__all_nodes(c), res);
+    rc = refuse_same_servers(c, why, whylen);
+    if (rc == 0)
+        c->count_reconnects = 1;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *errbuf,
                            size_t errbuf_len)
 {
     dlock_err rc = DLOCK_ERR_ARG;
     dlock_client *c = NULL;
-    dlock__result res[DLOCK_MAX_NODES];
-    pthread_condattr_t ca;
     char why[DLOCK_ERRSTR_LEN] = "";
+    const char *user = NULL, *pass = NULL, *sync_why;
     int oom = 0;
-    const char *user = NULL, *pass = NULL;
-    int ca_ok;
 
-    memset(res, 0, sizeof(res));
     if (out != NULL)
         *out = NULL;
     if (opts == NULL || out == NULL) {
         snprintf(why, sizeof(why), "%s is NULL", opts == NULL ? "opts" : "out");
-        goto out;
+        goto fail;
     }
     if (validate(opts, why, sizeof(why)) != 0)
-        goto out;
+        goto fail;
     c = calloc(1, sizeof(*c));
-    if (c == NULL) {
-        rc = DLOCK_ERR_NOMEM;
-        snprintf(why, sizeof(why), "out of memory");
-        goto out;
-    }
-    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+    sync_why = c == NULL ? "out of memory" : sync_init(c);
+    if (sync_why != NULL) {
+        /* Nothing else is made yet, and dlock_client_free needs the mutex. */
         free(c);
         c = NULL;
         rc = DLOCK_ERR_NOMEM;
-        snprintf(why, sizeof(why), "cannot create the client mutex");
-        goto out;
-    }
-    /* The watchdog sleeps on a monotonic condvar (instants of the lease
-     * clock converted by dlock__cond_deadline); a realtime condvar would
-     * wake early or late when the wall clock is stepped. */
-    if (pthread_condattr_init(&ca) != 0) {
-        ca_ok = 0;
-    } else {
-        ca_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-                pthread_cond_init(&c->wd_cond, &ca) == 0;
-        pthread_condattr_destroy(&ca);
-        /* Waited on without a deadline (dlock_lock_free during on_lost). */
-        if (ca_ok && pthread_cond_init(&c->cb_cond, NULL) != 0) {
-            pthread_cond_destroy(&c->wd_cond);
-            ca_ok = 0;
-        }
-    }
-    if (!ca_ok) {
-        pthread_mutex_destroy(&c->mu);
-        free(c);
-        c = NULL;
-        rc = DLOCK_ERR_NOMEM;
-        snprintf(why, sizeof(why), "cannot create the watchdog condition variable");
-        goto out;
-    }
-    /* The sentinel resolver's (sentinel.c): rs_done is waited on until an
-     * instant of dlock_now_ms, so it runs on the monotonic clock too. */
-    if (pthread_condattr_init(&ca) != 0) {
-        ca_ok = 0;
-    } else {
-        ca_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-                pthread_cond_init(&c->rs_done, &ca) == 0;
-        pthread_condattr_destroy(&ca);
-        if (ca_ok && pthread_cond_init(&c->rs_cond, NULL) != 0) {
-            pthread_cond_destroy(&c->rs_done);
-            ca_ok = 0;
-        }
-    }
-    if (!ca_ok) {
-        pthread_cond_destroy(&c->cb_cond);
-        pthread_cond_destroy(&c->wd_cond);
-        pthread_mutex_destroy(&c->mu);
-        free(c);
-        c = NULL;
-        rc = DLOCK_ERR_NOMEM;
-        snprintf(why, sizeof(why), "cannot create the sentinel condition variables");
-        goto out;
+        snprintf(why, sizeof(why), "%s", sync_why);
+        goto fail;
     }
     /* Process-wide and never reused, unlike the client's address. */
     c->id = atomic_fetch_add(&next_client_id, 1);
@@ -273,51 +334,19 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
     /* A majority: two majorities always share a node, so two clients can
      * never both hold a quorum of the same key. */
     c->quorum = c->n / 2 + 1;
-    for (size_t i = 0; i < c->n; i++) {
-        char perr[200];
-        if (dlock__addr_parse(opts->addrs[i], &c->nodes[i].addr, perr, sizeof(perr)) != 0) {
-            snprintf(why, sizeof(why), "addrs[%zu]: %s", i, perr);
-            goto out;
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (same_node(&c->nodes[j].addr, &c->nodes[i].addr)) {
-                snprintf(why, sizeof(why),
-                         "addrs[%zu] and addrs[%zu] are the same node \"%.100s\": it would "
-                         "count twice toward the quorum",
-                         j, i, c->nodes[i].addr.text);
-                goto out;
-            }
-        }
-    }
-    if (pick_credentials(opts, c, &user, &pass, why, sizeof(why)) != 0)
-        goto out;
+    if (add_nodes(c, opts, why, sizeof(why)) != 0 ||
+        pick_credentials(opts, c, &user, &pass, why, sizeof(why)) != 0)
+        goto fail;
     c->username = dup_or_null(user, &oom);
     c->password = dup_or_null(pass, &oom);
     c->prefix = strdup(opts->key_prefix != NULL ? opts->key_prefix : "");
     if (oom || c->prefix == NULL) {
         rc = DLOCK_ERR_NOMEM;
         snprintf(why, sizeof(why), "out of memory");
-        goto out;
+        goto fail;
     }
     c->prefix_len = strlen(c->prefix);
-    c->connect_timeout_ms = opts->connect_timeout_ms;
-    c->command_timeout_ms = opts->command_timeout_ms;
-    c->drift_factor = opts->drift_factor;
-    c->drift_min_ms = opts->drift_min_ms;
-    c->retry_base_ms = opts->retry_base_ms;
-    c->retry_max_ms = opts->retry_max_ms;
-    c->retry_fixed_ms = opts->retry_fixed_ms;
-    c->retry_jitter_ms = opts->retry_jitter_ms;
-    c->retry_unavailable = opts->retry_unavailable;
-    c->wake_on_release = opts->wake_on_release != 0;
-    /* The woken waiter needs one wake-up plus one acquire round to claim
-     * the key: 2 command timeouts. The ceiling bounds what a reservation
-     * nobody claims costs (a waiter that died after its wake-up, a
-     * leftover on a slow Redlock node); past it the key is simply free. */
-    {
-        int64_t h = 2 * (int64_t)opts->command_timeout_ms;
-        c->handoff_ms = h < 10 ? 10 : h > 250 ? 250 : (int)h;
-    }
+    take_settings(c, opts);
     dlock__scripts_init(c);
     dlock__rng_seed(c);
     /* Sentinel nodes: their masters asked for before the first connect,
@@ -325,24 +354,20 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
     if (dlock__sentinel_start(c) != 0) {
         rc = DLOCK_ERR_NOMEM;
         snprintf(why, sizeof(why), "cannot start the sentinel resolver thread");
-        goto out;
+        goto fail;
     }
-    /* Unreachable nodes are not an error here: Redlock works with a
-     * majority, and every later call retries the missing connections. */
-    pthread_mutex_lock(&c->mu);
-    dlock__connect_nodes(c, dlock__all_nodes(c), res);
-    if (refuse_same_servers(c, why, sizeof(why)) != 0) {
-        pthread_mutex_unlock(&c->mu);
-        goto out;
-    }
-    c->count_reconnects = 1;
-    pthread_mutex_unlock(&c->mu);
-    *out = c;
-    c = NULL;
-    rc = DLOCK_OK;
-out:
+    if (connect_first(c, why, sizeof(why)) != 0)
+        goto fail;
     if (errbuf != NULL && errbuf_len > 0)
-        snprintf(errbuf, errbuf_len, "%s", rc == DLOCK_OK ? "" : why);
+        errbuf[0] = '\0';
+    *out = c;
+    return DLOCK_OK;
+fail:
+    if (errbuf != NULL && errbuf_len > 0)
+        snprintf(errbuf, errbuf_len, "%s", why);
+    /* c is NULL, or has its mutex and condition variables and the zero of
+     * calloc in every field not set yet: dlock_client_free frees what was
+     * made and passes over the rest. */
     dlock_client_free(c);
     return rc;
 }
