@@ -1,5 +1,7 @@
 /* lock.c - the lock handle: the one place it is made (dlock__lock_grant),
- * accessors and dlock_lock_free. */
+ * its owner check, the freeing of its memory (dlock__lock_destroy) and its
+ * accessors. dlock_lock_free, which first takes the handle off the
+ * watchdog, is renew.c's. */
 #include "dlock_internal.h"
 
 #include <stdio.h>
@@ -52,37 +54,6 @@ int dlock__check_owner(const dlock_client *c, const dlock_lock *lock, const char
     dlock__errf(errbuf, "%s \"%s\": lock belongs to another client (its nodes and key prefix "
                 "are where the lock lives)", op, lock->resource);
     return -1;
-}
-
-void dlock_lock_free(dlock_lock *lock)
-{
-    dlock_client *c;
-
-    if (lock == NULL)
-        return;
-    /* Unregister before freeing, under the client mutex: the watchdog only
-     * touches registered locks and only with that mutex, so it can never
-     * renew freed memory. A lock stays registered while its on_lost runs
-     * (without the mutex), so this finds the client and waits for the
-     * callback to return: the holder that saw dlock_is_held() turn 0 and
-     * frees at once must not free the lock under the callback's feet. */
-    c = atomic_load(&lock->reg_client);
-    if (c != NULL) {
-        pthread_mutex_lock(&c->mu);
-        if (c->wd_cb_lock == lock && c->wd_started &&
-            pthread_equal(pthread_self(), c->wd_thread)) {
-            /* Freed from inside its own callback: waiting would wait for
-             * ourselves. The watchdog frees it once the callback returns. */
-            lock->free_after_cb = 1;
-            pthread_mutex_unlock(&c->mu);
-            return;
-        }
-        while (c->wd_cb_lock == lock)
-            pthread_cond_wait(&c->cb_cond, &c->mu);
-        dlock__renew_unregister_locked(c, lock);
-        pthread_mutex_unlock(&c->mu);
-    }
-    dlock__lock_destroy(lock);
 }
 
 void dlock__lock_destroy(dlock_lock *lock)

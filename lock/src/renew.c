@@ -1,5 +1,7 @@
 /* renew.c - automatic renewal: one watchdog thread per client extends every
- * registered lock at about a third of its TTL. */
+ * registered lock at about a third of its TTL; and dlock_lock_free, which
+ * takes a lock off the watchdog (waiting for its on_lost to return) before
+ * its memory goes. */
 #include "dlock_internal.h"
 
 #include <errno.h>
@@ -26,6 +28,37 @@ void dlock__renew_unregister_locked(dlock_client *c, dlock_lock *lock)
     }
     lock->reg_next = NULL;
     atomic_store(&lock->reg_client, NULL);
+}
+
+void dlock_lock_free(dlock_lock *lock)
+{
+    dlock_client *c;
+
+    if (lock == NULL)
+        return;
+    /* Unregister before freeing, under the client mutex: the watchdog only
+     * touches registered locks and only with that mutex, so it can never
+     * renew freed memory. A lock stays registered while its on_lost runs
+     * (without the mutex), so this finds the client and waits for the
+     * callback to return: the holder that saw dlock_is_held() turn 0 and
+     * frees at once must not free the lock under the callback's feet. */
+    c = atomic_load(&lock->reg_client);
+    if (c != NULL) {
+        pthread_mutex_lock(&c->mu);
+        if (c->wd_cb_lock == lock && c->wd_started &&
+            pthread_equal(pthread_self(), c->wd_thread)) {
+            /* Freed from inside its own callback: waiting would wait for
+             * ourselves. The watchdog frees it once the callback returns. */
+            lock->free_after_cb = 1;
+            pthread_mutex_unlock(&c->mu);
+            return;
+        }
+        while (c->wd_cb_lock == lock)
+            pthread_cond_wait(&c->cb_cond, &c->mu);
+        dlock__renew_unregister_locked(c, lock);
+        pthread_mutex_unlock(&c->mu);
+    }
+    dlock__lock_destroy(lock);
 }
 
 static uint32_t renew_ttl(const dlock_lock *lock)
