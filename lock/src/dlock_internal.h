@@ -65,33 +65,6 @@ typedef struct dlock__addr {
  * reason in err otherwise. */
 int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen);
 
-/* ---- nodes found through Redis Sentinel (sentinel.c) ---- */
-
-/* Asks a's sentinels in order for the master's address and checks with
- * ROLE that it is a master: 0 with the address in *out, or -1 with why in
- * detail (DLOCK__DETAIL_LEN bytes). Blocking, every step bounded by the
- * client's timeouts; reads only immutable fields of c, so it runs without
- * the client mutex. */
-int dlock__sentinel_master(const dlock_client *c, const dlock__addr *a, dlock__hostport *out,
-                           char *detail);
-/* The asking runs without the client mutex (sentinel.c says why): in
- * dlock_client_new for the first connect, then in the client's resolver
- * thread. _start (in dlock_client_new, no other thread yet) asks for every
- * sentinel node once and starts the thread when there is one; 0, or -1
- * when the thread could not start. _stop ends it (dlock_client_free). */
-int dlock__sentinel_start(dlock_client *c);
-void dlock__sentinel_stop(dlock_client *c);
-/* Client mutex held: when a sentinel node has no connection and no fresh
- * answer, asks the resolver and waits for it with the mutex released, at
- * most until until_ms (and never longer than one full asking). For the
- * start of a call and between retries, where the caller holds nothing
- * that another thread could change under it; never inside a round. */
-void dlock__sentinel_await(dlock_client *c, int64_t until_ms);
-/* Whether reply says the node is no longer a master (-READONLY): the
- * caller drops a sentinel node's connection, so that its next connect asks
- * the sentinels again. */
-int dlock__sentinel_demoted(const dlock__addr *a, const redisReply *reply);
-
 /* ---- per-node connection (conn.c) ---- */
 
 typedef enum dlock__node_state {
@@ -275,6 +248,8 @@ struct dlock_lock {
     dlock_lock *reg_next;
 };
 
+/* The functions, each under the file that defines it. */
+
 /* ---- error.c ---- */
 void dlock__errf(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dlock__detailf(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -302,87 +277,10 @@ int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms);
 int dlock__random_bytes(void *buf, size_t len);
 int dlock__token_new(char out[DLOCK_TOKEN_LEN]);
 
-/* ---- conn.c ---- */
-void dlock__node_close(dlock__node *node);
-void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res);
-int dlock__poll(struct pollfd *pfd, size_t k, int timeout_ms, char *ebuf, size_t ebuflen);
-
-/* Connections without waiting: a round starts the connect, queues its
- * command behind it and finishes the connect in its own poll loop. */
-void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r);
-int dlock__conn_finish(dlock_client *c, dlock__node *node, dlock__result *r);
-int dlock__conn_write(dlock__node *node, char *ebuf);
-
-/* The reply stream of a node's connection: rounds go through these and
- * never touch auth_pending, auth_failed or stale themselves. */
-void dlock__conn_prepare(dlock_client *c);
-/* A connect of sentinel node needs a master nobody asked for yet: the
- * resolver thread is asked to (sentinel.c; client mutex held, nothing
- * waits). */
-void dlock__sentinel_want(dlock_client *c, dlock__node *node);
-/* -2 from dlock__conn_next_reply: the node reaches the same server as
- * another node (their INFO run ids agree) and is refused for good: the
- * caller closes it (dlock__conn_refuse). */
-#define DLOCK__CONN_SAME_SERVER (-2)
-int dlock__conn_next_reply(dlock_client *c, dlock__node *node, redisReply **out);
-void dlock__conn_refuse(dlock_client *c, dlock__node *node);
-const char *dlock__conn_auth_refusal(const dlock__node *node, const redisReply *reply);
-int dlock__conn_owe(dlock__node *node);
-int dlock__conn_background(const dlock__node *node);
-void dlock__conn_service(dlock_client *c, dlock__node *node, short revents);
-int64_t dlock__conn_connect_deadline(const dlock_client *c, const dlock__node *node);
-void dlock__conn_expire(dlock_client *c, dlock__node *node, int64_t now);
-
-typedef struct dlock__sigpipe_guard {
-    sigset_t old;   /* the caller thread's mask before the guard */
-    int was_pending; /* a SIGPIPE was already pending: not ours to consume */
-    int active;
-} dlock__sigpipe_guard;
-void dlock__sigpipe_block(dlock__sigpipe_guard *g);
-void dlock__sigpipe_restore(dlock__sigpipe_guard *g);
-
-/* ---- breaker.c ---- */
-/* Opens node's breaker (code and detail: how it failed, for the results of
- * the rounds that skip it), or doubles the delay before its next probe. */
-void dlock__breaker_trip(dlock_client *c, dlock__node *node, dlock_err code, const char *detail);
-/* The node answered everything it owed: it takes part again. */
-void dlock__breaker_heard(dlock__node *node);
-/* A tripped node without a connection whose reconnect is due at now. */
-int dlock__breaker_probe_due(const dlock__node *node, int64_t now);
-
-/* ---- rounds.c ---- */
-int dlock__round(dlock_client *c, uint32_t mask, uint32_t reach, int argc, const char **argv,
-                 const size_t *argvlen, dlock__result *res, dlock__stop_fn stop, void *stop_arg);
-void dlock__send_only(dlock_client *c, uint32_t mask, int argc, const char **argv,
-                      const size_t *argvlen);
-
-/* ---- tally.c ---- */
-size_t dlock__popcount(uint32_t mask);
-uint32_t dlock__all_nodes(const dlock_client *c);
-/* Frees the replies of res[0..n) and marks them unsent. */
-void dlock__results_clear(dlock__result *res, size_t n);
-/* Whether r is an error reply (starting with prefix, unless NULL). */
-int dlock__reply_is_error(const dlock__result *r, const char *prefix);
-/* The nodes that answered the integer value: their count, and their mask
- * in *mask_out unless NULL. */
-size_t dlock__count_int(const dlock__result *res, size_t n, long long value, uint32_t *mask_out);
-/* Stop rule of release and extend: a quorum (*arg) answered 1. */
-int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);
-/* The code of a round where too few nodes of mask answered: one node's own
- * failure, or NO_QUORUM unless every failed node failed alike with AUTH or
- * PROTOCOL; why in errbuf. */
-dlock_err dlock__unavailable(const dlock_client *c, const dlock__result *res, uint32_t mask,
-                             uint32_t answered, char *errbuf);
-
-/* ---- script.c ---- */
-void dlock__scripts_init(dlock_client *c);
-void dlock__script_round(dlock_client *c, uint32_t mask, uint32_t reach, dlock__script_id id,
-                              const char *const *keys, int nkeys, const char *const *args,
-                              int nargs, dlock__result *res, dlock__stop_fn stop,
-                              void *stop_arg);
-void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id,
-                             const char *const *keys, int nkeys, const char *const *args,
-                             int nargs);
+/* ---- rng.c ---- */
+void dlock__rng_seed(dlock_client *c);
+/* Uniform in [lo, hi]; client mutex held. */
+int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi);
 
 /* ---- keys.c: the key names (dlock.h, "Keys") ---- */
 #define DLOCK__KEY_BUF (DLOCK_MAX_KEY_LEN + 8) /* room for the "fence:" namespace word */
@@ -426,24 +324,119 @@ typedef struct dlock__multi_keys {
 dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const char *const *names,
                                          size_t n, const char *token);
 
-/* ---- validity and ownership (clock.c, lock.c, acquire.c) ---- */
-/* 0 when lock was acquired by c; else -1 with why in errbuf ("<op>: ..."). */
-int dlock__check_owner(const dlock_client *c, const dlock_lock *lock, const char *op,
-                       char *errbuf);
+/* ---- tally.c ---- */
+size_t dlock__popcount(uint32_t mask);
+uint32_t dlock__all_nodes(const dlock_client *c);
+/* Frees the replies of res[0..n) and marks them unsent. */
+void dlock__results_clear(dlock__result *res, size_t n);
+/* Whether r is an error reply (starting with prefix, unless NULL). */
+int dlock__reply_is_error(const dlock__result *r, const char *prefix);
+/* The nodes that answered the integer value: their count, and their mask
+ * in *mask_out unless NULL. */
+size_t dlock__count_int(const dlock__result *res, size_t n, long long value, uint32_t *mask_out);
+/* Stop rule of release and extend: a quorum (*arg) answered 1. */
+int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);
+/* The code of a round where too few nodes of mask answered: one node's own
+ * failure, or NO_QUORUM unless every failed node failed alike with AUTH or
+ * PROTOCOL; why in errbuf. */
+dlock_err dlock__unavailable(const dlock_client *c, const dlock__result *res, uint32_t mask,
+                             uint32_t answered, char *errbuf);
 
-/* ---- conn.c: AUTH, for the round connections and the blocking ones
- * (wake.c, sentinel.c) alike ---- */
-/* "AUTH [username] password" with c's credentials into argv: its argc, 0
- * when c has no password (then no AUTH is sent). */
+/* ---- breaker.c ---- */
+/* Opens node's breaker (code and detail: how it failed, for the results of
+ * the rounds that skip it), or doubles the delay before its next probe. */
+void dlock__breaker_trip(dlock_client *c, dlock__node *node, dlock_err code, const char *detail);
+/* The node answered everything it owed: it takes part again. */
+void dlock__breaker_heard(dlock__node *node);
+/* A tripped node without a connection whose reconnect is due at now. */
+int dlock__breaker_probe_due(const dlock__node *node, int64_t now);
+
+/* ---- conn.c ---- */
+void dlock__node_close(dlock__node *node);
+void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res);
+int dlock__poll(struct pollfd *pfd, size_t k, int timeout_ms, char *ebuf, size_t ebuflen);
+
+/* Connections without waiting: a round starts the connect, queues its
+ * command behind it and finishes the connect in its own poll loop. */
+void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r);
+int dlock__conn_finish(dlock_client *c, dlock__node *node, dlock__result *r);
+int dlock__conn_write(dlock__node *node, char *ebuf);
+
+/* The reply stream of a node's connection: rounds go through these and
+ * never touch auth_pending, auth_failed or stale themselves. */
+void dlock__conn_prepare(dlock_client *c);
+/* -2 from dlock__conn_next_reply: the node reaches the same server as
+ * another node (their INFO run ids agree) and is refused for good: the
+ * caller closes it (dlock__conn_refuse). */
+#define DLOCK__CONN_SAME_SERVER (-2)
+int dlock__conn_next_reply(dlock_client *c, dlock__node *node, redisReply **out);
+void dlock__conn_refuse(dlock_client *c, dlock__node *node);
+const char *dlock__conn_auth_refusal(const dlock__node *node, const redisReply *reply);
+int dlock__conn_owe(dlock__node *node);
+int dlock__conn_background(const dlock__node *node);
+void dlock__conn_service(dlock_client *c, dlock__node *node, short revents);
+int64_t dlock__conn_connect_deadline(const dlock_client *c, const dlock__node *node);
+void dlock__conn_expire(dlock_client *c, dlock__node *node, int64_t now);
+
+typedef struct dlock__sigpipe_guard {
+    sigset_t old;   /* the caller thread's mask before the guard */
+    int was_pending; /* a SIGPIPE was already pending: not ours to consume */
+    int active;
+} dlock__sigpipe_guard;
+void dlock__sigpipe_block(dlock__sigpipe_guard *g);
+void dlock__sigpipe_restore(dlock__sigpipe_guard *g);
+
+/* AUTH, for the round connections and the blocking ones (wake.c,
+ * sentinel.c) alike: "AUTH [username] password" with c's credentials into
+ * argv, its argc; 0 when c has no password (then no AUTH is sent). */
 int dlock__auth_argv(const dlock_client *c, const char *argv[3]);
 /* The answer to our AUTH says the server has no password at all: nothing
  * will be refused, so the connection is usable as it is. */
 int dlock__auth_not_needed(const redisReply *r);
 
-/* ---- rng.c ---- */
-void dlock__rng_seed(dlock_client *c);
-/* Uniform in [lo, hi]; client mutex held. */
-int64_t dlock__rng_range(dlock_client *c, int64_t lo, int64_t hi);
+/* ---- sentinel.c: nodes found through Redis Sentinel ---- */
+/* Asks a's sentinels in order for the master's address and checks with
+ * ROLE that it is a master: 0 with the address in *out, or -1 with why in
+ * detail (DLOCK__DETAIL_LEN bytes). Blocking, every step bounded by the
+ * client's timeouts; reads only immutable fields of c, so it runs without
+ * the client mutex. */
+int dlock__sentinel_master(const dlock_client *c, const dlock__addr *a, dlock__hostport *out,
+                           char *detail);
+/* The asking runs without the client mutex (sentinel.c says why): in
+ * dlock_client_new for the first connect, then in the client's resolver
+ * thread. _start (in dlock_client_new, no other thread yet) asks for every
+ * sentinel node once and starts the thread when there is one; 0, or -1
+ * when the thread could not start. _stop ends it (dlock_client_free). */
+int dlock__sentinel_start(dlock_client *c);
+void dlock__sentinel_stop(dlock_client *c);
+/* Client mutex held: when a sentinel node has no connection and no fresh
+ * answer, asks the resolver and waits for it with the mutex released, at
+ * most until until_ms (and never longer than one full asking). For the
+ * start of a call and between retries, where the caller holds nothing
+ * that another thread could change under it; never inside a round. */
+void dlock__sentinel_await(dlock_client *c, int64_t until_ms);
+/* Whether reply says the node is no longer a master (-READONLY): the
+ * caller drops a sentinel node's connection, so that its next connect asks
+ * the sentinels again. */
+int dlock__sentinel_demoted(const dlock__addr *a, const redisReply *reply);
+/* A connect of a sentinel node needs a master nobody asked for yet: the
+ * resolver thread is asked to (client mutex held, nothing waits). */
+void dlock__sentinel_want(dlock_client *c, dlock__node *node);
+
+/* ---- rounds.c ---- */
+int dlock__round(dlock_client *c, uint32_t mask, uint32_t reach, int argc, const char **argv,
+                 const size_t *argvlen, dlock__result *res, dlock__stop_fn stop, void *stop_arg);
+void dlock__send_only(dlock_client *c, uint32_t mask, int argc, const char **argv,
+                      const size_t *argvlen);
+
+/* ---- script.c ---- */
+void dlock__scripts_init(dlock_client *c);
+void dlock__script_round(dlock_client *c, uint32_t mask, uint32_t reach, dlock__script_id id,
+                         const char *const *keys, int nkeys, const char *const *args, int nargs,
+                         dlock__result *res, dlock__stop_fn stop, void *stop_arg);
+void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id,
+                             const char *const *keys, int nkeys, const char *const *args,
+                             int nargs);
 
 /* ---- retry.c ---- */
 /* Whether a failed attempt (rc) is tried again while time is left. */
@@ -460,26 +453,18 @@ void dlock__wakers_free(dlock_client *c);
 int dlock__wake_pop(const dlock_client *c, dlock__waker *w, const char *list, int64_t block_ms,
                     char *msg, size_t msglen);
 
+/* Every BLPOP an earlier user of w left pending, settled (rqueue.c, when
+ * it takes a waker). */
+void dlock__waker_settle(dlock__waker *w);
 /* Redlock's hand-off (rqueue.c): BLPOP list on every node of mask at once
  * (a node already waiting keeps its BLPOP), for at most block_ms; no
  * client mutex held. Returns the mask of nodes whose BLPOP popped a
  * message (msgs[i], "<fence>"), 0 when none came in time. */
 #define DLOCK__RQ_MSG_LEN 48
-void dlock__waker_settle(dlock__waker *w);
 uint32_t dlock__wake_pop_any(const dlock_client *c, dlock__waker *w, uint32_t mask,
                              const char *list, int64_t block_ms,
                              char msgs[DLOCK_MAX_NODES][DLOCK__RQ_MSG_LEN]);
-/* dlock_acquire's loop for several nodes with wake_on_release and time to
- * wait: every node's FIFO queue with direct hand-off, the lock held once a
- * quorum handed it over (rqueue.c; docs/redlock.md). Mutex held. */
-dlock_err dlock__acquire_rqueued(dlock_client *c, const char *resource, uint32_t ttl_ms,
-                                 int64_t deadline_ms, dlock_lock **out);
 
-/* ---- queue.c (one node, wake_on_release: FIFO with direct hand-off) ---- */
-/* dlock_acquire's loop for one node with wake_on_release and time to wait;
- * client mutex held on entry and on return. */
-dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t ttl_ms,
-                                int64_t deadline_ms, dlock_lock **out);
 /* ---- lock.c ---- */
 /* What a grant knows: the key's token and fence, its TTL, base_ms (the
  * instant its TTL is counted from at the earliest: renewal is due a third
@@ -504,6 +489,22 @@ dlock_err dlock__lock_grant(const dlock_client *c, const dlock__grant *g, char *
                             dlock_lock **out);
 /* Frees the handle's memory (no unregistering, no waiting); NULL ok. */
 void dlock__lock_destroy(dlock_lock *lock);
+/* 0 when lock was acquired by c; else -1 with why in errbuf ("<op>: ..."). */
+int dlock__check_owner(const dlock_client *c, const dlock_lock *lock, const char *op,
+                       char *errbuf);
+
+/* ---- queue.c: one node, wake_on_release (FIFO with direct hand-off) ---- */
+/* dlock_acquire's loop for one node with wake_on_release and time to wait;
+ * client mutex held on entry and on return. */
+dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                                int64_t deadline_ms, dlock_lock **out);
+
+/* ---- rqueue.c: Redlock, wake_on_release ---- */
+/* dlock_acquire's loop for several nodes with wake_on_release and time to
+ * wait: every node's FIFO queue with direct hand-off, the lock held once a
+ * quorum handed it over (docs/redlock.md). Mutex held. */
+dlock_err dlock__acquire_rqueued(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                                 int64_t deadline_ms, dlock_lock **out);
 
 /* ---- release.c ---- */
 /* The release of one resource (lock key + the wake or queue keys that
