@@ -71,8 +71,9 @@ extern "C" {
  *   P "waiters:" R a sorted set: the waiters queued now, each member
  *                  "<token>:<ttl>:<stay ms>", scored with the node's time
  *                  (microseconds) it was first listed (with Redlock the
- *                  waiter's own wall clock, clamped by the node to within
- *                  20 ms of its own): a release hands the key to the oldest
+ *                  waiter's own wall clock at the start of its call, moved
+ *                  onto the node's clock when the two are far apart): a
+ *                  release hands the key to the oldest
  *                  live one; the key expires when the last listing does.
  *   P "waiter:" T ":" R  waiter T's own list (T = its 32-hex-digit token),
  *                  where the release that handed it the key pushes

@@ -3,8 +3,9 @@
  * has handed its key to this waiter (docs/redlock.md, "Hand-off").
  *
  * A waiter lists itself on every node (enter.lua) under one score of its
- * own, so that the nodes order the same waiters the same way, clamped by
- * each node to within RQ_ORDER_SLACK_US of its own clock (see setup); a release
+ * own, so that the nodes order the same waiters the same way (a node
+ * moves it onto its own clock only when the waiter's clock is far off:
+ * see setup); a release
  * runs pass.lua on every node, which SETs the key to the head waiter's
  * token and pushes that node's fence to the waiter's list. The waiter
  * BLPOPs its list on every node at once (wake.c, dlock__wake_pop_any) and
@@ -22,13 +23,6 @@
 
 #define RQ_MAX_STAY_MS (24 * 3600 * 1000LL)
 #define RQ_MAX_BLOCK_MS (3600 * 1000LL)
-/* How far a waiter's proposed queue score may sit from a node's own clock
- * (enter.lua clamps it): clients within it of the nodes keep one common
- * order on every node; one whose wall clock is off by more is ordered by
- * the node's time instead, so it gains or loses at most this much of its
- * place, and a clock a minute ahead cannot put it behind every newcomer
- * for ever. Clocks under NTP in one place agree well within it. */
-#define RQ_ORDER_SLACK_US 20000
 
 typedef struct rq_run {
     dlock_client *c;
@@ -36,7 +30,7 @@ typedef struct rq_run {
     uint32_t ttl_ms;
     int64_t deadline_ms;
     char token[DLOCK_TOKEN_LEN];
-    char ttl_s[16], stay_s[24], score_s[24], slack_s[16];
+    char ttl_s[16], stay_s[24], score_s[24], sent_s[24], slack_s[24];
     char member[DLOCK_TOKEN_LEN + 48];
     char list[DLOCK__KEY_BUF + 48];
     dlock__pass_buf pb;
@@ -91,7 +85,7 @@ static void yield_minority(rq_run *q, uint32_t mask)
         const char *argv[5] = {"ZADD", q->pb.waiters, "NX", score, q->member};
         size_t argvlen[5];
 
-        /* The score that node gave us (each node clamps to its own clock);
+        /* The score that node gave us (its own clock's, if ours was off);
          * unknown (its answer was lost): passed on without listing. */
         if (!(mask & (1u << i)) || q->nscore[i] <= 0)
             continue;
@@ -263,7 +257,7 @@ static int answered_quorum(const dlock__result *res, size_t n, void *arg)
  * and a release there meanwhile hands that one node's key to nobody for
  * one TTL (pass.lua pops the listing as it hands over, so once). That is
  * the price of not judging lateness by our wall clock against the node's,
- * which starved every waiter whose clock was off; it costs one node's
+ * which would starve every waiter whose clock is off; it costs one node's
  * key for a TTL after an outage, never safety, and the other nodes still
  * make a quorum. */
 static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *args, int nargs,
@@ -473,17 +467,25 @@ static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_
     /* One score proposed to every node, so that the nodes order the same
      * waiters alike (a node ordering by its own arrival time alone would
      * split near-simultaneous waiters between nodes, and each would hold
-     * a minority for a hand-off window); microseconds of the wall clock,
-     * which each node clamps to within RQ_ORDER_SLACK_US of its own
-     * (enter.lua): a client clock far off costs it at most that much of
-     * its place, never its turn, and never safety (validity is counted on
-     * our monotonic clock only). */
+     * a minority for a hand-off window): the call's start, microseconds of
+     * our wall clock. Each round also sends its own send time (sent_s):
+     * a node that finds it further than the tolerance from its own clock
+     * knows our clock is off (a delay that long is not ordinary) and moves
+     * the score onto its clock by that offset (enter.lua), so a clock a
+     * minute ahead is not put behind every newcomer for ever, nor one far
+     * behind ahead of everyone. Within the tolerance a skewed clock gains
+     * or loses at most the skew itself of its place. Order only: validity
+     * is counted on our monotonic clock, never from a wall clock.
+     * Tolerance: half of max(TTL, command timeout), longer than any
+     * delay a live round has, so live clients keep one common order. */
     if ((score = wall_us()) < 0) {
         dlock__errf(c->errstr, "no wall clock for the queue score");
         return DLOCK_ERR_NOMEM;
     }
     snprintf(q->score_s, sizeof(q->score_s), "%lld", score);
-    snprintf(q->slack_s, sizeof(q->slack_s), "%d", RQ_ORDER_SLACK_US);
+    snprintf(q->slack_s, sizeof(q->slack_s), "%lld",
+             500LL * (ttl_ms > (uint32_t)c->command_timeout_ms ? (long long)ttl_ms
+                                                               : (long long)c->command_timeout_ms));
     snprintf(q->ttl_s, sizeof(q->ttl_s), "%" PRIu32, ttl_ms);
     span = deadline_ms - dlock_now_ms();
     if (span > RQ_MAX_STAY_MS)
@@ -500,7 +502,7 @@ static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_
 static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resource,
                                  uint32_t ttl_ms, int64_t deadline_ms, dlock_lock **out)
 {
-    const char *args[7];
+    const char *args[8];
     unsigned attempt = 0;
     dlock_err rc = setup(q, c, resource, ttl_ms, deadline_ms);
 
@@ -512,7 +514,8 @@ static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resourc
     args[3] = q->stay_s;
     args[4] = "0";
     args[5] = q->score_s;
-    args[6] = q->slack_s;
+    args[6] = q->sent_s;
+    args[7] = q->slack_s;
     for (;;) {
         int64_t pttl = 0, now, block;
         dlock_err got;
@@ -523,7 +526,10 @@ static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resourc
             args[4] = "1";
         }
         q->recheck = 0;
-        rc = round_of(q, DLOCK__SCRIPT_ENTER, args, 7, 0, &pttl);
+        /* This round's send time, our wall clock: what each node measures
+         * our clock's offset by (setup checked that the clock works). */
+        snprintf(q->sent_s, sizeof(q->sent_s), "%lld", wall_us());
+        rc = round_of(q, DLOCK__SCRIPT_ENTER, args, 8, 0, &pttl);
         if (try_grant(q, &got, out))
             return got;
         if (rc == DLOCK_ERR_TAKEN)

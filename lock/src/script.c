@@ -43,7 +43,8 @@
  * node's own time in microseconds (for the order and the stay only: a
  * waiter never counts its validity from Redis TIME, queue.c says why;
  * with Redlock, ARGV[6] proposes the waiter's wall-clock score, which the
- * node clamps to within ARGV[7] us of its own time: rqueue.c says why), its
+ * node moves by its offset from the waiter's clock, measured from the send
+ * time ARGV[7], when that is beyond ARGV[8] us: rqueue.c says why), its
  * member "<token>:<ttl>:<stay ms>" (ARGV[3]) saying what the release needs
  * to hand over. pass.lua is the release: after the token check,
  * hand_over (handoff.lua, the one hand-off rule, which the build puts in
@@ -103,7 +104,8 @@ void dlock__scripts_init(dlock_client *c)
 }
 
 /* Keys + arguments of one script call: a multi lock's release has three
- * keys and one argument per resource (multi.c) plus its few arguments. */
+ * keys and one argument per resource (keys.c, dlock__multi_keys) plus its
+ * few arguments. */
 #define DLOCK__MAX_SCRIPT_ARGS (4 * DLOCK_MAX_MULTI + 8)
 
 static int build_argv(const dlock_client *c, dlock__script_id id, int by_sha,

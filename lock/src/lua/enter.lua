@@ -15,8 +15,11 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local score = now
 if ARGV[6] then
-  local slack = tonumber(ARGV[7])
-  score = math.min(math.max(tonumber(ARGV[6]), now - slack), now + slack)
+  local off = now - tonumber(ARGV[7])
+  score = tonumber(ARGV[6])
+  if math.abs(off) > tonumber(ARGV[8]) then
+    score = score + off
+  end
 end
 redis.call('ZADD', KEYS[3], 'NX', string.format('%.0f', score), ARGV[3])
 if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[4]) then
