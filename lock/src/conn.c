@@ -73,10 +73,10 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
         /* Every connect uses a fresh answer of the sentinels: a connect
          * follows a broken connection or a -READONLY reply (rounds.c),
          * which is what a failover looks like from here. The asking is
-         * blocking, so it never runs here, under the client mutex (which
-         * it held for up to n_sentinels x (connect + command) + ROLE,
-         * stalling the watchdog's renewals of every lock on the client:
-         * issue 21): without an answer the node fails this round and the
+         * blocking, so it never runs here, under the client mutex (it
+         * would hold it for up to n_sentinels x (connect + command) +
+         * ROLE, stalling the watchdog's renewals of every lock on the
+         * client): without an answer the node fails this round and the
          * resolver thread asks (sentinel.c). */
         if (!node->master_fresh) {
             char why[DLOCK__DETAIL_LEN];
@@ -85,6 +85,11 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
                 dlock__detailf(why, "%s", node->master_why);
             else
                 dlock__detailf(why, "sentinel: asking for master '%s'", node->addr.master_name);
+            /* This file's one call into sentinel.c, which uses this file in
+             * turn (AUTH, the SIGPIPE guard, dlock__conn_prepare): a connect
+             * needs the resolver's answer, and the resolver needs
+             * connections. The call only flags the node and wakes the
+             * resolver thread; nothing of it comes back here. */
             dlock__sentinel_want(c, node);
             fail_node(c, node, r, why, "");
             return;
@@ -528,8 +533,9 @@ int dlock__conn_next_reply(dlock_client *c, dlock__node *node, redisReply **out)
 /* NOAUTH and WRONGPASS, and the protocol error Redis answers an
  * unauthenticated client whose command has more than 10 arguments (or a
  * long argument) before it closes the connection: enter.lua's EVALSHA has
- * 11, so without it a queued acquire with no or a wrong password said
- * PROTOCOL where a try said AUTH (issue 21, lock_auth_queued). */
+ * more, so without it a queued acquire with no or a wrong password would
+ * say PROTOCOL where a try says AUTH (lock_handoff
+ * queued_acquire_without_password_says_auth). */
 static int is_auth_refusal(const redisReply *r)
 {
     return r->type == REDIS_REPLY_ERROR && r->str != NULL &&

@@ -13,8 +13,9 @@
  * then a namespace word, so a lock key and a fence key can never be the same
  * string whatever the resource names are ("lock:" and "fence:" differ in
  * their first byte). With the counter at "<resource>:fence" instead, the
- * resource "coll:fence" was the fence counter of "coll": an INCRed integer
- * with no TTL that SET NX refused forever. */
+ * resource "coll:fence" would be the fence counter of "coll": an INCRed
+ * integer with no TTL that SET NX refuses forever (lock_safety
+ * lock_and_fence_keys_never_collide). */
 static int key_in(const dlock_client *c, const char *space, const char *resource, char *out,
                   size_t outlen)
 {

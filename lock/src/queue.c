@@ -113,8 +113,8 @@ static dlock_err script(queue_run *q, dlock__script_id id, const char *const *ar
          * from every such answer, not the first only: a waiter whose
          * listing was removed (a hand-off that expired, FLUSHALL, a
          * restart) and added again is handed keys counted from its new
-         * listing, and an old instant made every later hand-off look used
-         * up (issue 21, lock_handoff relisted_waiter_keeps_its_turn). */
+         * listing, and an old instant would make every later hand-off look
+         * used up (lock_handoff relisted_waiter_keeps_its_turn). */
         q->listed = 1;
         q->listed_sent_ms = t0;
     }
@@ -129,8 +129,8 @@ static dlock_err script(queue_run *q, dlock__script_id id, const char *const *ar
  * have handed us the key inside the stall), pass.lua follows it on the
  * same connection without waiting, as the plain path's failed acquire
  * sends its release: when the node runs them, the key is passed on if it
- * became ours, and nothing happens if it did not (issue 21,
- * lock_handoff waiter_gives_up_in_a_stall). */
+ * became ours, and nothing happens if it did not (lock_handoff
+ * waiter_gives_up_in_a_stall). */
 static dlock_err give_up(queue_run *q, dlock_err rc, dlock_lock **out)
 {
     const char *args[2] = {q->token, q->member};
@@ -192,10 +192,10 @@ static int wait_handoff(queue_run *q, int64_t pttl, dlock_err *rc, dlock_lock **
      * lives at least until listed_sent_ms + TTL (less drift for the two
      * clocks' rates). Never from Redis TIME: a difference of two readings
      * of the server's wall clock grows by a whole clock step taken between
-     * them, and a waiter counting from it held a key seconds after it
-     * expired while a third client held it too (issue 21; the test
-     * lock_handoff steps the server's clock for real). Counting
-     * from when the BLPOP returned would be later than the SET: unsafe. */
+     * them, and a waiter counting from it would hold a key seconds after
+     * it expired, while a third client held it too (lock_handoff steps the
+     * server's clock for real). Counting from when the BLPOP returned
+     * would be later than the SET: unsafe. */
     valid_until = q->listed_sent_ms + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
     if (valid_until - dlock_now_ms() < (int64_t)q->ttl_ms / 2) {
         /* Too little left by that bound (the hand-off came long after we

@@ -6,10 +6,10 @@
  * blocking hiredis calls, each bounded (a connect by connect_timeout_ms, a
  * command by command_timeout_ms), so it can take n_sentinels x (connect +
  * command) plus, per address named, one connect and two commands for the
- * ROLE check. Done under the mutex - as it once was, from inside a round's
- * connect - that stalled every other call on the client, the watchdog's
- * renewals of every lock included, and short-TTL locks were reported lost
- * while still held (issue 21; lock_sentinel_share tests it). The mutex
+ * ROLE check. Done under the mutex - from inside a round's connect, say -
+ * that would stall every other call on the client, the watchdog's
+ * renewals of every lock included, and short-TTL locks would be reported
+ * lost while still held (lock_sentinel_share tests it). The mutex
  * cannot be let go inside a round either (another thread's round would
  * queue commands on a half-made node). So a round whose sentinel node
  * has no connection and no fresh answer fails that node at once and asks

@@ -195,7 +195,8 @@ Test(lock_addr, url_credentials_authenticate, .timeout = 20)
     cr_assert_eq(try_with(a, "locker", "user:pw@1", cerr, sizeof cerr, &lrc), DLOCK_ERR_ARG);
     cr_assert(strstr(cerr, "differs") != NULL && strstr(cerr, "s3cret") == NULL, "%s", cerr);
     /* No credentials anywhere: the server refuses (AUTH, or PROTOCOL for
-     * an unauthenticated multibulk, issue 21 point 4). */
+     * an unauthenticated multibulk: see lock_handoff's
+     * queued_acquire_without_password_says_auth). */
     snprintf(a, sizeof a, "127.0.0.1:%d", node.port);
     cr_assert_eq(try_with(a, NULL, NULL, cerr, sizeof cerr, &lrc), DLOCK_OK, "%s", cerr);
     cr_assert(lrc == DLOCK_ERR_AUTH || lrc == DLOCK_ERR_PROTOCOL, "%s", dlock_strerror(lrc));

@@ -69,8 +69,8 @@ Test(lock_args, client_new_rejects_bad_options, .timeout = 10)
     cr_assert_eq(new_with((const char *const[]){node.addr}, 0, &c), DLOCK_ERR_ARG);
     cr_assert_null(c);
 
-    /* ("nohost" is a host on port 6379 now: issue 21, addresses as people
-     * write them; tests/lock/addr.c has the accepted forms.) */
+    /* ("nohost" is not here: it is a host on port 6379, an address as
+     * people write it; tests/lock/addr.c has the accepted forms.) */
     const char *bad[] = {"",          "no host",         "127.0.0.1:",      "127.0.0.1:abc",
                          "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:-1",    ":6379",
                          "unix:",     "127.0.0.1:6379x", "[::1:6379"};

@@ -1,5 +1,5 @@
 /* handoff.c - the one-node FIFO queue with direct hand-off (queue.c) under
- * the faults of issue 21, on real redis-servers: a real step of the
+ * faults, on real redis-servers: a real step of the
  * server's wall clock (the clockshift shim) must never give a waiter a
  * validity longer than the key it was handed (and so two holders); a
  * waiter whose listing was removed and added again must still take its
@@ -164,10 +164,10 @@ static void wait_holding(waiter *w)
     cr_assert(atomic_load(&w->holding), "a waiter was never handed the lock");
 }
 
-/* Issue 21, point 1, as reported: a +3 s step of the server's clock taken
- * while the waiter is listed, before the release. pass.lua's "ms listed"
- * (two TIME readings) then counts the step, and the waiter believed it held
- * a 1 s key for 4 s. Asserted: its validity is within the key's real PTTL,
+/* A +3 s step of the server's clock taken while the waiter is listed,
+ * before the release. A validity counted from two readings of the server's
+ * clock (TIME) would count the step, and the waiter would believe it held a
+ * 1 s key for 4 s. Asserted: its validity is within the key's real PTTL,
  * and a third client that takes the key after it expires finds the
  * waiter's handle no longer valid (no two holders). */
 Test(lock_handoff, clock_step_before_handoff_gives_no_second_holder, .timeout = 60)
@@ -274,12 +274,12 @@ Test(lock_handoff, clock_steps_during_leases_never_outlive_the_key, .timeout = 9
     dlock_client_free(hc);
 }
 
-/* Issue 21, point 2: a waiter whose listing is removed (here FLUSHALL, as
- * an expired hand-off or a restart would) and that lists itself again
- * must take the next hand-off. Before the fix it counted every later
- * hand-off from its first listing, found the validity used up and passed
- * the key on, again and again, while later threads won (measured: the
- * first waiter got the lock 2.3 s after the release, after 128 retries). */
+/* A waiter whose listing is removed (here FLUSHALL, as an expired hand-off
+ * or a restart would) and that lists itself again must take the next
+ * hand-off. A waiter that counted every later hand-off from its first
+ * listing would find the validity used up and pass the key on, again and
+ * again, while later threads won: it would get the lock seconds after the
+ * release, after a hundred retries. */
 #define LATER 2
 typedef struct looper {
     dlock_client *c;
@@ -365,9 +365,9 @@ Test(lock_handoff, relisted_waiter_keeps_its_turn, .timeout = 90)
             "release, %llu retries in all; later threads meanwhile: %d and %d acquisitions\n",
             (long long)(w.got_ms - released_at), w.retries, lp[0].before_first,
             lp[1].before_first);
-    /* It was first in the queue: the release hands it the key. Generous
-     * bound for a loaded machine; before the fix: seconds, and the later
-     * threads won a hundred times first. */
+    /* It was first in the queue: the release hands it the key. A generous
+     * bound for a loaded machine; a waiter that lost its turn would take
+     * seconds, and the later threads would win a hundred times first. */
     cr_assert_lt(w.got_ms - released_at, 1000,
                  "the first waiter got the lock %lld ms after the release (%llu retries) while "
                  "later threads made %d and %d acquisitions",
@@ -387,11 +387,11 @@ Test(lock_handoff, relisted_waiter_keeps_its_turn, .timeout = 90)
     dlock_client_free(hc);
 }
 
-/* Issue 21, point 3: Redis stalls (SIGSTOP), the holder releases into the
- * stall (its pass.lua waits in the socket and hands the key to the waiter
- * when Redis runs again), and the waiter gives up inside the stall, its
- * leave.lua unanswered. Before the fix nobody passed the key on: a third
- * client found it TAKEN for the waiter's whole TTL (5 s) with nobody
+/* Redis stalls (SIGSTOP), the holder releases into the stall (its pass.lua
+ * waits in the socket and hands the key to the waiter when Redis runs
+ * again), and the waiter gives up inside the stall, its leave.lua
+ * unanswered. The waiter must still pass the key on: otherwise a third
+ * client finds it TAKEN for the waiter's whole TTL (5 s) with nobody
  * holding it. */
 Test(lock_handoff, waiter_gives_up_in_a_stall, .timeout = 60)
 {
@@ -451,7 +451,7 @@ Test(lock_handoff, waiter_gives_up_in_a_stall, .timeout = 60)
     dlock_client_free(hc);
 }
 
-/* Issue 21, point 4: enter.lua's EVALSHA has 12 arguments, and Redis
+/* enter.lua's EVALSHA has 12 arguments, and Redis
  * answers an unauthenticated client sending more than 10 with "ERR
  * Protocol error: unauthenticated multibulk length". A queued acquire
  * must report AUTH like a try does. */

@@ -41,8 +41,8 @@ TestSuite(lock_history, .init = setup, .fini = teardown);
  * (CLOCK_BOOTTIME: one clock for every process on the machine, so intervals
  * from different processes compare directly). Whole milliseconds are too
  * coarse: a section may end and the next one start within one millisecond,
- * and with equal stamps the checker could not tell their order (issue 20:
- * 1 run in 40 "failed" that way, with a correct lock). */
+ * and with equal stamps the checker could not tell their order (about 1
+ * run in 40 would "fail" that way, with a correct lock). */
 typedef struct rec {
     int64_t start;       /* ns; acquire returned (the lock was ours no later than this) */
     int64_t end;         /* ns; just before release was called */

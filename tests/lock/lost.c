@@ -72,8 +72,9 @@ static int wait_flag(_Atomic int *flag, int64_t timeout_ms)
     return atomic_load(flag);
 }
 
-/* Defect: on_lost ran with the client's mutex held, so a callback that
- * called the client (here dlock_ping) deadlocked the watchdog. */
+/* on_lost runs without the client's mutex, so a callback may call the
+ * client (here dlock_ping); with the mutex held it would deadlock the
+ * watchdog. */
 Test(lock_lost, on_lost_may_call_the_client, .timeout = 10)
 {
     dlock_client *c = tc_client(nodes, 1, 0);
@@ -89,11 +90,11 @@ Test(lock_lost, on_lost_may_call_the_client, .timeout = 10)
     dlock_client_free(c);
 }
 
-/* Defect: the lock left the registry before on_lost ran, so a holder that
- * freed it as soon as dlock_is_held() turned 0 freed it under the callback
- * (ASan: heap-use-after-free in dlock_lock_resource from on_lost). Now the
- * free waits for the callback: it returns only after the callback did, and
- * the callback still read the lock's own name. */
+/* The lock stays in the registry while on_lost runs, so a holder that
+ * frees it as soon as dlock_is_held() turns 0 does not free it under the
+ * callback (ASan would report a heap-use-after-free in dlock_lock_resource
+ * from on_lost): the free waits for the callback, returns only after the
+ * callback did, and the callback still reads the lock's own name. */
 Test(lock_lost, free_when_not_held_waits_for_on_lost, .timeout = 10)
 {
     dlock_client *c = tc_client(nodes, 1, 0);
@@ -135,9 +136,9 @@ Test(lock_lost, free_inside_on_lost_is_deferred, .timeout = 10)
     dlock_client_free(c);
 }
 
-/* Defect: one renewal round that a quorum did not answer (two of three
- * nodes paused for a moment) declared the lock lost with two thirds of its
- * validity left. Now it is retried while a round can still finish inside
+/* One renewal round that a quorum did not answer (two of three nodes
+ * paused for a moment) does not declare the lock lost with two thirds of
+ * its validity left: it is retried while a round can still finish inside
  * the validity, and succeeds once the nodes are back. */
 Test(lock_lost, one_unanswered_renewal_is_retried, .timeout = 15)
 {

@@ -65,7 +65,8 @@ typedef struct worker {
 
 /* The library's clock (BOOTTIME), in ns: one clock for every thread, so
  * sections compare directly, and fine enough that two sections never share
- * a stamp (whole ms made lock_history flaky: issue 20). */
+ * a stamp (whole ms would make the checker see false overlaps: see
+ * tests/lock/history.c). */
 static int64_t now_ns(void)
 {
     struct timespec ts;

@@ -87,9 +87,9 @@ static void check_keeps_and_stops(size_t n)
     cr_assert_eq(dlock_is_held(l), 0);
     /* Both counters are read only once renewal has stopped (release stops
      * it first): read while the watchdog runs, the two reads are two
-     * moments, and a renewal landing between them made them disagree. Now
-     * they are final and must agree exactly: this client extended nothing
-     * but this lock's renewals. */
+     * moments, and a renewal landing between them would make them
+     * disagree. Read here, they are final and must agree exactly: this
+     * client extended nothing but this lock's renewals. */
     uint32_t r1 = dlock_lock_renewals(l);
     dlock_stats s1, s2;
     dlock_client_stats(c, &s1);

@@ -49,10 +49,10 @@ static uint64_t round_trips(dlock_client *c)
     return s.round_trips;
 }
 
-/* Defect: a partly failed extend to a TTL shorter than the validity left
- * kept the old validity; the PEXPIREs that ran (node 0 at once, nodes 1 and
- * 2 late, on resume) let the keys expire under a handle that said held, and
- * a second client acquired while dlock_is_held() was still 1. */
+/* A partly failed extend to a TTL shorter than the validity left must
+ * shorten the validity: the PEXPIREs that run (node 0 at once, nodes 1 and
+ * 2 late, on resume) let the keys expire sooner, and a handle that kept the
+ * old validity would say held while a second client acquires. */
 Test(lock_safety, failed_shortening_extend_shortens_validity, .timeout = 20)
 {
     const uint32_t short_ttl = 300;
@@ -107,8 +107,8 @@ Test(lock_safety, clean_shortening_extend_sets_new_validity, .timeout = 10)
     dlock_client_free(a);
 }
 
-/* Defect: a release that too few nodes answered left the handle held while
- * its deletes could still land (they do, on resume). */
+/* A release that too few nodes answered ends the hold all the same: its
+ * deletes can still land (they do, on resume). */
 Test(lock_safety, failed_release_is_not_held, .timeout = 15)
 {
     dlock_client *a = tc_client(nodes, NODES, CMD_TIMEOUT);
@@ -135,8 +135,9 @@ Test(lock_safety, failed_release_is_not_held, .timeout = 15)
     dlock_client_free(b);
 }
 
-/* Defect: a second release sent its deletes again, found them done, and
- * answered LOST (telling the caller its section may have run unprotected). */
+/* A second release sends nothing: its deletes would find the first ones
+ * done and answer LOST (telling the caller its section may have run
+ * unprotected). */
 Test(lock_safety, release_twice_is_arg_without_a_round_trip, .timeout = 10)
 {
     dlock_client *c = tc_client(nodes, 1, 0);
@@ -157,9 +158,9 @@ Test(lock_safety, release_twice_is_arg_without_a_round_trip, .timeout = 10)
     dlock_client_free(c);
 }
 
-/* Defect: another client's release / extend / auto_renew used ITS nodes and
- * key prefix: with prefix "b:" the release found "not our token" and marked
- * a healthy lock LOST. */
+/* Another client's release / extend / auto_renew is refused: it would use
+ * ITS nodes and key prefix, and with prefix "b:" the release would find
+ * "not our token" and mark a healthy lock LOST. */
 Test(lock_safety, lock_of_another_client_is_refused, .timeout = 10)
 {
     dlock_options o;
@@ -204,7 +205,7 @@ static dlock_err new_client_on(const char *const *addrs, size_t n, char *why, si
     return e;
 }
 
-/* Defect: "a,a,b" was accepted, and node a alone was a quorum of two. */
+/* "a,a,b" is refused: node a alone would be a quorum of two. */
 Test(lock_safety, duplicate_nodes_are_refused, .timeout = 10)
 {
     char a[64], a0[64], why[DLOCK_ERRSTR_LEN];
@@ -226,8 +227,9 @@ Test(lock_safety, duplicate_nodes_are_refused, .timeout = 10)
     cr_assert_eq(new_client_on(mixed, 2, why, sizeof why), DLOCK_OK, "%s", why);
 }
 
-/* Defect: the fence counter of "coll" was the key "coll:fence", so the
- * resource "coll:fence" was an integer without TTL that SET NX refused
+/* No resource name makes a lock key that is another resource's fence
+ * counter: were the counter of "coll" the key "coll:fence", the resource
+ * "coll:fence" would be an integer without TTL that SET NX refuses
  * forever. */
 Test(lock_safety, lock_and_fence_keys_never_collide, .timeout = 10)
 {
@@ -273,9 +275,9 @@ static void acl_del(const redis_proc *r)
     tc_cmd(r, out, sizeof out, 3, argv);
 }
 
-/* Defect: a quorum granted the lock but the fence sync failed on the lagging
- * nodes, and the caller was told NO_QUORUM (or PROTOCOL): the quorum had
- * answered. Nodes 1 and 2 may not GET (ACL, applied inside scripts too), so
+/* A quorum granted the lock but the fence sync failed on the lagging nodes:
+ * the caller is told FENCE_SYNC, not NO_QUORUM (or PROTOCOL), since the
+ * quorum did answer. Nodes 1 and 2 may not GET (ACL, applied inside scripts too), so
  * the acquire script (SET NX, INCR) runs there and the sync script (GET,
  * SET) is refused; node 0's counter is ahead, so nodes 1 and 2 lag. */
 Test(lock_safety, failed_fence_sync_has_its_own_code, .timeout = 10)
@@ -324,9 +326,9 @@ static void *write_errstrs(void *p)
     return NULL;
 }
 
-/* Defect: dlock_client_errstr handed out the client's own buffer, which
- * another thread's failing call rewrote while the caller read it. The copy
- * is taken under the client's mutex: every copy is one whole message. */
+/* dlock_client_errstr copies, under the client's mutex: the client's own
+ * buffer, handed out, could be rewritten by another thread's failing call
+ * while the caller reads it. Every copy is one whole message. */
 Test(lock_safety, errstr_copy_is_one_whole_message, .timeout = 15)
 {
     char longname[120], want[2][DLOCK_ERRSTR_LEN], buf[DLOCK_ERRSTR_LEN];

@@ -1,9 +1,9 @@
-/* sentinel_share.c - sentinel:// nodes and the rest of the client (issue
- * 21, point 5), on real redis-server and redis-sentinel processes: asking
- * the sentinels for a master never holds the client mutex, so the
- * watchdog keeps renewing the client's other locks while a sentinel is
- * silent; and two addresses that reach one server (a sentinel name and a
- * plain address, two sentinel names) never count twice toward the quorum:
+/* sentinel_share.c - sentinel:// nodes and the rest of the client, on
+ * real redis-server and redis-sentinel processes: asking the sentinels
+ * for a master never holds the client mutex, so the watchdog keeps
+ * renewing the client's other locks while a sentinel is silent; and two
+ * addresses that reach one server (a sentinel name and a plain address,
+ * two sentinel names) never count twice toward the quorum:
  * dlock_client_new refuses them when it can reach them, the first contact
  * when it cannot. */
 #include <criterion/criterion.h>
@@ -67,11 +67,11 @@ static dlock_err client_of(const char *const *addrs, size_t n, int connect_ms, i
 
 /* A sentinel that stops answering while the master's connection breaks:
  * the next round on the sentinel node must ask it for the master, and
- * that asking waits out the command timeout (600 ms). Before the fix the
- * asking ran inside the round, under the client mutex - here inside the
- * watchdog's own renewal round - and a 400 ms lock on the other two nodes
- * (a quorum without the sentinel node) expired unrenewed: reported lost
- * while two of three nodes would have renewed it. */
+ * that asking waits out the command timeout (600 ms). Asked inside the
+ * round, under the client mutex - here inside the watchdog's own renewal
+ * round - it would let a 400 ms lock on the other two nodes (a quorum
+ * without the sentinel node) expire unrenewed: reported lost while two of
+ * three nodes would have renewed it. */
 Test(lock_sentinel_share, silent_sentinel_does_not_stall_renewals, .timeout = 60)
 {
     char saddr[128], err[DLOCK_ERRSTR_LEN] = "";
@@ -172,8 +172,8 @@ Test(lock_sentinel_share, two_sentinel_names_of_one_server, .timeout = 60)
 /* The sentinel is silent while the client is made, so its node cannot be
  * compared then; the first contact afterwards must refuse it. Then, with
  * the one other server gone, no quorum is left: extending a lock must
- * fail (before the fix the master answered yes through both addresses,
- * and the lock lived on one server of three). */
+ * fail (a master that answered yes through both addresses would keep the
+ * lock alive on one server of three). */
 Test(lock_sentinel_share, same_server_refused_on_first_contact, .timeout = 60)
 {
     char saddr[128], err[DLOCK_ERRSTR_LEN] = "";

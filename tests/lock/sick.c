@@ -1,11 +1,11 @@
 /* sick.c - a sick minority costs (almost) nothing: with one of three
  * masters paused, tarpitted (accepts connections in the kernel, never
  * answers), killed or slowed (kept busy by a script, so it answers late),
- * and with two of five paused, every acquire still gets
- * its quorum and, once the node's breaker is open, returns in a fraction of
- * the 2 ms grace, the 100 ms command timeout and the 200 ms connect timeout
- * a sick node used to cost; after a paused node resumes, no lock key of ours
- * is left on any node. Default client options (connect 200 ms, command
+ * and with two of five paused, every acquire still gets its quorum and,
+ * once the node's breaker is open, returns in a fraction of the 2 ms
+ * grace, the 100 ms command timeout and the 200 ms connect timeout that
+ * waiting for a sick node would cost; after a paused node resumes, no lock
+ * key of ours is left on any node. Default client options (connect 200 ms, command
  * 100 ms), as an application would use them. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -35,8 +35,8 @@ TestSuite(lock_sick, .init = tc_suite_init, .fini = tc_suite_fini);
  * ~0.2 ms even on a loaded machine. */
 #define MEDIAN_MAX_US 1500
 /* The slowest acquire once the breaker is open: below the 200 ms connect
- * timeout a full accept queue used to cost, with room for a scheduler
- * stall on a loaded shared machine (tens of ms seen). */
+ * timeout that waiting on a full accept queue would cost, with room for a
+ * scheduler stall on a loaded shared machine (tens of ms seen). */
 #define MAX_US 150000
 /* The grace a round gives a node that has not answered once the healthy
  * majority decided (rounds.c): an acquire that took this long waited for a
