@@ -1,5 +1,5 @@
-/* script.c - the Lua scripts (acquire, release, extend, fence sync) and
- * EVALSHA with the EVAL fallback on NOSCRIPT. */
+/* script.c - the Lua scripts (what each does and why, below; their text
+ * in lua/) and EVALSHA with the EVAL fallback on NOSCRIPT. */
 #include "dlock_internal.h"
 
 #include <stdio.h>
