@@ -249,8 +249,13 @@ DLOCK_API void dlock_client_free(dlock_client *c);
  * NUL-terminated when len > 0; DLOCK_ERRSTR_LEN always fits). A copy, not
  * the client's buffer: another thread's call may rewrite that at any
  * moment. Returns buf, so the call can sit in a printf argument list; for
- * a NULL client the text is "client is NULL". The watchdog's renewal
- * failures are not written here (on_lost gets the code). */
+ * a NULL client the text is "client is NULL". A call that succeeds leaves
+ * it empty. The watchdog's renewal failures are not written here: on_lost
+ * gets the code, and dlock_lock_lost_detail the nodes and their answers.
+ * In a child of fork() every call on a client made before the fork is
+ * DLOCK_ERR_ARG (its connections and watchdog are the parent's; this text
+ * says so): make a new client in the child. dlock_client_free there frees
+ * the child's copy only. */
 DLOCK_API const char *dlock_client_errstr(dlock_client *c, char *buf, size_t len);
 
 /* Number of nodes and the quorum (N/2 + 1) of this client. */
@@ -308,9 +313,16 @@ DLOCK_API dlock_err dlock_fence_raise(dlock_client *c, const char *resource, uin
  *   DLOCK_ERR_EXPIRED quorum reached but no validity left by the deadline
  *                     (never handed out; the keys are released at once)
  *   unavailable codes (see dlock_err_is_unavailable) when nodes failed
- *   DLOCK_ERR_ARG     NULL, empty or oversized resource, ttl_ms == 0, a
- *                     deadline before the library was loaded (above)
+ *   DLOCK_ERR_ARG     NULL, empty or oversized resource, ttl_ms 0 or over
+ *                     DLOCK_MAX_TTL_MS, a deadline before the library was
+ *                     loaded (above); a resource this thread already holds
+ *                     through this client (at once: not reentrant, see
+ *                     below); a client used in a child of fork()
  *   DLOCK_ERR_NOMEM   no memory for the handle
+ * Not reentrant: a thread that holds a resource (alone or in a multi lock)
+ * and asks this client for it again gets DLOCK_ERR_ARG at once, saying so,
+ * instead of waiting for itself; another thread sharing the client waits
+ * for it as for anyone. Release (or let run out) first.
  * Thread-safe (serialised per client). */
 DLOCK_API dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
                                   int64_t deadline_ms, dlock_lock **out);
@@ -330,6 +342,11 @@ DLOCK_API dlock_err dlock_try_acquire(dlock_client *c, const char *resource, uin
 /* How far before the library was loaded a deadline may lie and still be
  * taken as an instant ("try once"); see dlock_acquire. */
 #define DLOCK_DEADLINE_SLACK_MS 60000
+
+/* Longest TTL any call takes (24 h): a lock meant to last longer is a
+ * shorter TTL renewed by dlock_auto_renew. A larger ttl_ms (a negative
+ * number cast to uint32_t lands here too) is DLOCK_ERR_ARG. */
+#define DLOCK_MAX_TTL_MS 86400000u
 
 /* Most resources one dlock_acquire_multi may take. */
 #define DLOCK_MAX_MULTI 64
@@ -473,6 +490,11 @@ DLOCK_API dlock_err dlock_auto_renew(dlock_client *c, dlock_lock *lock,
                                      const dlock_renew_options *ropts);
 /* Renewals done so far for this lock. */
 DLOCK_API uint32_t dlock_lock_renewals(const dlock_lock *lock);
+/* Why the watchdog found the lock lost (which nodes, what they answered),
+ * copied into buf[len] (always NUL-terminated when len > 0); "" while it is
+ * not lost that way. Readable from on_lost and once dlock_is_held() is 0:
+ * the detail is written before the lock is marked lost. Returns buf. */
+DLOCK_API const char *dlock_lock_lost_detail(const dlock_lock *lock, char *buf, size_t len);
 
 /* Counters of a client, for metrics and benchmarks. Thread-safe snapshot. */
 typedef struct dlock_stats {

@@ -213,8 +213,8 @@ static int check_args(dlock_client *c, const char *resource, uint32_t ttl_ms, in
         dlock__errf(c->errstr, "acquire: out is NULL");
     else if (resource == NULL || resource[0] == '\0')
         dlock__errf(c->errstr, "acquire: resource is NULL or empty");
-    else if (ttl_ms == 0)
-        dlock__errf(c->errstr, "acquire: ttl_ms is 0");
+    else if (dlock__ttl_check(ttl_ms, "acquire", c->errstr) != 0)
+        return -1;
     else if (c->prefix_len + strlen(resource) > DLOCK_MAX_KEY_LEN)
         dlock__errf(c->errstr, "acquire: key prefix + resource is %zu bytes, longer than %d",
                     c->prefix_len + strlen(resource), DLOCK_MAX_KEY_LEN);
@@ -223,46 +223,28 @@ static int check_args(dlock_client *c, const char *resource, uint32_t ttl_ms, in
     return -1;
 }
 
-dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
-                        int64_t deadline_ms, dlock_lock **out)
+/* dlock_acquire's work, arguments checked; client mutex held throughout
+ * (the waits release it themselves). */
+static dlock_err acquire_locked(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                                int64_t deadline_ms, dlock_lock **out)
 {
-    dlock_err rc = DLOCK_ERR_ARG;
+    dlock_err rc;
     unsigned attempt = 0;
 
-    if (out != NULL)
-        *out = NULL;
-    if (c == NULL)
-        return DLOCK_ERR_ARG;
-    pthread_mutex_lock(&c->mu);
-    if (check_args(c, resource, ttl_ms, deadline_ms, out) != 0) {
-        pthread_mutex_unlock(&c->mu);
-        return DLOCK_ERR_ARG;
-    }
     /* A sentinel node without a master (sentinel.c): asked before the
      * first attempt, with the mutex released. */
     dlock__sentinel_await(c, INT64_MAX);
     /* One node, waking, with time to wait: the FIFO queue with direct
      * hand-off (queue.c). A try (no time to wait) is one plain attempt
      * below and never lists itself as a waiter. */
-    if (c->n == 1 && c->wake_on_release && deadline_ms > dlock_now_ms()) {
-        rc = dlock__acquire_queued(c, resource, ttl_ms, deadline_ms, out);
-        if (dlock_err_is_unavailable(rc))
-            c->stats.errors++;
-        pthread_mutex_unlock(&c->mu);
-        return rc;
-    }
+    if (c->n == 1 && c->wake_on_release && deadline_ms > dlock_now_ms())
+        return dlock__acquire_queued(c, resource, ttl_ms, deadline_ms, out);
     /* Redlock, waking, with time to wait: the same queue on every node,
      * the lock held once a quorum handed it over (rqueue.c). */
-    if (c->n > 1 && c->wake_on_release && deadline_ms > dlock_now_ms()) {
-        rc = dlock__acquire_rqueued(c, resource, ttl_ms, deadline_ms, out);
-        if (dlock_err_is_unavailable(rc))
-            c->stats.errors++;
-        pthread_mutex_unlock(&c->mu);
-        return rc;
-    }
+    if (c->n > 1 && c->wake_on_release && deadline_ms > dlock_now_ms())
+        return dlock__acquire_rqueued(c, resource, ttl_ms, deadline_ms, out);
     for (;;) {
         int64_t now;
-        int again;
 
         c->stats.attempts++;
         if (attempt > 0)
@@ -273,16 +255,52 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
         else if (rc == DLOCK_ERR_TAKEN)
             c->stats.taken++;
         now = dlock_now_ms();
-        again = dlock__should_retry(c, rc) && now < deadline_ms;
-        if (!again) {
-            if (dlock_err_is_unavailable(rc))
-                c->stats.errors++;
-            pthread_mutex_unlock(&c->mu);
+        if (!dlock__should_retry(c, rc) || now >= deadline_ms)
             return rc;
-        }
         dlock__backoff_sleep(c, attempt, now, deadline_ms);
         attempt++;
     }
+}
+
+dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                        int64_t deadline_ms, dlock_lock **out)
+{
+    const dlock_lock *mine;
+    const char *which = NULL;
+    dlock_err rc;
+
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL)
+        return DLOCK_ERR_ARG;
+    if (dlock__enter(c, "acquire") != 0)
+        return DLOCK_ERR_ARG;
+    if (check_args(c, resource, ttl_ms, deadline_ms, out) != 0) {
+        pthread_mutex_unlock(&c->mu);
+        return DLOCK_ERR_ARG;
+    }
+    /* Not reentrant: a second acquire of a lock this thread holds would
+     * wait for itself until its deadline, then say "held by another". */
+    if ((mine = dlock__held_by_caller(c, &resource, 1, &which)) != NULL) {
+        dlock__errf(c->errstr, "acquire \"%s\": this thread already holds it through this client "
+                    "(fence %llu, %lld ms left); libdlock locks are not reentrant: use that "
+                    "handle, or release it first", which, (unsigned long long)mine->fence,
+                    (long long)(atomic_load(&mine->valid_until_ms) - dlock_now_ms()));
+        pthread_mutex_unlock(&c->mu);
+        return DLOCK_ERR_ARG;
+    }
+    {
+        int64_t outer = dlock__call_begin(deadline_ms);
+
+        rc = acquire_locked(c, resource, ttl_ms, deadline_ms, out);
+        dlock__call_end(outer);
+    }
+    if (rc == DLOCK_OK)
+        dlock__held_add(c, *out);
+    else if (dlock_err_is_unavailable(rc))
+        c->stats.errors++;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }
 
 dlock_err dlock_try_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,

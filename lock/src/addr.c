@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/un.h>
 
 #define SENTINEL_SCHEME "sentinel://"
@@ -254,20 +255,28 @@ int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen)
         return -1;
     }
     memcpy(out->text, s, strlen(s) + 1);
-    if (strncmp(s, SENTINEL_SCHEME, strlen(SENTINEL_SCHEME)) == 0)
+    /* Schemes are case-insensitive (RFC 3986): REDIS:// is redis://. */
+    if (strncasecmp(s, SENTINEL_SCHEME, strlen(SENTINEL_SCHEME)) == 0)
         return parse_sentinel(s, out, err, errlen);
-    if (strncmp(s, REDIS_SCHEME, strlen(REDIS_SCHEME)) == 0)
+    if (strncasecmp(s, REDIS_SCHEME, strlen(REDIS_SCHEME)) == 0)
         return parse_url(s, out, err, errlen);
+    /* A list given as one address ("h1:p1,h2:p2") is several nodes in one
+     * entry: say so, rather than whatever its second colon makes of it. */
+    if (strchr(s, ',') != NULL) {
+        snprintf(err, errlen, "address \"%s\": a comma-separated list in one entry; give one "
+                 "address per entry (dlock_addr_span splits a list)", s);
+        return -1;
+    }
     if (strstr(s, "://") != NULL) {
         /* Not a host: a URL of a scheme we do not speak. rediss:// (TLS)
          * would need hiredis_ssl; without it, say so rather than fail at
          * connect time. The text may hold a password: not repeated. */
         snprintf(err, errlen, "address \"%.*s...\": %s", (int)(strstr(s, "://") - s + 3), s,
-                 strncmp(s, "rediss://", 9) == 0 ? "TLS (rediss://) is not supported"
+                 strncasecmp(s, "rediss://", 9) == 0 ? "TLS (rediss://) is not supported"
                  : "unknown scheme; use host[:port], redis://, unix: or sentinel://");
         return -1;
     }
-    if (strncmp(s, "unix:", 5) == 0) {
+    if (strncasecmp(s, "unix:", 5) == 0) {
         const char *path = s + 5;
         struct sockaddr_un sun;
         if (path[0] == '\0') {
@@ -380,7 +389,7 @@ size_t dlock_addr_span(const char *list)
         return 0;
     /* A sentinel address's own commas separate its sentinels: it ends at
      * the first comma after the '/' that starts its master name. */
-    if (strncmp(list, SENTINEL_SCHEME, strlen(SENTINEL_SCHEME)) == 0) {
+    if (strncasecmp(list, SENTINEL_SCHEME, strlen(SENTINEL_SCHEME)) == 0) {
         const char *slash = strchr(list + strlen(SENTINEL_SCHEME), '/');
         /* Without its name the rest is its list: one address, which the
          * parse then refuses for the missing name, naming all of it. */

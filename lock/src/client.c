@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 
 /* Source of dlock_client.id; 0 is never handed out. */
@@ -104,29 +105,26 @@ static int same_node(const dlock__addr *a, const dlock__addr *b)
     return a->port == b->port && strcasecmp(a->host, b->host) == 0;
 }
 
-/* Where addresses cannot be compared as text - a sentinel:// node and any
- * other - the servers themselves are asked, by run id, before the client
- * is handed out: one PING round on the nodes that connected (their INFO
- * server rode along with the connect, conn.c), then a node found to reach
- * another's server fails dlock_client_new. Nodes that cannot be reached
- * now are checked on first contact (refused for good then). Clients of
- * plain addresses only skip the round: the text check above covers them
- * but for host names that alias, which first contact catches. Client
- * mutex held. 0, or -1 with why. */
+/* Where addresses cannot be compared as text - a sentinel:// node, or two
+ * host names for one server ("localhost" and "127.0.0.1") - the servers
+ * themselves are asked, by run id, before the client is handed out: one
+ * PING round on the nodes that connected (their INFO server rode along
+ * with the connect, conn.c), then a node found to reach another's server
+ * fails dlock_client_new with the whole message. Nodes that cannot be
+ * reached now are checked on first contact (refused for good then). One
+ * round per client of two or more nodes, at creation only. Client mutex
+ * held. 0, or -1 with why. */
 static int refuse_same_servers(dlock_client *c, char *why, size_t whylen)
 {
     static const char *const ping[1] = {"PING"};
     static const size_t ping_len[1] = {4};
     dlock__result res[DLOCK_MAX_NODES];
     uint32_t up = 0;
-    int sentinels = 0;
 
-    for (size_t i = 0; i < c->n; i++) {
-        sentinels |= c->nodes[i].addr.is_sentinel;
+    for (size_t i = 0; i < c->n; i++)
         if (c->nodes[i].state == DLOCK__UP)
             up |= 1u << i;
-    }
-    if (c->n < 2 || !sentinels || dlock__popcount(up) < 2)
+    if (c->n < 2 || dlock__popcount(up) < 2)
         return 0;
     memset(res, 0, sizeof(res));
     dlock__round(c, up, 0, 1, (const char **)ping, ping_len, res, NULL, NULL);
@@ -330,6 +328,7 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
     }
     /* Process-wide and never reused, unlike the client's address. */
     c->id = atomic_fetch_add(&next_client_id, 1);
+    c->pid = getpid();
     c->n = opts->n_addrs;
     /* A majority: two majorities always share a node, so two clients can
      * never both hold a quorum of the same key. */
@@ -372,23 +371,61 @@ fail:
     return rc;
 }
 
+int dlock__forked(const dlock_client *c)
+{
+    return getpid() != c->pid;
+}
+
+int dlock__enter(dlock_client *c, const char *op)
+{
+    if (dlock__forked(c)) {
+        /* Refused, not reconnected: the child's copy of the mutex may be
+         * locked for ever (a thread of the parent held it at the fork),
+         * its connections are shared with the parent (both would read the
+         * same replies), and its watchdog did not come along. The child is
+         * one thread now: writing its own errstr copy races nobody. */
+        dlock__errf(c->errstr, "%s: this client was made by process %ld and used in process %ld "
+                    "after fork(); make a new client in the child", op, (long)c->pid,
+                    (long)getpid());
+        return -1;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->errstr[0] = '\0';
+    return 0;
+}
+
 void dlock_client_free(dlock_client *c)
 {
+    int child;
+
     if (c == NULL)
         return;
-    dlock__watchdog_stop(c);
-    dlock__sentinel_stop(c);
+    /* In a child of fork() only the child's copies are freed: its
+     * descriptors (closing them leaves the parent's connections open) and
+     * its memory. The watchdog and resolver threads are the parent's, and
+     * the mutex and condition variables may have been copied in use. */
+    child = dlock__forked(c);
+    if (!child) {
+        dlock__watchdog_stop(c);
+        dlock__sentinel_stop(c);
+        /* Handles outlive the client: dlock_lock_free must find none. */
+        pthread_mutex_lock(&c->mu);
+        dlock__held_clear(c);
+        pthread_mutex_unlock(&c->mu);
+    }
     dlock__wakers_free(c);
     for (size_t i = 0; i < c->n; i++)
         dlock__node_close(&c->nodes[i]);
     free(c->username);
     free(c->password);
     free(c->prefix);
-    pthread_cond_destroy(&c->wd_cond);
-    pthread_cond_destroy(&c->cb_cond);
-    pthread_cond_destroy(&c->rs_cond);
-    pthread_cond_destroy(&c->rs_done);
-    pthread_mutex_destroy(&c->mu);
+    if (!child) {
+        pthread_cond_destroy(&c->wd_cond);
+        pthread_cond_destroy(&c->cb_cond);
+        pthread_cond_destroy(&c->rs_cond);
+        pthread_cond_destroy(&c->rs_done);
+        pthread_mutex_destroy(&c->mu);
+    }
     free(c);
 }
 
@@ -401,7 +438,12 @@ const char *dlock_client_errstr(dlock_client *c, char *buf, size_t len)
         return buf;
     }
     /* Under the mutex: every call writes errstr with it held, so the copy
-     * is one whole message, never half of one and half of the next. */
+     * is one whole message, never half of one and half of the next. A
+     * child of fork() reads its own copy without it (dlock__enter). */
+    if (dlock__forked(c)) {
+        snprintf(buf, len, "%s", c->errstr);
+        return buf;
+    }
     pthread_mutex_lock(&c->mu);
     snprintf(buf, len, "%s", c->errstr);
     pthread_mutex_unlock(&c->mu);

@@ -143,3 +143,19 @@ int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms)
 {
     return (int64_t)((double)ttl_ms * c->drift_factor) + c->drift_min_ms;
 }
+
+int dlock__ttl_check(uint32_t ttl_ms, const char *op, char *errbuf)
+{
+    if (ttl_ms == 0) {
+        dlock__errf(errbuf, "%s: ttl_ms is 0", op);
+        return -1;
+    }
+    /* A negative number cast to uint32_t is about 4.29e9: refused here
+     * with the limit, not handed to Redis as a 49-day key. */
+    if (ttl_ms > DLOCK_MAX_TTL_MS) {
+        dlock__errf(errbuf, "%s: ttl_ms %u is over the limit of %u ms (24 h); for longer, "
+                    "renew a shorter TTL with dlock_auto_renew", op, ttl_ms, DLOCK_MAX_TTL_MS);
+        return -1;
+    }
+    return 0;
+}

@@ -115,6 +115,7 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
     node->runid_pending = 0;
     node->stale = 0;
     node->unwritten = 0;
+    node->scripts_known = 0; /* a new server process may have an empty script cache */
     argc = dlock__auth_argv(c, argv);
     if (argc > 0) {
         for (int k = 0; k < argc; k++)
@@ -425,15 +426,6 @@ int dlock__auth_argv(const dlock_client *c, const char *argv[3])
     return 3;
 }
 
-/* Redis 6+ says "called without any password configured", older ones "no
- * password is set". */
-int dlock__auth_not_needed(const redisReply *r)
-{
-    return r->str != NULL &&
-           (strstr(r->str, "without any password configured") != NULL ||
-            strstr(r->str, "no password is set") != NULL);
-}
-
 /* The run_id of an INFO server answer into out[48] ("" when absent: an
  * ACL user without INFO, an error reply). */
 static void run_id_of(const redisReply *r, char *out)
@@ -465,7 +457,9 @@ static int same_server(dlock_client *c, dlock__node *node)
             strcmp(o->run_id, node->run_id) != 0)
             continue;
         node->same_as = (int)j + 1;
-        dlock__detailf(node->same_detail,
+        /* Whole (dlock__errf's length, not a round detail's): it is what
+         * dlock_client_new answers. */
+        dlock__errf(node->same_detail,
                        "%s reaches the same server as %s (run_id %.12s...): it would count "
                        "twice toward the quorum, so it is refused",
                        node->addr.text, o->addr.text, node->run_id);
@@ -504,7 +498,11 @@ int dlock__conn_next_reply(dlock_client *c, dlock__node *node, redisReply **out)
         node->heard_ms = dlock_now_ms();
         if (node->auth_pending) {
             node->auth_pending = 0;
-            if (reply->type == REDIS_REPLY_ERROR && !dlock__auth_not_needed(reply)) {
+            /* Every refusal counts, "no password is set" too: credentials
+             * the server does not have are a configuration to fix, as
+             * Redis and redis-py say, not a reason to go on as someone
+             * else. The command waited for this answer (rounds.c). */
+            if (reply->type == REDIS_REPLY_ERROR) {
                 node->auth_failed = 1;
                 dlock__detailf(node->auth_detail, "AUTH refused: %s",
                                reply->str != NULL ? reply->str : "(no text)");
@@ -546,16 +544,21 @@ static int is_auth_refusal(const redisReply *r)
 /* Whether reply, the caller's answer on node's connection, says the command
  * was refused for want of authentication: returns the text to report (valid
  * while reply and the connection live), or NULL when the reply stands.
- * Only the server's own refusal (NOAUTH) counts: any other error reply is
- * the command's, even after a failed AUTH - an ACL default user without a
- * password still runs commands, and NOSCRIPT must reach the EVAL fallback
- * instead of failing every acquire as "AUTH". The AUTH answer only supplies
- * the better text. */
+ * Only the server's own refusal counts: any other error reply is the
+ * command's (NOSCRIPT must reach the EVAL fallback). A command never runs
+ * behind a refused AUTH (rounds.c holds it back), so this is a server
+ * asking for a password the client did not give: said as NOAUTH, also
+ * where Redis answers a long command with its protocol error instead. */
 const char *dlock__conn_auth_refusal(const dlock__node *node, const redisReply *reply)
 {
     if (!is_auth_refusal(reply))
         return NULL;
-    return node->auth_failed ? node->auth_detail : reply->str;
+    if (node->auth_failed)
+        return node->auth_detail;
+    if (strncmp(reply->str, "ERR Protocol error: unauthenticated", 35) == 0)
+        return "NOAUTH Authentication required (the server needs a password; it answers a "
+               "long command from an unauthenticated client with a protocol error)";
+    return reply->str;
 }
 
 /* The caller sent (or queued) node a command whose reply it will not read:

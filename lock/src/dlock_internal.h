@@ -19,6 +19,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sys/types.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -73,7 +74,7 @@ typedef enum dlock__node_state {
     DLOCK__UP          /* connected; commands may be appended */
 } dlock__node_state;
 
-#define DLOCK__DETAIL_LEN 128
+#define DLOCK__DETAIL_LEN 160
 
 /* The circuit breaker of a node (breaker.c): while open ("tripped") new
  * acquires and extends skip the node - a missing vote is always safe - so a
@@ -91,6 +92,7 @@ typedef struct dlock__node {
     redisContext *ctx;         /* NULL when DOWN */
     dlock__node_state state;
     int auth_pending;          /* the next reply on the stream answers our AUTH */
+    uint32_t scripts_known;    /* bit per script id: run on this connection, so cached by the server */
     unsigned stale;            /* replies still owed to earlier rounds, discarded on arrival */
     int unwritten;             /* hiredis holds output the kernel has not taken yet */
     int64_t connect_started_ms; /* CONNECTING since */
@@ -107,7 +109,7 @@ typedef struct dlock__node {
     int runid_pending;         /* the next reply after AUTH's answers our INFO server */
     char run_id[48];           /* run_id of the server last reached here, "" unknown */
     int same_as;               /* nonzero: refused for good, it reaches node same_as-1's server */
-    char same_detail[DLOCK__DETAIL_LEN]; /* why, for the errors of every later call */
+    char same_detail[DLOCK_ERRSTR_LEN]; /* why, for the errors of every later call */
 } dlock__node;
 
 /* ---- per-node result of one round (rounds.c) ---- */
@@ -174,6 +176,7 @@ enum { DLOCK__HELD = 0, DLOCK__RELEASED = 1, DLOCK__LOST = 2 };
 struct dlock_client {
     pthread_mutex_t mu;               /* guards everything below unless marked */
     uint64_t id;                      /* immutable: unique per process, ties locks to their client */
+    pid_t pid;                        /* immutable: the process that made it (fork: see dlock__enter) */
     size_t n;                         /* immutable: number of nodes */
     size_t quorum;                    /* immutable: n/2 + 1 */
     dlock__node nodes[DLOCK_MAX_NODES];
@@ -214,6 +217,7 @@ struct dlock_client {
     int wd_started;
     int wd_stop;
     dlock_lock *renew_head;           /* registry of auto-renewed locks (singly linked) */
+    dlock_lock *held_head;            /* handles granted and not yet released (lock.c; mu) */
 };
 
 /* The resources of a multi lock beyond what struct dlock_lock keeps for
@@ -246,9 +250,26 @@ struct dlock_lock {
     int64_t renew_retry_ms;           /* when a failed renewal is tried again; 0 = not failing */
     int free_after_cb;                /* freed from inside its own on_lost: free when it returns */
     dlock_lock *reg_next;
+    /* The client's list of handles not yet released (dlock__held_*):
+     * held_in is that client while listed (atomic: dlock_lock_free reads
+     * it without a mutex), owner the thread the acquire ran on. */
+    _Atomic(dlock_client *) held_in;
+    dlock_lock *held_prev, *held_next;
+    pthread_t owner;
+    char lost_detail[DLOCK_ERRSTR_LEN]; /* why the watchdog found it lost ("" until then) */
 };
 
 /* The functions, each under the file that defines it. */
+
+/* ---- client.c ---- */
+/* The way into every public call on c: 0 with c->mu held and c->errstr
+ * cleared (a success leaves no earlier failure to read); -1 in a child of
+ * fork() (c->pid is another process), with why in c->errstr and the mutex
+ * NOT taken: the parent's threads may have held it at the fork, and the
+ * connections are the parent's. The caller answers DLOCK_ERR_ARG. */
+int dlock__enter(dlock_client *c, const char *op);
+/* Whether c was made by another process (we are a child of fork()). */
+int dlock__forked(const dlock_client *c);
 
 /* ---- error.c ---- */
 void dlock__errf(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -261,6 +282,9 @@ void dlock__sleep_ms(int64_t ms);
  * (try once) or not before the library was loaded. Else -1 with why in
  * errbuf ("<op>: ... use <op>_for ..."): DLOCK_ERR_ARG for the caller. */
 int dlock__deadline_check(int64_t deadline_ms, const char *op, char *errbuf);
+/* 0 when ttl_ms is 1..DLOCK_MAX_TTL_MS; else -1 with "<op>: ..." (the
+ * limit named) in errbuf: DLOCK_ERR_ARG for the caller. */
+int dlock__ttl_check(uint32_t ttl_ms, const char *op, char *errbuf);
 /* The deadline of a relative wait: INT64_MIN (try once) for wait_ms <= 0,
  * INT64_MAX when now + wait_ms would overflow. */
 int64_t dlock__deadline_after(int64_t wait_ms);
@@ -390,9 +414,6 @@ void dlock__sigpipe_restore(dlock__sigpipe_guard *g);
  * sentinel.c) alike: "AUTH [username] password" with c's credentials into
  * argv, its argc; 0 when c has no password (then no AUTH is sent). */
 int dlock__auth_argv(const dlock_client *c, const char *argv[3]);
-/* The answer to our AUTH says the server has no password at all: nothing
- * will be refused, so the connection is usable as it is. */
-int dlock__auth_not_needed(const redisReply *r);
 
 /* ---- sentinel.c: nodes found through Redis Sentinel ---- */
 /* Asks a's sentinels in order for the master's address and checks with
@@ -424,6 +445,16 @@ int dlock__sentinel_demoted(const dlock__addr *a, const redisReply *reply);
 void dlock__sentinel_want(dlock_client *c, dlock__node *node);
 
 /* ---- rounds.c ---- */
+/* The deadline of the public call running on this thread (INT64_MAX: none,
+ * as for the watchdog's rounds and dlock_client_new): no round of it lasts
+ * past that plus one command timeout, whatever the nodes do. Set by
+ * dlock__call_begin, restored by dlock__call_end (thread-local, so other
+ * threads' rounds on a shared client keep their own). */
+extern _Thread_local int64_t dlock__call_deadline_ms;
+/* deadline_ms as the call's bound (a try, deadline in the past: now);
+ * returns the previous value for dlock__call_end. */
+int64_t dlock__call_begin(int64_t deadline_ms);
+void dlock__call_end(int64_t previous);
 int dlock__round(dlock_client *c, uint32_t mask, uint32_t reach, int argc, const char **argv,
                  const size_t *argvlen, dlock__result *res, dlock__stop_fn stop, void *stop_arg);
 void dlock__send_only(dlock_client *c, uint32_t mask, int argc, const char **argv,
@@ -487,6 +518,18 @@ typedef struct dlock__grant {
  * the caller then hands its keys back. */
 dlock_err dlock__lock_grant(const dlock_client *c, const dlock__grant *g, char *errbuf,
                             dlock_lock **out);
+/* The handles a client has handed out and not yet released, and the
+ * thread that took each (client mutex held for all three). held_add lists
+ * a new handle for the calling thread; held_remove unlists one (a no-op
+ * when not listed); held_by_caller returns a handle of the calling thread
+ * that still holds one of names[0..n) with validity left, or NULL: libdlock
+ * locks are not reentrant, and waiting on yourself waits out the wait. */
+void dlock__held_add(dlock_client *c, dlock_lock *lock);
+void dlock__held_remove(dlock_client *c, dlock_lock *lock);
+const dlock_lock *dlock__held_by_caller(const dlock_client *c, const char *const *names,
+                                        size_t n, const char **which);
+/* Unlists every handle (dlock_client_free: handles outlive their client). */
+void dlock__held_clear(dlock_client *c);
 /* Frees the handle's memory (no unregistering, no waiting); NULL ok. */
 void dlock__lock_destroy(dlock_lock *lock);
 /* 0 when lock was acquired by c; else -1 with why in errbuf ("<op>: ..."). */

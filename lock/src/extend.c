@@ -95,9 +95,25 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
         dlock__errf(errbuf,
                     "extend \"%s\": validity used up: elapsed %lld ms + drift %lld ms >= ttl %u ms",
                     lock->resource, (long long)elapsed, (long long)drift, ttl_ms);
-    else
-        dlock__errf(errbuf, "extend \"%s\": our token was on only %zu/%zu nodes (quorum %zu)",
-                    lock->resource, ones, c->n, c->quorum);
+    else {
+        /* Which nodes answered "not our token" (another owner's key, or
+         * none): what an operator looks at next (dlockctl show). */
+        char gone[160] = "";
+        size_t used = 0;
+
+        for (size_t i = 0; i < c->n && used < sizeof(gone); i++) {
+            int m;
+
+            if (!(zeros_mask & (1u << i)))
+                continue;
+            m = snprintf(gone + used, sizeof(gone) - used, "%s%s", used ? ", " : "",
+                         c->nodes[i].addr.text);
+            used += m > 0 ? (size_t)m : 0;
+        }
+        dlock__errf(errbuf, "extend \"%s\": our token was on only %zu/%zu nodes (quorum %zu); "
+                    "not ours on %s", lock->resource, ones, c->n, c->quorum,
+                    gone[0] != '\0' ? gone : "(no node answered)");
+    }
     atomic_store(&lock->state, DLOCK__LOST);
     c->stats.lost++;
     rc = DLOCK_ERR_LOST;
@@ -133,9 +149,12 @@ dlock_err dlock_extend(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms)
 
     if (c == NULL)
         return DLOCK_ERR_ARG;
-    pthread_mutex_lock(&c->mu);
-    if (lock == NULL || ttl_ms == 0) {
-        dlock__errf(c->errstr, "extend: %s", lock == NULL ? "lock is NULL" : "ttl_ms is 0");
+    if (dlock__enter(c, "extend") != 0)
+        return DLOCK_ERR_ARG;
+    if (lock == NULL) {
+        dlock__errf(c->errstr, "extend: lock is NULL");
+        rc = DLOCK_ERR_ARG;
+    } else if (dlock__ttl_check(ttl_ms, "extend", c->errstr) != 0) {
         rc = DLOCK_ERR_ARG;
     } else if (dlock__check_owner(c, lock, "extend", c->errstr) != 0) {
         /* Another client's nodes and prefix are not where the lock lives;

@@ -26,7 +26,8 @@ dlock_err dlock_fence_raise(dlock_client *c, const char *resource, uint64_t at_l
 
     if (c == NULL)
         return DLOCK_ERR_ARG;
-    pthread_mutex_lock(&c->mu);
+    if (dlock__enter(c, "fence_raise") != 0)
+        return DLOCK_ERR_ARG;
     if (resource == NULL || resource[0] == '\0' || c->prefix_len + strlen(resource) > DLOCK_MAX_KEY_LEN ||
         dlock__fence_key(c, resource, fkey, sizeof(fkey)) != 0) {
         dlock__errf(c->errstr, "fence raise: resource is NULL, empty or longer than %d bytes with the prefix",

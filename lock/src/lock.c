@@ -41,6 +41,7 @@ dlock_err dlock__lock_grant(const dlock_client *c, const dlock__grant *g, char *
     atomic_init(&lock->state, DLOCK__HELD);
     atomic_init(&lock->renewals, 0);
     atomic_init(&lock->reg_client, NULL);
+    atomic_init(&lock->held_in, NULL);
     *out = lock;
     return DLOCK_OK;
 }
@@ -131,4 +132,73 @@ int dlock_is_held(const dlock_lock *lock)
 uint32_t dlock_lock_renewals(const dlock_lock *lock)
 {
     return lock != NULL ? atomic_load(&lock->renewals) : 0;
+}
+
+void dlock__held_add(dlock_client *c, dlock_lock *lock)
+{
+    lock->owner = pthread_self();
+    lock->held_prev = NULL;
+    lock->held_next = c->held_head;
+    if (c->held_head != NULL)
+        c->held_head->held_prev = lock;
+    c->held_head = lock;
+    atomic_store(&lock->held_in, c);
+}
+
+void dlock__held_remove(dlock_client *c, dlock_lock *lock)
+{
+    if (atomic_load(&lock->held_in) != c)
+        return;
+    if (lock->held_prev != NULL)
+        lock->held_prev->held_next = lock->held_next;
+    else
+        c->held_head = lock->held_next;
+    if (lock->held_next != NULL)
+        lock->held_next->held_prev = lock->held_prev;
+    lock->held_prev = lock->held_next = NULL;
+    atomic_store(&lock->held_in, NULL);
+}
+
+/* Whether lock covers name: its resource, or one of a multi lock's. */
+static const char *covers(const dlock_lock *lock, const char *name)
+{
+    if (lock->multi == NULL)
+        return strcmp(lock->resource, name) == 0 ? lock->resource : NULL;
+    for (size_t i = 0; i < lock->multi->n; i++)
+        if (strcmp(lock->multi->names[i], name) == 0)
+            return lock->multi->names[i];
+    return NULL;
+}
+
+const dlock_lock *dlock__held_by_caller(const dlock_client *c, const char *const *names,
+                                        size_t n, const char **which)
+{
+    int64_t now = dlock_now_ms();
+
+    for (const dlock_lock *l = c->held_head; l != NULL; l = l->held_next) {
+        /* Another thread sharing the client waits for it as for anyone;
+         * a lock that ran out or was lost no longer holds the key. */
+        if (!pthread_equal(l->owner, pthread_self()) || l->release_sent ||
+            atomic_load(&l->state) != DLOCK__HELD || atomic_load(&l->valid_until_ms) <= now)
+            continue;
+        for (size_t i = 0; i < n; i++)
+            if ((*which = covers(l, names[i])) != NULL)
+                return l;
+    }
+    return NULL;
+}
+
+void dlock__held_clear(dlock_client *c)
+{
+    while (c->held_head != NULL)
+        dlock__held_remove(c, c->held_head);
+}
+
+const char *dlock_lock_lost_detail(const dlock_lock *lock, char *buf, size_t len)
+{
+    if (buf == NULL || len == 0)
+        return "";
+    snprintf(buf, len, "%s", lock != NULL && atomic_load(&lock->state) == DLOCK__LOST
+                                 ? lock->lost_detail : "");
+    return buf;
 }

@@ -240,8 +240,7 @@ static int check_args(dlock_client *c, const char *const *names, size_t n, uint3
                     : n == 0 ? "n is 0" : "n is larger than DLOCK_MAX_MULTI (64)");
         return -1;
     }
-    if (ttl_ms == 0) {
-        dlock__errf(c->errstr, "acquire_multi: ttl_ms is 0");
+    if (dlock__ttl_check(ttl_ms, "acquire_multi", c->errstr) != 0) {
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
@@ -275,16 +274,27 @@ dlock_err dlock_acquire_multi(dlock_client *c, const char *const *resources, siz
 {
     dlock_err rc = DLOCK_ERR_ARG;
     dlock__multi_keys *mk = NULL;
+    const dlock_lock *mine;
+    const char *which = NULL;
     unsigned attempt = 0;
+    int64_t outer;
 
     if (out != NULL)
         *out = NULL;
     if (c == NULL)
         return DLOCK_ERR_ARG;
-    pthread_mutex_lock(&c->mu);
+    if (dlock__enter(c, "acquire_multi") != 0)
+        return DLOCK_ERR_ARG;
     if (check_args(c, resources, n, ttl_ms, out) != 0 ||
         dlock__deadline_check(deadline_ms, "dlock_acquire_multi", c->errstr) != 0)
         goto out;
+    /* Not reentrant (acquire.c): a name this thread holds already. */
+    if ((mine = dlock__held_by_caller(c, resources, n, &which)) != NULL) {
+        dlock__errf(c->errstr, "acquire_multi: this thread already holds \"%s\" through this "
+                    "client (fence %llu); libdlock locks are not reentrant: release it first",
+                    which, (unsigned long long)mine->fence);
+        goto out;
+    }
     /* The names' lengths were checked above: NULL is out of memory. */
     mk = dlock__multi_keys_new(c, resources, n, NULL);
     if (mk == NULL) {
@@ -293,6 +303,7 @@ dlock_err dlock_acquire_multi(dlock_client *c, const char *const *resources, siz
         goto out;
     }
     /* Retry with backoff only, never the wake queue: dlock.h says why. */
+    outer = dlock__call_begin(deadline_ms);
     for (;;) {
         int64_t now;
 
@@ -310,7 +321,10 @@ dlock_err dlock_acquire_multi(dlock_client *c, const char *const *resources, siz
         dlock__backoff_sleep(c, attempt, now, deadline_ms);
         attempt++;
     }
-    if (dlock_err_is_unavailable(rc))
+    dlock__call_end(outer);
+    if (rc == DLOCK_OK)
+        dlock__held_add(c, *out);
+    else if (dlock_err_is_unavailable(rc))
         c->stats.errors++;
 out:
     free(mk);

@@ -17,7 +17,8 @@ dlock_err dlock_ping_nodes(dlock_client *c, uint32_t *up_mask)
     if (c == NULL)
         return DLOCK_ERR_ARG;
     memset(res, 0, sizeof(res));
-    pthread_mutex_lock(&c->mu);
+    if (dlock__enter(c, "ping") != 0)
+        return DLOCK_ERR_ARG;
     dlock__round(c, dlock__all_nodes(c), 0, 1, (const char **)argv, argvlen, res, NULL, NULL);
     for (size_t i = 0; i < c->n; i++) {
         if (res[i].status == DLOCK__R_REPLY && res[i].reply->type == REDIS_REPLY_STATUS)

@@ -136,7 +136,8 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
     if (c == NULL)
         return DLOCK_ERR_ARG;
     memset(res, 0, sizeof(res));
-    pthread_mutex_lock(&c->mu);
+    if (dlock__enter(c, "release") != 0)
+        return DLOCK_ERR_ARG;
     if (lock == NULL) {
         dlock__errf(c->errstr, "release: lock is NULL");
         goto out;
@@ -158,6 +159,7 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
      * free the key for the next owner, so a holder that kept going after a
      * failed release could overlap them. LOST below overrides RELEASED. */
     lock->release_sent = 1;
+    dlock__held_remove(c, lock);
     if (atomic_load(&lock->state) == DLOCK__HELD)
         atomic_store(&lock->state, DLOCK__RELEASED);
     all = dlock__all_nodes(c);

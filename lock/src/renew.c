@@ -42,9 +42,18 @@ void dlock_lock_free(dlock_lock *lock)
      * (without the mutex), so this finds the client and waits for the
      * callback to return: the holder that saw dlock_is_held() turn 0 and
      * frees at once must not free the lock under the callback's feet. */
-    c = atomic_load(&lock->reg_client);
+    /* The client that lists it (not yet released) or renews it; the same
+     * one when both. None in a child of fork(): the parent's mutex may
+     * have been copied locked, and the child's copy of the client never
+     * renews (dlock__enter). */
+    c = atomic_load(&lock->held_in);
+    if (c == NULL)
+        c = atomic_load(&lock->reg_client);
+    if (c != NULL && dlock__forked(c))
+        c = NULL;
     if (c != NULL) {
         pthread_mutex_lock(&c->mu);
+        dlock__held_remove(c, lock);
         if (c->wd_cb_lock == lock && c->wd_started &&
             pthread_equal(pthread_self(), c->wd_thread)) {
             /* Freed from inside its own callback: waiting would wait for
@@ -103,6 +112,9 @@ static void mark_lost(dlock_client *c, dlock_lock *lock, dlock_err why)
     dlock_lost_fn fn = lock->ropts.on_lost;
     void *user = lock->ropts.user;
 
+    /* Written before the state: whoever sees LOST (on_lost, dlock_is_held
+     * turning 0) reads the whole detail (dlock_lock_lost_detail). */
+    snprintf(lock->lost_detail, sizeof(lock->lost_detail), "%s", c->wd_errstr);
     atomic_store(&lock->state, DLOCK__LOST);
     if (fn != NULL) {
         c->wd_cb_lock = lock;
@@ -220,12 +232,17 @@ dlock_err dlock_auto_renew(dlock_client *c, dlock_lock *lock, const dlock_renew_
 
     if (c == NULL)
         return DLOCK_ERR_ARG;
-    pthread_mutex_lock(&c->mu);
+    if (dlock__enter(c, "auto_renew") != 0)
+        return DLOCK_ERR_ARG;
     if (lock == NULL) {
         dlock__errf(c->errstr, "auto_renew: lock is NULL");
         goto out;
     }
     if (dlock__check_owner(c, lock, "auto_renew", c->errstr) != 0)
+        goto out;
+    /* ropts->ttl_ms 0 means the acquire's TTL, checked then. */
+    if (ropts != NULL && ropts->ttl_ms != 0 &&
+        dlock__ttl_check(ropts->ttl_ms, "auto_renew", c->errstr) != 0)
         goto out;
     owner = atomic_load(&lock->reg_client);
     if (atomic_load(&lock->state) != DLOCK__HELD) {

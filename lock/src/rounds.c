@@ -8,6 +8,21 @@
 #include <poll.h>
 #include <string.h>
 
+_Thread_local int64_t dlock__call_deadline_ms = INT64_MAX;
+
+int64_t dlock__call_begin(int64_t deadline_ms)
+{
+    int64_t previous = dlock__call_deadline_ms, now = dlock_now_ms();
+
+    dlock__call_deadline_ms = deadline_ms > now ? deadline_ms : now;
+    return previous;
+}
+
+void dlock__call_end(int64_t previous)
+{
+    dlock__call_deadline_ms = previous;
+}
+
 /* A node in a round, by what the round owes it. */
 typedef enum slot_role {
     SLOT_OUT = 0,  /* not in this round (its own I/O is still served, never waited for) */
@@ -24,6 +39,7 @@ typedef struct round_slot {
     dlock__result *res; /* the caller's entry for this node */
     slot_role role;
     int waiting;        /* the command went out (or is queued behind a connect): its answer is due */
+    int deferred;       /* held back until the connection's AUTH is answered (queue_command) */
 } round_slot;
 
 /* A round in progress: a slot per node of the client, and the clock. */
@@ -76,9 +92,14 @@ static uint32_t round_open(dlock_client *c, uint32_t mask, dlock__result *res,
 /* Queues the command on node (connecting it first when it has no
  * connection: the command waits in the buffer until the connect is done)
  * and writes what the kernel takes at once. 0 when queued; -1 when the node
- * could not be reached (r says why). */
+ * could not be reached (r says why). With deferred non-NULL, a connection
+ * whose AUTH is not answered yet gets only that AUTH written, and
+ * *deferred = 1: the round sends the command once the AUTH is accepted
+ * (read_node). A command pipelined behind a refused AUTH would run as the
+ * server's default user, a silent change of identity when that user has
+ * no password. Costs one round trip per new connection, none after. */
 static int queue_command(dlock_client *c, dlock__node *node, dlock__result *r, int argc,
-                         const char **argv, const size_t *argvlen)
+                         const char **argv, const size_t *argvlen, int *deferred)
 {
     char ebuf[DLOCK__DETAIL_LEN];
 
@@ -87,7 +108,11 @@ static int queue_command(dlock_client *c, dlock__node *node, dlock__result *r, i
         if (node->state == DLOCK__DOWN)
             return -1;
     }
-    if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK) {
+    if (deferred != NULL && (node->auth_pending || node->auth_failed)) {
+        *deferred = 1;
+        argc = 0; /* nothing appended: AUTH (and INFO) go out alone */
+    }
+    if (argc > 0 && redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK) {
         dlock__detailf(r->detail, "out of memory queueing the command");
         r->status = DLOCK__R_IOERR;
         dlock__node_close(node);
@@ -107,10 +132,35 @@ static int queue_command(dlock_client *c, dlock__node *node, dlock__result *r, i
     return 0;
 }
 
+/* The AUTH a deferred command waited for is answered: refused, the node
+ * fails this round with the server's words and the connection is closed
+ * (the next call authenticates afresh); accepted, the command goes out. */
+static void send_deferred(round_run *rr, round_slot *s)
+{
+    dlock__node *node = s->node;
+
+    s->deferred = 0;
+    if (node->auth_failed) {
+        dlock__detailf(s->res->detail, "%s", node->auth_detail);
+        s->res->status = DLOCK__R_AUTH;
+        s->waiting = 0;
+        dlock__node_close(node);
+        return;
+    }
+    if (queue_command(rr->c, node, s->res, rr->argc, rr->argv, rr->argvlen, NULL) != 0)
+        s->waiting = 0;
+}
+
 static void send_slot(round_run *rr, round_slot *s)
 {
-    if (queue_command(rr->c, s->node, s->res, rr->argc, rr->argv, rr->argvlen) == 0)
-        s->waiting = 1;
+    s->deferred = 0;
+    if (queue_command(rr->c, s->node, s->res, rr->argc, rr->argv, rr->argvlen, &s->deferred) != 0)
+        return;
+    s->waiting = 1;
+    /* Its AUTH was answered already (read while serving the connection
+     * between rounds): decided now. */
+    if (s->deferred && !s->node->auth_pending)
+        send_deferred(rr, s);
 }
 
 /* Which nodes of mask the round asks. A node whose breaker is open is
@@ -158,8 +208,9 @@ static void choose_roles(round_run *rr, uint32_t mask, uint32_t reach)
  * order: our AUTH answer first, then replies owed to earlier rounds (those
  * two are conn.c's business: dlock__conn_next_reply), then this round's
  * answer. */
-static void read_node(round_slot *s, dlock_client *c)
+static void read_node(round_run *rr, round_slot *s)
 {
+    dlock_client *c = rr->c;
     dlock__node *node = s->node;
     dlock__result *r = s->res;
 
@@ -185,9 +236,12 @@ static void read_node(round_slot *s, dlock_client *c)
             io_fail(s, c, "protocol error: ", node->ctx->errstr);
             return;
         }
-        if (reply == NULL)
+        if (reply == NULL) {
+            if (s->deferred && !node->auth_pending)
+                send_deferred(rr, s);
             return;
-        if (!s->waiting) {
+        }
+        if (!s->waiting || s->deferred) {
             freeReplyObject(reply);
             io_fail(s, c, "unsolicited reply (stream out of step)", "");
             return;
@@ -235,7 +289,7 @@ static void serve(round_run *rr, round_slot *s, short revents)
         return;
     }
     if (revents & (POLLIN | POLLERR | POLLHUP))
-        read_node(s, rr->c);
+        read_node(rr, s);
 }
 
 /* Asks stop() whether the outcome is decided and, the first time it is,
@@ -513,6 +567,12 @@ int dlock__round(dlock_client *c, uint32_t mask, uint32_t reach, int argc, const
     /* A node the round needs that is still connecting gets its connect
      * time on top of the command time, as a blocking connect would. */
     rr.deadline = rr.start + c->command_timeout_ms + (connecting ? c->connect_timeout_ms : 0);
+    /* Never past the calling thread's deadline plus one command timeout
+     * (dlock__call_deadline_ms): a hanging connect or a round after the
+     * deadline must not stretch the call. */
+    if (dlock__call_deadline_ms != INT64_MAX &&
+        rr.deadline > dlock__call_deadline_ms + c->command_timeout_ms)
+        rr.deadline = dlock__call_deadline_ms + c->command_timeout_ms;
     collect(&rr);
     finish(&rr);
     dlock__sigpipe_restore(&guard);
@@ -538,7 +598,7 @@ void dlock__send_only(dlock_client *c, uint32_t mask, int argc, const char **arg
 
         if (!(mask & (1u << i)) || (node->state == DLOCK__DOWN && node->breaker.open))
             continue;
-        if (queue_command(c, node, &res[i], argc, argv, argvlen) != 0)
+        if (queue_command(c, node, &res[i], argc, argv, argvlen, NULL) != 0)
             continue;
         if (dlock__conn_owe(node) && !node->breaker.open)
             dlock__breaker_trip(c, node, DLOCK_ERR_TIMEOUT, "too many replies behind");

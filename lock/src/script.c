@@ -166,13 +166,29 @@ void dlock__script_round(dlock_client *c, uint32_t mask, uint32_t reach, dlock__
     uint32_t again = 0;
     int argc, stopped;
 
+    int by_sha = 1;
+
     note_ttl(c, id, args, nargs);
-    argc = build_argv(c, id, 1, keys, nkeys, args, nargs, numkeys, argv, argvlen);
+    /* On a connection that has not run this script yet, send the body
+     * (EVAL caches it): a fresh server answers EVALSHA with NOSCRIPT, an
+     * answer that decides nothing, so the round would wait out a paused
+     * node and then need a second round, past the call's deadline. The
+     * body costs some bytes, once per script and connection. */
+    for (size_t i = 0; i < c->n; i++)
+        if ((mask & (1u << i)) && !(c->nodes[i].scripts_known & (1u << id)))
+            by_sha = 0;
+    argc = build_argv(c, id, by_sha, keys, nkeys, args, nargs, numkeys, argv, argvlen);
     stopped = dlock__round(c, mask, reach, argc, argv, argvlen, res, stop, stop_arg);
     for (size_t i = 0; i < c->n; i++) {
-        if ((mask & (1u << i)) && dlock__reply_is_error(&res[i], "NOSCRIPT")) {
+        if (!(mask & (1u << i)))
+            continue;
+        if (dlock__reply_is_error(&res[i], "NOSCRIPT")) {
+            /* Flushed while connected (SCRIPT FLUSH): EVAL below. */
+            c->nodes[i].scripts_known &= ~(1u << id);
             again |= 1u << i;
             c->stats.script_loads++;
+        } else if (res[i].status == DLOCK__R_REPLY) {
+            c->nodes[i].scripts_known |= 1u << id;
         }
     }
     if (again == 0)
@@ -186,6 +202,9 @@ void dlock__script_round(dlock_client *c, uint32_t mask, uint32_t reach, dlock__
         return;
     }
     dlock__round(c, again, 0, argc, argv, argvlen, res, stop, stop_arg);
+    for (size_t i = 0; i < c->n; i++)
+        if ((again & (1u << i)) && res[i].status == DLOCK__R_REPLY)
+            c->nodes[i].scripts_known |= 1u << id;
 }
 
 void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id,

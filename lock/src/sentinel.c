@@ -132,7 +132,7 @@ static int check_master(const dlock_client *c, const dlock__hostport *h, char *d
             redisFree(ctx);
             return -1;
         }
-        if (r->type == REDIS_REPLY_ERROR && r->str != NULL && !dlock__auth_not_needed(r)) {
+        if (r->type == REDIS_REPLY_ERROR && r->str != NULL) {
             dlock__detailf(detail, "master %s:%d: AUTH refused: %s", h->host, h->port, r->str);
             freeReplyObject(r);
             redisFree(ctx);

@@ -154,9 +154,9 @@ static int ensure(const dlock_client *c, dlock__waker *w, size_t i)
     }
     if (r == NULL)
         return -1;
-    /* As on the round connections (conn.c): a password the server does not
-     * have refuses nothing, so the waiter may block here all the same. */
-    if (r->type == REDIS_REPLY_ERROR && !dlock__auth_not_needed(r)) {
+    /* As on the round connections (conn.c): any refusal, never a wait as
+     * the server's default user; the caller backs off instead. */
+    if (r->type == REDIS_REPLY_ERROR) {
         freeReplyObject(r);
         waker_close(w, i);
         return -1;

@@ -65,10 +65,21 @@ static int locks_for_real(const char *addr)
            first != NULL ? (unsigned long long)dlock_lock_fence(first) : 0ULL);
     if (rc != DLOCK_OK)
         goto out;
-    rc = dlock_try_acquire(c, "install-test", 10000, &second);
-    printf("second try_acquire while held: %s\n", dlock_strerror(rc));
-    if (rc != DLOCK_ERR_TAKEN)
-        goto out;
+    /* A second client: the holding thread's own client would be told it
+     * holds the lock already (not reentrant). */
+    {
+        dlock_client *c2 = NULL;
+
+        if (dlock_client_new(&opts, &c2, err, sizeof(err)) != DLOCK_OK) {
+            printf("client_new (second) %s: %s\n", addr, err);
+            goto out;
+        }
+        rc = dlock_try_acquire(c2, "install-test", 10000, &second);
+        printf("second client's try_acquire while held: %s\n", dlock_strerror(rc));
+        dlock_client_free(c2);
+        if (rc != DLOCK_ERR_TAKEN)
+            goto out;
+    }
     rc = dlock_release(c, first);
     printf("release: %s\n", dlock_strerror(rc));
     if (rc != DLOCK_OK)

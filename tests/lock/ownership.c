@@ -196,7 +196,18 @@ Test(lock_ownership, stats_count_exactly, .timeout = 10)
     cr_assert_not_null(c);
     cr_assert_eq(dlock_try_acquire(c, "st", 5000, &l), DLOCK_OK);
     cr_assert_eq(dlock_try_acquire(cb, "st", 5000, &x), DLOCK_ERR_TAKEN);
-    cr_assert_eq(dlock_try_acquire(c, "st", 5000, &x), DLOCK_ERR_TAKEN);
+    /* The holder's own thread asking again: refused at once, before any
+     * attempt (not reentrant; dlock.h), so no attempt is counted. */
+    cr_assert_eq(dlock_try_acquire(c, "st", 5000, &x), DLOCK_ERR_ARG);
+    /* Held by another client: one attempt, taken. */
+    cr_assert_eq(dlock_try_acquire(cb, "st-b", 5000, &x), DLOCK_OK);
+    {
+        dlock_lock *y = NULL;
+
+        cr_assert_eq(dlock_try_acquire(c, "st-b", 5000, &y), DLOCK_ERR_TAKEN);
+    }
+    cr_assert_eq(dlock_release(cb, x), DLOCK_OK);
+    dlock_lock_free(x);
     cr_assert_eq(dlock_extend(c, l, 5000), DLOCK_OK);
     cr_assert_eq(dlock_release(c, l), DLOCK_OK);
     dlock_client_stats(c, &s);
