@@ -124,7 +124,9 @@ static int refuse_same_servers(dlock_client *c, char *why, size_t whylen)
     for (size_t i = 0; i < c->n; i++)
         if (c->nodes[i].state == DLOCK__UP)
             up |= 1u << i;
-    if (c->n < 2 || dlock__popcount(up) < 2)
+    /* Also for one node: its INFO tells a Redis Cluster node, refused here
+     * rather than by CROSSSLOT at the first call. */
+    if (up == 0)
         return 0;
     memset(res, 0, sizeof(res));
     dlock__round(c, up, 0, 1, (const char **)ping, ping_len, res, NULL, NULL);

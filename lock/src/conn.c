@@ -61,8 +61,9 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
 {
     const char *argv[3];
     size_t argvlen[3];
-    static const char *const info_argv[2] = {"INFO", "server"};
-    static const size_t info_len[2] = {4, 6};
+    /* INFO's default sections: server (run_id) and cluster (cluster_enabled). */
+    static const char *const info_argv[1] = {"INFO"};
+    static const size_t info_len[1] = {4};
     int argc;
 
     if (node->same_as != 0) {
@@ -133,7 +134,7 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
      * this address reaches, and two addresses that reach one server (two
      * sentinel names, a sentinel name and a plain address, two host names)
      * must not count twice toward the quorum (dlock__conn_next_reply). */
-    if (redisAppendCommandArgv(node->ctx, 2, (const char **)info_argv, info_len) != REDIS_OK) {
+    if (redisAppendCommandArgv(node->ctx, 1, (const char **)info_argv, info_len) != REDIS_OK) {
         fail_node(c, node, r, "out of memory queueing INFO", "");
         return;
     }
@@ -513,6 +514,19 @@ int dlock__conn_next_reply(dlock_client *c, dlock__node *node, redisReply **out)
         if (node->runid_pending) {
             node->runid_pending = 0;
             run_id_of(reply, node->run_id);
+            /* A Redis Cluster node would answer CROSSSLOT to the first
+             * script over a lock key and its fence key: refused for good
+             * now, saying why. */
+            if ((reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_STATUS) &&
+                reply->str != NULL && strstr(reply->str, "cluster_enabled:1") != NULL) {
+                freeReplyObject(reply);
+                node->same_as = -1;
+                dlock__errf(node->same_detail,
+                            "%s is a Redis Cluster node (cluster_enabled:1): libdlock needs "
+                            "independent masters, not a cluster; give the addresses of "
+                            "masters outside cluster mode", node->addr.text);
+                return DLOCK__CONN_SAME_SERVER;
+            }
             freeReplyObject(reply);
             if (node->run_id[0] != '\0' && same_server(c, node))
                 return DLOCK__CONN_SAME_SERVER;

@@ -108,7 +108,8 @@ typedef struct dlock__node {
     /* the server behind the address (conn.c): one server, one vote */
     int runid_pending;         /* the next reply after AUTH's answers our INFO server */
     char run_id[48];           /* run_id of the server last reached here, "" unknown */
-    int same_as;               /* nonzero: refused for good, it reaches node same_as-1's server */
+    int same_as;               /* nonzero: refused for good (same_detail says why): it reaches
+                                  node same_as-1's server, or -1: a Redis Cluster node */
     char same_detail[DLOCK_ERRSTR_LEN]; /* why, for the errors of every later call */
 } dlock__node;
 
@@ -481,15 +482,13 @@ void dlock__backoff_sleep(dlock_client *c, unsigned attempt, int64_t now, int64_
 dlock__waker *dlock__waker_take(dlock_client *c);
 void dlock__waker_put(dlock_client *c, dlock__waker *w);
 void dlock__wakers_free(dlock_client *c);
-int dlock__wake_pop(const dlock_client *c, dlock__waker *w, const char *list, int64_t block_ms,
-                    char *msg, size_t msglen);
 
-/* Every BLPOP an earlier user of w left pending, settled (rqueue.c, when
- * it takes a waker). */
+/* Every BLPOP an earlier user of w left pending, settled (queue.c and
+ * rqueue.c, when they take a waker). */
 void dlock__waker_settle(dlock__waker *w);
-/* Redlock's hand-off (rqueue.c): BLPOP list on every node of mask at once
- * (a node already waiting keeps its BLPOP), for at most block_ms; no
- * client mutex held. Returns the mask of nodes whose BLPOP popped a
+/* The hand-off wait (queue.c on node 0, rqueue.c on every node of mask):
+ * BLPOP list on the nodes of mask at once (a node already waiting keeps
+ * its BLPOP), for at most block_ms by our clock; no client mutex held. Returns the mask of nodes whose BLPOP popped a
  * message (msgs[i], "<fence>"), 0 when none came in time. */
 #define DLOCK__RQ_MSG_LEN 48
 uint32_t dlock__wake_pop_any(const dlock_client *c, dlock__waker *w, uint32_t mask,

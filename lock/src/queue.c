@@ -15,9 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* "<fence>" as pass.lua pushes it (older releasers add ":<ms listed>",
- * which is ignored: see wait_handoff). */
-#define QUEUE_MSG_LEN 48
 /* A deadline far away (INT64_MAX: wait for ever) must not become a PEXPIRE
  * or BLPOP timeout Redis refuses: a listing lasts at most a day (a waiter
  * still waiting then loses its place, not its wait), a BLPOP an hour. */
@@ -158,25 +155,38 @@ static int wait_handoff(queue_run *q, int64_t pttl, dlock_err *rc, dlock_lock **
     dlock_client *c = q->c;
     dlock__waker *w = dlock__waker_take(c);
     int64_t block_ms = q->deadline_ms - dlock_now_ms();
-    char msg[QUEUE_MSG_LEN];
+    char msgs[DLOCK_MAX_NODES][DLOCK__RQ_MSG_LEN];
+    const char *msg = msgs[0];
     unsigned long long fence;
     int64_t valid_until;
     int woke = -1;
 
     /* Never past the holder's key: if it dies without releasing, no
      * hand-off comes, and its expiry is our cue to try again. */
-    if (pttl > 0 && pttl < block_ms)
-        block_ms = pttl;
+    /* A PTTL of 0 is a key in its last millisecond (a script sees time
+     * frozen at its start, so its SET NX still failed): wait 1 ms, not
+     * until the deadline. -1, a key without expiry, bounds nothing. */
+    if (pttl >= 0 && pttl < block_ms)
+        block_ms = pttl > 0 ? pttl : 1;
     if (block_ms > QUEUE_MAX_BLOCK_MS)
         block_ms = QUEUE_MAX_BLOCK_MS;
     if (w != NULL) {
         dlock__sigpipe_guard g;
+        uint32_t got;
 
+        /* A BLPOP an earlier wait left pending is not ours to read. */
+        dlock__waker_settle(w);
         pthread_mutex_unlock(&c->mu);
         dlock__sigpipe_block(&g);
-        woke = dlock__wake_pop(c, w, q->list, block_ms, msg, sizeof(msg));
+        /* Ends at block_ms by our clock, whenever Redis sends its nil (its
+         * timer fires up to 1000/hz ms late): the BLPOP stays pending and
+         * the next taker settles it. The same wait as Redlock's, on node 0. */
+        got = dlock__wake_pop_any(c, w, 1, q->list, block_ms, msgs);
         dlock__sigpipe_restore(&g);
         pthread_mutex_lock(&c->mu);
+        /* No connection to block on (the connect failed): no wait at all,
+         * the caller backs off rather than spin. */
+        woke = got != 0 ? 1 : w->ctx[0] != NULL ? 0 : -1;
     }
     dlock__waker_put(c, w);
     if (woke != 1)

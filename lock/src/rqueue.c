@@ -270,7 +270,7 @@ static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *arg
     dlock_err rc = DLOCK_ERR_TAKEN;
 
     memset(res, 0, sizeof(res));
-    *pttl = 0;
+    *pttl = -1; /* no holder's key seen: no bound (0 is a key in its last ms) */
     dlock__script_round(c, dlock__all_nodes(c), reach, id, q->keys, 4, args, nargs, res,
                         answered_quorum, &c->quorum);
     for (size_t i = 0; i < c->n; i++) {
@@ -550,8 +550,9 @@ static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resourc
         int64_t wait_end = deadline_ms;
         int waited = 0, recheck = 0;
 
-        if (pttl > 0 && now + pttl < wait_end)
-            wait_end = now + pttl;
+        /* 0: the key's last millisecond (queue.c): 1 ms. */
+        if (pttl >= 0 && now + (pttl > 0 ? pttl : 1) < wait_end)
+            wait_end = now + (pttl > 0 ? pttl : 1);
         while ((now = dlock_now_ms()) < wait_end) {
             block = wait_end - now;
             if (q->recheck || (owned_now(q) != 0 &&

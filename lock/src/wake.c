@@ -165,44 +165,6 @@ static int ensure(const dlock_client *c, dlock__waker *w, size_t i)
     return 0;
 }
 
-/* One node, direct hand-off (queue.c): blocks on node 0 in BLPOP of the
- * waiter's own list for at most block_ms; no client mutex held. Returns 1
- * with the pushed "<fence>:<ms listed>" in msg, 0 the wait timed out, -1
- * the connection failed (closed; reopened next time) or the reply was not
- * ours to read. */
-int dlock__wake_pop(const dlock_client *c, dlock__waker *w, const char *list, int64_t block_ms,
-                    char *msg, size_t msglen)
-{
-    char secs[32];
-    const char *argv[3] = {"BLPOP", list, secs};
-    redisReply *r;
-    int rc = -1;
-
-    msg[0] = '\0';
-    if (block_ms < 1)
-        block_ms = 1;
-    if (ensure(c, w, 0) != 0)
-        return -1;
-    snprintf(secs, sizeof(secs), "%lld.%03lld", (long long)(block_ms / 1000),
-             (long long)(block_ms % 1000));
-    r = call(w, 0, block_ms + c->command_timeout_ms, 3, argv);
-    if (r == NULL)
-        return -1;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len < msglen) {
-        memcpy(msg, r->element[1]->str, r->element[1]->len);
-        msg[r->element[1]->len] = '\0';
-        rc = 1;
-    } else if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0)) {
-        rc = 0;
-    }
-    /* Blocked on a master that was demoted since: ask the sentinels next time. */
-    if (dlock__sentinel_demoted(&c->nodes[0].addr, r))
-        waker_close(w, 0);
-    freeReplyObject(r);
-    return rc;
-}
-
 /* Sends BLPOP list on node i's blocking connection without reading the
  * answer; 0 when it went out whole. */
 static int pop_send(const dlock_client *c, dlock__waker *w, size_t i, const char *list,

@@ -463,3 +463,24 @@ Test(lock_adoption, on_lost_can_read_which_node_and_what_it_said, .timeout = 20)
     dlock_lock_free(l);
     dlock_client_free(c);
 }
+
+Test(lock_adoption, a_redis_cluster_node_is_refused_at_client_new, .timeout = 20)
+{
+    redis_proc cl;
+    char url[96], err[DLOCK_ERRSTR_LEN] = "";
+    const char *addrs[1] = {url};
+    dlock_client *c = NULL;
+    dlock_err rc;
+
+    memset(&cl, 0, sizeof cl);
+    cl.cluster = 1;
+    cr_assert_eq(redis_start(&cl), 0);
+    snprintf(url, sizeof url, "redis://%s", cl.addr);
+    /* Not CROSSSLOT at the first call: refused when the client is made,
+     * saying what to use instead. */
+    rc = client_at(addrs, 1, &c, err, sizeof err);
+    redis_stop(&cl);
+    cr_assert_eq(rc, DLOCK_ERR_ARG, "accepted a cluster node");
+    cr_assert(strstr(err, "Redis Cluster") != NULL && strstr(err, "independent masters") != NULL,
+              "%s", err);
+}

@@ -33,7 +33,8 @@ Test(lock_deadline, gives_up_at_deadline, .timeout = 10)
         int wait_ms = k % 2 == 0 ? 100 : 300;
         dlock_client *who = k < 2 ? waiter : poller;
         int64_t t0 = dlock_now_ms();
-        cr_assert_eq(dlock_acquire(who, "dl", 1000, t0 + wait_ms, &w), DLOCK_ERR_TAKEN);
+        dlock_err rc = dlock_acquire(who, "dl", 1000, t0 + wait_ms, &w);
+        cr_assert_eq(rc, DLOCK_ERR_TAKEN, "round %d: got %s: %s", k, dlock_strerror(rc), TC_ERR(who));
         int64_t el = dlock_now_ms() - t0;
         cr_assert_null(w);
         cr_assert_geq(el, wait_ms - 5, "gave up early after %lld ms", (long long)el);

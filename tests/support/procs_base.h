@@ -43,6 +43,7 @@ typedef struct redis_proc {
     char password[64];  /* requirepass when not empty */
     int replicaof_port; /* nonzero: start as a replica of 127.0.0.1:<port> (--replicaof) */
     int clock_shift;    /* nonzero: preload the wall-clock step shim (redis_clock_step) */
+    int cluster;        /* nonzero: --cluster-enabled yes (a Redis Cluster node, no slots) */
     char addr[64];      /* "127.0.0.1:<port>" */
 } redis_proc;
 

@@ -403,6 +403,10 @@ static pid_t redis_spawn(const redis_proc *r)
         argv[n++] = "--requirepass";
         argv[n++] = r->password;
     }
+    if (r->cluster) {
+        argv[n++] = "--cluster-enabled";
+        argv[n++] = "yes";
+    }
     if (r->replicaof_port > 0) {
         snprintf(master_port, sizeof master_port, "%d", r->replicaof_port);
         argv[n++] = "--replicaof";
