@@ -155,28 +155,11 @@ Test(lock_adoption, missing_password_says_noauth, .timeout = 20)
 
 /* ---- 2. waits end by their deadline ---- */
 
-/* A listening socket nobody accepts on: handshakes complete into its
- * backlog and nothing ever answers; once the backlog is full, connects
- * hang. fill: connect that many sockets first (kept in held[]). */
 static int tarpit(int *port, int fill, int *held)
 {
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = tc_tarpit(port, fill, held);
 
-    cr_assert_geq(fd, 0);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(listen(fd, 1), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    *port = ntohs(a.sin_port);
-    for (int i = 0; i < fill; i++) {
-        held[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-        cr_assert_geq(held[i], 0);
-        (void)connect(held[i], (struct sockaddr *)&a, sizeof a);
-    }
+    cr_assert_geq(fd, 0, "no listening socket");
     return fd;
 }
 

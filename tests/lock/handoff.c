@@ -55,25 +55,13 @@ static dlock_client *client(int command_timeout_ms, const char *password)
     return c;
 }
 
-static long long waiters_listed(const char *res)
-{
-    char key[TC_KEY_LEN + 16], out[64];
-    const char *argv[] = {"ZCARD", key};
-
-    snprintf(key, sizeof key, "%s%s", DLOCK_WAITERS_NS, res);
-    tc_cmd(&node, out, sizeof out, 2, argv);
-    return strtoll(out, NULL, 10);
-}
-
 /* Bounded wait until `want` waiters are listed on res. */
 static void wait_listed(const char *res, long long want)
 {
-    int64_t end = test_now_ms() + 15000;
-    long long n = -1;
+    long long got = -1;
 
-    while (test_now_ms() < end && (n = waiters_listed(res)) != want)
-        test_sleep_ms(5);
-    cr_assert_eq(n, want, "%lld waiters listed on %s, expected %lld", n, res, want);
+    cr_assert_eq(tc_wait_listed(&node, 1, res, want, 15000, &got), -1,
+                 "%lld waiters listed on %s, expected %lld", got, res, want);
 }
 
 /* What a holder saw at the instant it was handed the lock: its handle's

@@ -75,27 +75,12 @@ static void cmd(const redis_proc *r, int argc, const char *const *argv)
     cr_assert(strcmp(out, "OK") == 0 || strcmp(out, "1") == 0, "%s %s: %s", argv[0], argv[1], out);
 }
 
-static long long listed_on(const redis_proc *r, const char *res)
-{
-    char key[TC_KEY_LEN + 16], out[64];
-    const char *argv[] = {"ZCARD", key};
-
-    snprintf(key, sizeof key, "%s%s", DLOCK_WAITERS_NS, res);
-    tc_cmd(r, out, sizeof out, 2, argv);
-    return strtoll(out, NULL, 10);
-}
-
 static void wait_listed(size_t n, const char *res, long long want)
 {
-    int64_t end = test_now_ms() + 10000;
+    long long got = -1;
+    int at = tc_wait_listed(nodes, n, res, want, 10000, &got);
 
-    for (size_t i = 0; i < n; i++) {
-        long long got = -1;
-
-        while (test_now_ms() < end && (got = listed_on(&nodes[i], res)) != want)
-            test_sleep_ms(5);
-        cr_assert_eq(got, want, "%lld waiters listed on node %zu, expected %lld", got, i, want);
-    }
+    cr_assert_eq(at, -1, "%lld waiters listed on node %d, expected %lld", got, at, want);
 }
 
 /* ---- a grant whose fence sync is held back past the TTL ---- */

@@ -1,12 +1,15 @@
 /* lock_common.c - helpers shared by the libdlock suites (see lock_common.h). */
 #include "lock_common.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -324,4 +327,56 @@ int tc_read_all(int fd, void *buf, size_t n, int64_t timeout_ms)
         n -= (size_t)r;
     }
     return 0;
+}
+
+long long tc_listed_on(const redis_proc *r, const char *res)
+{
+    char key[TC_KEY_LEN + 16], out[64];
+    const char *argv[] = {"ZCARD", key};
+
+    snprintf(key, sizeof key, "%s%s", DLOCK_WAITERS_NS, res);
+    tc_cmd(r, out, sizeof out, 2, argv);
+    return out[0] != '\0' ? strtoll(out, NULL, 10) : -1;
+}
+
+int tc_wait_listed(const redis_proc *rs, size_t n, const char *res, long long want,
+                   int64_t timeout_ms, long long *seen)
+{
+    int64_t end = test_now_ms() + timeout_ms;
+
+    for (size_t i = 0; i < n; i++) {
+        long long got = -1;
+
+        while (test_now_ms() < end && (got = tc_listed_on(&rs[i], res)) != want)
+            test_sleep_ms(5);
+        *seen = got;
+        if (got != want)
+            return (int)i;
+    }
+    return -1;
+}
+
+int tc_tarpit(int *port, int fill, int *held)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 2) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    for (int i = 0; i < fill; i++) {
+        held[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (held[i] >= 0)
+            (void)connect(held[i], (struct sockaddr *)&a, sizeof a);
+    }
+    return fd;
 }

@@ -106,6 +106,21 @@ int tc_wait_holding(const redis_proc *rs, size_t n, const char *res, int expect,
 int tc_wait_exists(const redis_proc *r, const char *res, int expect, int64_t timeout_ms);
 #define TC_SETTLE_MS 300
 
+/* The wake queue: how many waiters are listed on res on node r (ZCARD of
+ * its waiters set; -1 when the node did not answer), and a bounded wait
+ * (timeout_ms) until each of rs[0..n) lists `want`: the index of the first
+ * node that did not, or -1 when all did; *seen gets that node's count. */
+long long tc_listed_on(const redis_proc *r, const char *res);
+int tc_wait_listed(const redis_proc *rs, size_t n, const char *res, long long want,
+                   int64_t timeout_ms, long long *seen);
+
+/* A loopback socket that listens and never accepts: handshakes complete
+ * into its backlog and nothing ever answers (a paused or
+ * tarpitted node; a backlog of 2); fill: connect that many sockets first (kept in held[],
+ * closed by the caller), after which a connect hangs. The listening fd, or
+ * -1; *port gets its port. */
+int tc_tarpit(int *port, int fill, int *held);
+
 /* Records on_lost calls; thread-safe (the watchdog calls it). */
 typedef struct tc_lost {
     pthread_mutex_t mu;

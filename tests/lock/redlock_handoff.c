@@ -54,28 +54,13 @@ static dlock_client *client(int command_timeout_ms)
     return c;
 }
 
-static long long listed_on(const redis_proc *r, const char *res)
-{
-    char key[TC_KEY_LEN + 16], out[64];
-    const char *argv[] = {"ZCARD", key};
-
-    snprintf(key, sizeof key, "%s%s", DLOCK_WAITERS_NS, res);
-    tc_cmd(r, out, sizeof out, 2, argv);
-    return strtoll(out, NULL, 10);
-}
-
 /* Bounded wait until `want` waiters are listed on every node. */
 static void wait_listed(const char *res, long long want)
 {
-    int64_t end = test_now_ms() + 15000;
+    long long got = -1;
+    int at = tc_wait_listed(nodes, NODES, res, want, 15000, &got);
 
-    for (size_t i = 0; i < NODES; i++) {
-        long long n = -1;
-
-        while (test_now_ms() < end && (n = listed_on(&nodes[i], res)) != want)
-            test_sleep_ms(5);
-        cr_assert_eq(n, want, "%lld waiters listed on node %zu, expected %lld", n, i, want);
-    }
+    cr_assert_eq(at, -1, "%lld waiters listed on node %d, expected %lld", got, at, want);
 }
 
 /* Swaps the scores of the first two waiters on node r: that node's queue

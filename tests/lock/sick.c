@@ -160,22 +160,11 @@ Test(lock_sick, one_of_three_paused, .timeout = 60)
     dlock_client_free(c);
 }
 
-/* A listening socket nobody accepts on: the kernel completes handshakes
- * into its small queue, so a connect "succeeds", and nothing ever answers.
- * Once the queue is full a connect hangs until its timeout. */
 static int tarpit_listen(int *port)
 {
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(listen(fd, 2), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    *port = ntohs(a.sin_port);
+    int fd = tc_tarpit(port, 0, NULL);
+
+    cr_assert_geq(fd, 0, "no listening socket");
     return fd;
 }
 
