@@ -203,8 +203,9 @@ Test(lock_adoption, waits_end_by_the_deadline_plus_one_command_timeout, .timeout
 
         cr_assert(dlock_err_is_unavailable(rc), "got %s", dlock_strerror(rc));
         /* retry_unavailable = 0: the first unavailable answer returns, and
-         * never later than the deadline plus one command timeout (100). */
-        cr_assert_leq(took, waits[i] + 100 + 60, "a %lld ms wait returned after %lld ms",
+         * never later than the deadline plus one command timeout (100),
+         * with 90 ms for the work around the rounds on a loaded machine. */
+        cr_assert_leq(took, waits[i] + 100 + 90, "a %lld ms wait returned after %lld ms",
                       (long long)waits[i], (long long)took);
     }
     close(t1);
@@ -223,7 +224,7 @@ Test(lock_adoption, a_hanging_connect_ends_by_the_deadline, .timeout = 60)
     snprintf(a, sizeof a, "127.0.0.1:%d", p);
     took = timed_acquire(addrs, 1, 200, &rc);
     cr_assert(dlock_err_is_unavailable(rc), "got %s", dlock_strerror(rc));
-    cr_assert_leq(took, 200 + 100 + 60, "a 200 ms wait returned after %lld ms", (long long)took);
+    cr_assert_leq(took, 200 + 100 + 90, "a 200 ms wait returned after %lld ms", (long long)took);
     for (int i = 0; i < 8; i++)
         close(held[i]);
     close(t);
