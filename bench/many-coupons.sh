@@ -17,14 +17,18 @@
 #                              [--counts "1 10 100"] [--connections C]
 #                              [--threads T] [--redlock-opts "OPTS"]
 #                              [--atomic-opts "OPTS"] [--try "OPTS"]
-#                              [--base-bin DIR] [--redis-nodes N] [--json FILE]
+#                              [--base-bin DIR] [--redis-nodes N] [--zipf S]
+#                              [--json FILE]
 # --counts: the coupon counts, each 1..100. --redlock-opts / --atomic-opts:
 # extra coupon-server options for that strategy's rows. --try: one more row
 # per count and round, redlock with OPTS ("redlock+"). --base-bin: two more
 # rows per count and round, atomic-sql and redlock run by the coupon-server
 # in DIR ("base-atomic", "base-redlock": another build, e.g. main's, as the
 # baseline of the same interleaved run). --redis-nodes: the Redis masters
-# (default 3; 1 = a single instance, no Redlock quorum).
+# (default 3; 1 = a single instance, no Redlock quorum). --zipf S: the
+# claims drawn Zipf-distributed over the coupons instead of uniformly (the
+# k-th coupon with weight 1/k^S: coupon-loadtest --zipf S), as real sales
+# are skewed; every count of --counts then uses it.
 # --json FILE: also append one JSON line per row to FILE (bench, round,
 # coupons, row, per_s, p99_ms, issued, answered, verdict, exit), for
 # bench/glance.sh.
@@ -41,12 +45,12 @@ sale_bench_init many-coupons
 threads=2
 own_server_bin="$server_bin"
 rounds=3 duration=4 claim_stock=10000000 counts="1 10 100" redlock_opts="" atomic_opts="" try_opts=""
-base_bin=""
+base_bin="" zipf=""
 
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage ;;
-    --rounds|--duration|--stock|--counts|--connections|--threads|--redlock-opts|--atomic-opts|--try|--base-bin|--redis-nodes|--json)
+    --rounds|--duration|--stock|--counts|--connections|--threads|--redlock-opts|--atomic-opts|--try|--base-bin|--redis-nodes|--zipf|--json)
       need_value "$1" $# ;;
     *) die "unknown option $1 (--help)" ;;
   esac
@@ -62,6 +66,9 @@ while [ $# -gt 0 ]; do
     --try) try_opts="$2" ;;
     --base-bin) base_bin="$2" ;;
     --redis-nodes) need_int "$1" "$2" 1 5; redis_nodes="$2" ;;
+    --zipf) [[ "$2" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk -v s="$2" 'BEGIN { exit !(s > 0 && s <= 10) }' ||
+              die "--zipf: '$2' is not a number in (0, 10]"
+            zipf="$2" ;;
     --json) json_out="$2" ;;
   esac
   shift 2
@@ -101,7 +108,8 @@ row() { # round count kind strategy server-binary [server options...]
   times >"$work/times"
   load0="$(sed -n 2p "$work/times")"
   "$loadtest_bin" --url "$(IFS=,; echo "${server_urls[*]}")" --coupon "$first" --coupons "$count" \
-    --threads "$threads" --connections "$connections" --duration "$duration" --db "$db" >"$report" 2>"$log" || st=$?
+    ${zipf:+--zipf "$zipf"} --threads "$threads" --connections "$connections" --duration "$duration" \
+    --db "$db" >"$report" 2>"$log" || st=$?
   cpu_srv["$key"]=$(( ${cpu_srv["$key"]:-0} + $(cpu_ticks "${server_pids[@]}") - srv0 ))
   cpu_redis["$key"]=$(( ${cpu_redis["$key"]:-0} + $(cpu_ticks "${redis_pids[@]}") - redis0 ))
   times >"$work/times" # in this shell: a $(times) subshell would report its own children
@@ -131,8 +139,10 @@ rl_extra=($redlock_opts) at_extra=($atomic_opts) try_extra=($try_opts)
 kinds=(atomic-sql redlock)
 [ -z "$try_opts" ] || kinds+=(redlock+)
 [ -z "$base_bin" ] || kinds+=(base-atomic base-redlock)
+dist="uniform"
+[ -z "$zipf" ] || dist="Zipf $zipf"
 echo "load before: $(uptime)"
-echo "many coupons on SQLite: $instances coupon-servers, $redis_nodes redis masters, coupon-loadtest --threads $threads --connections $connections --duration $duration --coupons N (uniform); stock $claim_stock per coupon, a distinct user per claim"
+echo "many coupons on SQLite: $instances coupon-servers, $redis_nodes redis masters, coupon-loadtest --threads $threads --connections $connections --duration $duration --coupons N ($dist); stock $claim_stock per coupon, a distinct user per claim"
 [ -z "$redlock_opts$atomic_opts" ] || echo "extra options: redlock '$redlock_opts', atomic-sql '$atomic_opts'"
 [ -z "$try_opts" ] || echo "redlock+: redlock $redlock_opts $try_opts"
 [ -z "$base_bin" ] || echo "base-*: the coupon-server of $base_bin"

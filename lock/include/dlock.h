@@ -393,6 +393,59 @@ DLOCK_API dlock_err dlock_acquire_multi_for(dlock_client *c, const char *const *
                                             size_t n, uint32_t ttl_ms, int64_t wait_ms,
                                             dlock_lock **out);
 
+/* Several INDEPENDENT resources, tried once, in ONE round per node: each
+ * resource is granted or refused on its own, as dlock_try_acquire would
+ * decide it alone. For a caller with work on many resources at once (one
+ * coupon each) that wants every free one now, without paying a round per
+ * resource; dlock_acquire_multi is the all-or-nothing set.
+ * - n is 1..DLOCK_MAX_MULTI; each name as for dlock_acquire; two equal
+ *   names are DLOCK_ERR_ARG (a name twice would INCR its fence twice).
+ * - One script per node over all 2n keys: for each key on its own, SET NX
+ *   PX with that resource's own fresh token, and INCR of its fence counter
+ *   when set. A key a release has handed to a queued waiter holds that
+ *   waiter's token, so it is refused as dlock_try_acquire refuses it: a
+ *   batch never jumps a queue of waiters. A try never queues itself.
+ * - Per resource: quorum, fence and validity exactly as for one resource
+ *   (validity = TTL - elapsed - drift, elapsed covering the round and the
+ *   fence sync; fence counters of a quorum that disagree are raised, for
+ *   all resources that need it in one more round). A resource granted on
+ *   fewer nodes than a quorum is released at once (token-checked, one
+ *   round for all such resources, not waited for).
+ * - Results: locks_out[i] and rc_out[i] (arrays of n, the caller's) get
+ *   resource i's outcome: DLOCK_OK with locks_out[i] a new lock the caller
+ *   owns (dlock_lock_free), a plain one-resource lock with its own token,
+ *   fence and validity > 0, made in the same one place as every handle; or
+ *   locks_out[i] NULL and rc_out[i] DLOCK_ERR_TAKEN (held elsewhere),
+ *   DLOCK_ERR_EXPIRED, DLOCK_ERR_FENCE_SYNC, DLOCK_ERR_NOMEM.
+ * - Return: DLOCK_OK when a quorum of nodes answered the round (the
+ *   per-resource results are in rc_out, any mix; the errstr names the first
+ *   refused one). Otherwise the call's code, also copied into every
+ *   rc_out[i] with locks_out[i] NULL and nothing left held: an unavailable
+ *   code (too few nodes answered), DLOCK_ERR_ARG (NULL arrays, bad n, ttl
+ *   or names, a name this thread already holds through this client: not
+ *   reentrant), DLOCK_ERR_NOMEM. Out parameters are set on every path.
+ * - Release each lock with dlock_release, or several at once with
+ *   dlock_release_each. Thread-safe (serialised per client). */
+DLOCK_API dlock_err dlock_try_acquire_each(dlock_client *c, const char *const *resources, size_t n,
+                                           uint32_t ttl_ms, dlock_lock **locks_out,
+                                           dlock_err *rc_out);
+
+/* Releases several one-resource locks (dlock_acquire, dlock_try_acquire_each)
+ * in ONE round per node: for each lock, what dlock_release does - its key is
+ * handed to the oldest waiter queued on it, or deleted, on every node where
+ * it still holds that lock's token. rc_out[i] (an array of n) gets lock i's
+ * result as dlock_release would return it: DLOCK_OK, DLOCK_ERR_LOST (the
+ * section may have run unprotected: the caller must know), or an
+ * unavailable code. Return: DLOCK_OK when a quorum of nodes answered;
+ * otherwise an unavailable code. DLOCK_ERR_ARG with nothing sent and every
+ * lock left as it was, for NULL arrays, n 0 or over DLOCK_MAX_MULTI, a NULL
+ * lock, a lock of another client, one already released, a
+ * dlock_acquire_multi lock (dlock_release releases a set in one round) or
+ * the same handle twice. Once sent, every lock is released whatever the
+ * outcome (as dlock_release). The handles stay owned by the caller. */
+DLOCK_API dlock_err dlock_release_each(dlock_client *c, dlock_lock **locks, size_t n,
+                                       dlock_err *rc_out);
+
 /* Release: deletes the key on every node where it still holds our token
  * (token-checked script). Stops automatic renewal first.
  * Once the deletes are sent the lock is no longer held, whatever the

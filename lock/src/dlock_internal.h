@@ -151,6 +151,8 @@ typedef enum dlock__script_id {
     DLOCK__SCRIPT_MULTI_RELEASE,
     DLOCK__SCRIPT_MULTI_EXTEND,
     DLOCK__SCRIPT_MULTI_FENCE_SYNC,
+    DLOCK__SCRIPT_ACQUIRE_EACH,
+    DLOCK__SCRIPT_RELEASE_EACH,
     DLOCK__SCRIPT_COUNT
 } dlock__script_id;
 
@@ -348,6 +350,15 @@ typedef struct dlock__multi_keys {
 } dlock__multi_keys;
 dlock__multi_keys *dlock__multi_keys_new(const dlock_client *c, const char *const *names,
                                          size_t n, const char *token);
+
+/* ---- multi.c ---- */
+/* The names of a several-resource call (dlock_acquire_multi,
+ * dlock_try_acquire_each), checked before anything is sent: n is
+ * 1..DLOCK_MAX_MULTI, ttl_ms in range, every name non-empty, fitting a key,
+ * and none twice. 0, or -1 with "<op>: why" in c->errstr (DLOCK_ERR_ARG for
+ * the caller). Client mutex held. */
+int dlock__names_check(dlock_client *c, const char *op, const char *const *names, size_t n,
+                       uint32_t ttl_ms);
 
 /* ---- tally.c ---- */
 size_t dlock__popcount(uint32_t mask);
@@ -564,6 +575,29 @@ void dlock__release_round(dlock_client *c, const char *resource, const char *tok
 void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_t mask,
                                 uint32_t reach, uint32_t *ones_mask, uint32_t *zeros_mask,
                                 dlock__result *res);
+
+/* What a release round says of one lock: DLOCK_OK when a quorum
+ * (ones_mask) deleted or handed on its key; DLOCK_ERR_LOST (the lock
+ * marked lost) when so many nodes answered "not our token" (zeros_mask)
+ * that no quorum can still hold it; else an unavailable code. Counts
+ * releases / lost / errors; why in errbuf. Client mutex held. */
+dlock_err dlock__release_outcome(dlock_client *c, dlock_lock *lock, uint32_t ones_mask,
+                                 uint32_t zeros_mask, const dlock__result *res, char *errbuf);
+/* The nodes of mask a one-node client sent a release to without an answer
+ * (timed out, or the round ended first): they may yet answer NOSCRIPT, so
+ * the caller sends the script's body behind it. 0 with Redlock, where a
+ * lagging minority would get a second command queued per release. */
+uint32_t dlock__release_unanswered(const dlock_client *c, uint32_t mask,
+                                   const dlock__result *res);
+/* 0 when lock may be released by c: not NULL, c's, not released before
+ * (a second round would only find the first one's deletes done and answer
+ * a false LOST); else -1 with "<op>: why" in errbuf (DLOCK_ERR_ARG). */
+int dlock__release_ready(const dlock_client *c, const dlock_lock *lock, const char *op,
+                         char *errbuf);
+/* Stops the lock's renewal and marks it released (release_sent, off the
+ * held list, RELEASED unless LOST): what every release does before its
+ * round, under the same mutex the watchdog renews under. */
+void dlock__release_mark(dlock_client *c, dlock_lock *lock);
 
 /* ---- extend.c ---- */
 dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms,

@@ -226,32 +226,26 @@ out:
     return rc;
 }
 
-/* The arguments, checked before anything is sent; client mutex held. 0, or
- * -1 with why in c->errstr. */
-static int check_args(dlock_client *c, const char *const *names, size_t n, uint32_t ttl_ms,
-                      dlock_lock **out)
+int dlock__names_check(dlock_client *c, const char *op, const char *const *names, size_t n,
+                       uint32_t ttl_ms)
 {
-    if (out == NULL) {
-        dlock__errf(c->errstr, "acquire_multi: out is NULL");
-        return -1;
-    }
     if (names == NULL || n == 0 || n > DLOCK_MAX_MULTI) {
-        dlock__errf(c->errstr, "acquire_multi: %s", names == NULL ? "resources is NULL"
+        dlock__errf(c->errstr, "%s: %s", op, names == NULL ? "resources is NULL"
                     : n == 0 ? "n is 0" : "n is larger than DLOCK_MAX_MULTI (64)");
         return -1;
     }
-    if (dlock__ttl_check(ttl_ms, "acquire_multi", c->errstr) != 0) {
+    if (dlock__ttl_check(ttl_ms, op, c->errstr) != 0) {
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
         if (names[i] == NULL || names[i][0] == '\0') {
-            dlock__errf(c->errstr, "acquire_multi: resources[%zu] is NULL or empty", i);
+            dlock__errf(c->errstr, "%s: resources[%zu] is NULL or empty", op, i);
             return -1;
         }
         if (c->prefix_len + strlen(names[i]) > DLOCK_MAX_KEY_LEN) {
             dlock__errf(c->errstr,
-                        "acquire_multi: key prefix + resources[%zu] is %zu bytes, longer than %d",
-                        i, c->prefix_len + strlen(names[i]), DLOCK_MAX_KEY_LEN);
+                        "%s: key prefix + resources[%zu] is %zu bytes, longer than %d",
+                        op, i, c->prefix_len + strlen(names[i]), DLOCK_MAX_KEY_LEN);
             return -1;
         }
         /* A name twice would have the script SET its key twice and INCR
@@ -260,8 +254,8 @@ static int check_args(dlock_client *c, const char *const *names, size_t n, uint3
          * n <= 64 keeps the quadratic scan trivial. */
         for (size_t j = 0; j < i; j++) {
             if (strcmp(names[i], names[j]) == 0) {
-                dlock__errf(c->errstr, "acquire_multi: resources[%zu] and resources[%zu] are both \"%s\"",
-                            j, i, names[i]);
+                dlock__errf(c->errstr, "%s: resources[%zu] and resources[%zu] are both \"%s\"",
+                            op, j, i, names[i]);
                 return -1;
             }
         }
@@ -285,7 +279,11 @@ dlock_err dlock_acquire_multi(dlock_client *c, const char *const *resources, siz
         return DLOCK_ERR_ARG;
     if (dlock__enter(c, "acquire_multi") != 0)
         return DLOCK_ERR_ARG;
-    if (check_args(c, resources, n, ttl_ms, out) != 0 ||
+    if (out == NULL) {
+        dlock__errf(c->errstr, "acquire_multi: out is NULL");
+        goto out;
+    }
+    if (dlock__names_check(c, "acquire_multi", resources, n, ttl_ms) != 0 ||
         dlock__deadline_check(deadline_ms, "dlock_acquire_multi", c->errstr) != 0)
         goto out;
     /* Not reentrant (acquire.c): a name this thread holds already. */

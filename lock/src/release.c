@@ -8,6 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+uint32_t dlock__release_unanswered(const dlock_client *c, uint32_t mask,
+                                   const dlock__result *res)
+{
+    uint32_t unknown = 0;
+
+    for (size_t i = 0; c->n == 1 && i < c->n; i++)
+        if ((mask & (1u << i)) &&
+            (res[i].status == DLOCK__R_TIMEOUT || res[i].status == DLOCK__R_PENDING))
+            unknown |= 1u << i;
+    return unknown;
+}
+
 void dlock__release_round(dlock_client *c, const char *resource, const char *token,
                           uint32_t mask, uint32_t reach,
                           uint32_t *ones_mask, uint32_t *zeros_mask, dlock__result *res)
@@ -52,10 +64,7 @@ void dlock__release_round(dlock_client *c, const char *resource, const char *tok
      * it. Running twice is harmless: the token check makes the second run
      * a no-op (tokens are never reused). One node only: with Redlock a
      * lagging minority would get a second command queued per release. */
-    for (size_t i = 0; c->n == 1 && i < c->n; i++)
-        if ((mask & (1u << i)) &&
-            (res[i].status == DLOCK__R_TIMEOUT || res[i].status == DLOCK__R_PENDING))
-            unknown |= 1u << i;
+    unknown = dlock__release_unanswered(c, mask, res);
     if (unknown != 0)
         dlock__script_send_only(c, unknown, script, kv, nkeys, av, nargs);
     dlock__count_int(res, c->n, 1, ones_mask);
@@ -116,63 +125,58 @@ void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_
     *ones_mask &= mask;
     *zeros_mask &= mask;
     /* One node: a release not answered may yet meet NOSCRIPT (as above). */
-    for (size_t i = 0; c->n == 1 && i < c->n; i++)
-        if ((mask & (1u << i)) &&
-            (res[i].status == DLOCK__R_TIMEOUT || res[i].status == DLOCK__R_PENDING))
-            unknown |= 1u << i;
+    unknown = dlock__release_unanswered(c, mask, res);
     if (unknown != 0)
         dlock__script_send_only(c, unknown, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys,
                                 (int)(3 * m->n), mk->args, (int)(3 + m->n));
     free(mk);
 }
 
-dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
+int dlock__release_ready(const dlock_client *c, const dlock_lock *lock, const char *op,
+                         char *errbuf)
 {
-    dlock_err rc = DLOCK_ERR_ARG;
-    dlock__result res[DLOCK_MAX_NODES];
-    uint32_t ones_mask = 0, zeros_mask = 0, all;
-    size_t ones;
-
-    if (c == NULL)
-        return DLOCK_ERR_ARG;
-    memset(res, 0, sizeof(res));
-    if (dlock__enter(c, "release") != 0)
-        return DLOCK_ERR_ARG;
     if (lock == NULL) {
-        dlock__errf(c->errstr, "release: lock is NULL");
-        goto out;
+        dlock__errf(errbuf, "%s: lock is NULL", op);
+        return -1;
     }
-    if (dlock__check_owner(c, lock, "release", c->errstr) != 0)
-        goto out;
+    if (dlock__check_owner(c, lock, op, errbuf) != 0)
+        return -1;
     if (lock->release_sent) {
         /* Nothing to send: our deletes went out already, and a second
          * round would only find them done and answer a false LOST. */
-        dlock__errf(c->errstr, "release \"%s\": already released", lock->resource);
-        goto out;
+        dlock__errf(errbuf, "%s \"%s\": already released", op, lock->resource);
+        return -1;
     }
+    return 0;
+}
+
+void dlock__release_mark(dlock_client *c, dlock_lock *lock)
+{
     /* Renewal stops first, under the same mutex the watchdog renews under:
      * no extension can be in flight or start after this point, so nothing
      * prolongs the lock behind our back once it is released. */
     dlock__renew_unregister_locked(c, lock);
-    /* From here on the lock is not held, whatever this round answers: a
+    /* From here on the lock is not held, whatever the round answers: a
      * delete that a node has not answered may still run at any moment and
      * free the key for the next owner, so a holder that kept going after a
-     * failed release could overlap them. LOST below overrides RELEASED. */
+     * failed release could overlap them. LOST (the outcome) overrides
+     * RELEASED. */
     lock->release_sent = 1;
     dlock__held_remove(c, lock);
     if (atomic_load(&lock->state) == DLOCK__HELD)
         atomic_store(&lock->state, DLOCK__RELEASED);
-    all = dlock__all_nodes(c);
-    if (lock->multi != NULL)
-        dlock__multi_release_round(c, lock, all, lock->may_hold, &ones_mask, &zeros_mask, res);
-    else
-        dlock__release_round(c, lock->resource, lock->token, all, lock->may_hold, &ones_mask,
-                             &zeros_mask, res);
-    ones = dlock__popcount(ones_mask);
+}
+
+dlock_err dlock__release_outcome(dlock_client *c, dlock_lock *lock, uint32_t ones_mask,
+                                 uint32_t zeros_mask, const dlock__result *res, char *errbuf)
+{
+    size_t ones = dlock__popcount(ones_mask);
+
     if (ones >= c->quorum) {
         c->stats.releases++;
-        rc = DLOCK_OK;
-    } else if (c->n - dlock__popcount(zeros_mask) < c->quorum) {
+        return DLOCK_OK;
+    }
+    if (c->n - dlock__popcount(zeros_mask) < c->quorum) {
         /* So many nodes answered "not our token" that even if every silent
          * node still held it, no quorum could: the lock had expired or was
          * taken over at some point, so the critical section may have
@@ -180,13 +184,35 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
          * may complete a quorum, and LOST would be a false alarm. */
         atomic_store(&lock->state, DLOCK__LOST);
         c->stats.lost++;
-        dlock__errf(c->errstr, "release \"%s\": our token was on only %zu/%zu nodes (quorum %zu)",
+        dlock__errf(errbuf, "release \"%s\": our token was on only %zu/%zu nodes (quorum %zu)",
                     lock->resource, ones, c->n, c->quorum);
-        rc = DLOCK_ERR_LOST;
-    } else {
-        rc = dlock__unavailable(c, res, all, ones_mask | zeros_mask, c->errstr);
-        c->stats.errors++;
+        return DLOCK_ERR_LOST;
     }
+    c->stats.errors++;
+    return dlock__unavailable(c, res, dlock__all_nodes(c), ones_mask | zeros_mask, errbuf);
+}
+
+dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
+{
+    dlock_err rc = DLOCK_ERR_ARG;
+    dlock__result res[DLOCK_MAX_NODES];
+    uint32_t ones_mask = 0, zeros_mask = 0, all;
+
+    if (c == NULL)
+        return DLOCK_ERR_ARG;
+    memset(res, 0, sizeof(res));
+    if (dlock__enter(c, "release") != 0)
+        return DLOCK_ERR_ARG;
+    if (dlock__release_ready(c, lock, "release", c->errstr) != 0)
+        goto out;
+    dlock__release_mark(c, lock);
+    all = dlock__all_nodes(c);
+    if (lock->multi != NULL)
+        dlock__multi_release_round(c, lock, all, lock->may_hold, &ones_mask, &zeros_mask, res);
+    else
+        dlock__release_round(c, lock->resource, lock->token, all, lock->may_hold, &ones_mask,
+                             &zeros_mask, res);
+    rc = dlock__release_outcome(c, lock, ones_mask, zeros_mask, res, c->errstr);
 out:
     dlock__results_clear(res, DLOCK_MAX_NODES);
     pthread_mutex_unlock(&c->mu);

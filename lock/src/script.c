@@ -73,7 +73,19 @@
  * pass.lua's does, in the same atomic step: a key that single-resource
  * waiters are listed on is handed to the oldest of them on every path (a
  * reply in time or not, a resent release, a failed attempt's undo), never
- * deleted under them. multi_fence_sync.lua is fence_sync.lua per key. */
+ * deleted under them. multi_fence_sync.lua is fence_sync.lua per key.
+ *
+ * Several independent resources (each.c): acquire_each.lua takes KEYS = n
+ * lock keys then their n fence keys, ARGV[1] the TTL and ARGV[1+i] key i's
+ * own token, and runs acquire.lua's step for each key on its own (SET NX
+ * PX, INCR on success), replying {fence or 0, ...}: one key held does not
+ * stop the others. A key a release handed to a queued waiter holds that
+ * waiter's token, so SET NX refuses it exactly as acquire.lua does: a
+ * batch never jumps a queue. release_each.lua takes the n lock keys, their
+ * fence keys and waiters sets, ARGV[1] the waiters' list prefix, ARGV[1+i]
+ * key i's token and ARGV[1+n+i] its list suffix; each key holding its
+ * token goes through hand_over (as pass.lua) or is deleted, replying
+ * {1 or 0, ...}, 0 = not our token. */
 #include "dlock_scripts.h"
 
 void dlock__scripts_init(dlock_client *c)
@@ -86,7 +98,9 @@ void dlock__scripts_init(dlock_client *c)
                                                             DLOCK__LUA_MULTI_ACQUIRE,
                                                             DLOCK__LUA_MULTI_RELEASE,
                                                             DLOCK__LUA_MULTI_EXTEND,
-                                                            DLOCK__LUA_MULTI_FENCE_SYNC};
+                                                            DLOCK__LUA_MULTI_FENCE_SYNC,
+                                                            DLOCK__LUA_ACQUIRE_EACH,
+                                                            DLOCK__LUA_RELEASE_EACH};
     static const char *const shas[DLOCK__SCRIPT_COUNT] = {DLOCK__SHA1_ACQUIRE, DLOCK__SHA1_RELEASE,
                                                           DLOCK__SHA1_EXTEND,
                                                           DLOCK__SHA1_FENCE_SYNC,
@@ -95,7 +109,9 @@ void dlock__scripts_init(dlock_client *c)
                                                           DLOCK__SHA1_MULTI_ACQUIRE,
                                                           DLOCK__SHA1_MULTI_RELEASE,
                                                           DLOCK__SHA1_MULTI_EXTEND,
-                                                          DLOCK__SHA1_MULTI_FENCE_SYNC};
+                                                          DLOCK__SHA1_MULTI_FENCE_SYNC,
+                                                          DLOCK__SHA1_ACQUIRE_EACH,
+                                                          DLOCK__SHA1_RELEASE_EACH};
 
     for (int i = 0; i < DLOCK__SCRIPT_COUNT; i++) {
         c->scripts[i].body = bodies[i];
@@ -103,10 +119,10 @@ void dlock__scripts_init(dlock_client *c)
     }
 }
 
-/* Keys + arguments of one script call: a multi lock's release has three
- * keys and one argument per resource (keys.c, dlock__multi_keys) plus its
- * few arguments. */
-#define DLOCK__MAX_SCRIPT_ARGS (4 * DLOCK_MAX_MULTI + 8)
+/* Keys + arguments of one script call: the largest is release_each.lua,
+ * with three keys and two arguments (token, list suffix) per lock plus the
+ * list prefix (each.c). */
+#define DLOCK__MAX_SCRIPT_ARGS (5 * DLOCK_MAX_MULTI + 8)
 
 static int build_argv(const dlock_client *c, dlock__script_id id, int by_sha,
                       const char *const *keys, int nkeys, const char *const *args, int nargs,
@@ -141,12 +157,17 @@ static int build_argv(const dlock_client *c, dlock__script_id id, int by_sha,
 static void note_ttl(dlock_client *c, dlock__script_id id, const char *const *args, int nargs)
 {
     unsigned long ttl;
+    int at = 1;
 
-    if ((id != DLOCK__SCRIPT_ACQUIRE && id != DLOCK__SCRIPT_EXTEND && id != DLOCK__SCRIPT_ENTER &&
-         id != DLOCK__SCRIPT_MULTI_ACQUIRE && id != DLOCK__SCRIPT_MULTI_EXTEND) ||
-        nargs < 2)
+    /* acquire_each.lua takes the TTL first: its tokens (one per key) follow. */
+    if (id == DLOCK__SCRIPT_ACQUIRE_EACH)
+        at = 0;
+    else if (id != DLOCK__SCRIPT_ACQUIRE && id != DLOCK__SCRIPT_EXTEND && id != DLOCK__SCRIPT_ENTER &&
+             id != DLOCK__SCRIPT_MULTI_ACQUIRE && id != DLOCK__SCRIPT_MULTI_EXTEND)
         return;
-    ttl = strtoul(args[1], NULL, 10);
+    if (nargs <= at)
+        return;
+    ttl = strtoul(args[at], NULL, 10);
     if (ttl > c->longest_ttl_ms && ttl <= UINT32_MAX)
         c->longest_ttl_ms = (uint32_t)ttl;
 }

@@ -81,14 +81,15 @@ static void *many_worker(void *arg)
     return NULL;
 }
 
-static void sale(const char *group)
+static void sale(const char *group, const char *claim_workers)
 {
     static many_ctx w[MANY_THREADS];
     pthread_t th[MANY_THREADS];
     int ok_of[MANY_COUPONS] = {0}, ok = 0, sold_out = 0, limit = 0, busy = 0, other = 0;
     long long first = 0;
 
-    app_env_up(&g_app, 3, 0, 2, "--strategy", "redlock", "--commit-group", group, "--lock-wait", "10000", NULL);
+    app_env_up(&g_app, 3, 0, 2, "--strategy", "redlock", "--commit-group", group, "--lock-wait", "10000",
+               "--claim-workers", claim_workers, NULL);
     for (int c = 0; c < MANY_COUPONS; c++) {
         long long id = app_create_coupon(&g_app.srv[c % 2], "many", MANY_STOCK, 1);
         if (c == 0)
@@ -164,10 +165,21 @@ static long long read_passes(void)
     return n;
 }
 
+/* Summed over both servers. */
+static long long both(const char *metric)
+{
+    long long n = 0;
+    for (int s = 0; s < 2; s++) {
+        long long v = app_metric(&g_app.srv[s], metric);
+        n += v > 0 ? v : 0;
+    }
+    return n;
+}
+
 Test(app_many, hundred_coupons_group_on)
 {
     APP_SETUP_OK();
-    sale("64");
+    sale("64", "8");
     long long commits = commit_passes(), sections = read_passes();
     cr_log_info("group on: %lld sections in %lld transactions", sections, commits);
     cr_expect_gt(commits, 0, "the commit group never ran");
@@ -177,8 +189,26 @@ Test(app_many, hundred_coupons_group_on)
 Test(app_many, hundred_coupons_group_off)
 {
     APP_SETUP_OK();
-    sale("0");
+    sale("0", "8");
     cr_expect_eq(commit_passes(), 0, "--commit-group 0 still ran the group");
+}
+
+/* The claims of many coupons through the batched path: two claim workers
+ * per server, so claims of several coupons wait in each worker's queue
+ * and a leader takes them along (strategy_redlock.c, spread_claim): one
+ * dlock_try_acquire_each round for their locks, their sections in one
+ * commit group, one dlock_release_each round; a coupon whose lock the
+ * other server holds goes back to the single path. Still exactly every
+ * stock sold, no user over the limit, one record per success (sale()). */
+Test(app_many, hundred_coupons_batched_rounds)
+{
+    APP_SETUP_OK();
+    sale("64", "2");
+    long long rounds = both("coupon_lock_spread_rounds_total");
+    long long coupons = both("coupon_lock_spread_coupons_total");
+    cr_log_info("batched: %lld rounds for %lld coupons", rounds, coupons);
+    cr_expect_gt(rounds, 0, "no round took several coupons' locks");
+    cr_expect_geq(coupons, 2 * rounds, "a batched round has at least two coupons");
 }
 
 /* The self-healing of lost fence counters (strategy_redlock.c, heal_fence)

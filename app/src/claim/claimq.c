@@ -50,7 +50,15 @@ static void expire(claim_job *job, const app_config *cfg, int64_t now_us)
  * for claimq_take_coupon. */
 static _Thread_local claimq *this_workers_queue;
 
-size_t claimq_take_coupon(int64_t coupon_id, claim_job **out, size_t max)
+/* Which waiting job a take wants: the caller's rule, asked under the queue
+ * mutex for each waiting single claim in arrival order (it must not block). */
+typedef int (*take_fn)(const claim_job *job, void *arg);
+
+/* Takes out of this worker's queue, in arrival order, up to max waiting
+ * single claims that want() accepts: the late ones are answered 1005 here,
+ * the others returned in out with their out zeroed and the claim-queue
+ * stage counted (claimq.h). */
+static size_t take_matching(take_fn want, void *arg, claim_job **out, size_t max)
 {
     claimq *q = this_workers_queue;
     claim_job *late[CLAIMQ_TAKE_MAX];
@@ -64,8 +72,7 @@ size_t claimq_take_coupon(int64_t coupon_id, claim_job **out, size_t max)
      * close up in place (kept <= i, so no entry is read after it is overwritten). */
     for (size_t i = 0; i < q->n; i++) {
         claim_job *job = q->ring[(q->head + i) % q->capacity];
-        if (job->run == NULL && job->coupon_id == coupon_id && taken + n_late < max &&
-            n_late < CLAIMQ_TAKE_MAX) {
+        if (job->run == NULL && taken + n_late < max && n_late < CLAIMQ_TAKE_MAX && want(job, arg)) {
             if (now >= job->deadline_us)
                 late[n_late++] = job;
             else
@@ -91,6 +98,119 @@ size_t claimq_take_coupon(int64_t coupon_id, claim_job **out, size_t max)
             metrics_stage_us(STAGE_CLAIM_QUEUE, now - out[i]->queued_us);
     }
     return taken;
+}
+
+static int of_coupon(const claim_job *job, void *arg)
+{
+    return job->coupon_id == *(const int64_t *)arg;
+}
+
+size_t claimq_take_coupon(int64_t coupon_id, claim_job **out, size_t max)
+{
+    return take_matching(of_coupon, &coupon_id, out, max);
+}
+
+/* claimq_take_spread's choice, made once per coupon id met. */
+typedef struct spread_pick {
+    int64_t except;
+    claimq_want_fn want;
+    void *want_arg;
+    size_t per_coupon;
+    int64_t coupons[CLAIMQ_SPREAD_MAX];  /* met, accepted or not */
+    int accepted[CLAIMQ_SPREAD_MAX];
+    size_t taken[CLAIMQ_SPREAD_MAX];     /* jobs of that coupon taken so far */
+    size_t n;
+    size_t n_accepted;
+    size_t max_coupons;
+} spread_pick;
+
+static int of_spread(const claim_job *job, void *arg)
+{
+    spread_pick *p = arg;
+    size_t i;
+
+    /* A job a batch found taken goes the single path (claim_job.spread_refused). */
+    if (job->coupon_id == p->except || job->spread_refused)
+        return 0;
+    for (i = 0; i < p->n; i++)
+        if (p->coupons[i] == job->coupon_id)
+            break;
+    if (i == p->n) {
+        /* A coupon met for the first time: asked once, while room is left. */
+        if (p->n == CLAIMQ_SPREAD_MAX || p->n_accepted == p->max_coupons)
+            return 0;
+        p->coupons[i] = job->coupon_id;
+        p->taken[i] = 0;
+        p->accepted[i] = p->want(job->coupon_id, p->want_arg);
+        p->n_accepted += (size_t)p->accepted[i];
+        p->n++;
+    }
+    if (!p->accepted[i] || p->taken[i] == p->per_coupon)
+        return 0;
+    p->taken[i]++;
+    return 1;
+}
+
+size_t claimq_take_spread(int64_t except, claimq_want_fn want, void *want_arg, size_t max_coupons,
+                          size_t per_coupon, claim_job **out, size_t max)
+{
+    spread_pick p;
+
+    memset(&p, 0, sizeof p);
+    p.except = except;
+    p.want = want;
+    p.want_arg = want_arg;
+    p.per_coupon = per_coupon;
+    p.max_coupons = max_coupons;
+    return take_matching(of_spread, &p, out, max);
+}
+
+void claimq_give_back(claim_job **jobs, size_t n)
+{
+    claimq *q = this_workers_queue;
+    claim_job *refused[CLAIMQ_TAKE_MAX];
+    size_t n_refused = 0;
+    int stopping = 0;
+
+    if (q == NULL || n == 0)
+        return;
+    int64_t now = cm_now_us();
+
+    pthread_mutex_lock(&q->mu);
+    stopping = q->stopping;
+    /* At the head, in their order: they are the oldest claims waiting. */
+    for (size_t i = n; i-- > 0;) {
+        jobs[i]->spread_refused = 1;
+        /* Its claim-queue stage was counted when it was taken: the second
+         * stint counts from now. */
+        jobs[i]->queued_us = now;
+        if (stopping || q->n == q->capacity) {
+            if (n_refused < CLAIMQ_TAKE_MAX)
+                refused[n_refused++] = jobs[i];
+            continue;
+        }
+        q->head = (q->head + q->capacity - 1) % q->capacity;
+        q->ring[q->head] = jobs[i];
+        q->n++;
+    }
+    metrics_claims_waiting(q->n);
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    /* No room (new claims filled it meanwhile) or stopping: answered as a
+     * queued claim would be then, outside the mutex (done may take the
+     * HTTP server's locks). */
+    for (size_t i = 0; i < n_refused; i++) {
+        claim_job *job = refused[i];
+        if (stopping) {
+            snprintf(job->out.detail, sizeof job->out.detail, "server stopping");
+            job->result = CLAIM_STOPPING;
+        } else {
+            expire(job, q->cfg, cm_now_us());
+            snprintf(job->out.detail, sizeof job->out.detail,
+                     "its coupon's lock was held elsewhere and the claim queue was full");
+        }
+        job->done(job);
+    }
 }
 
 static void run(claimq *q, worker *w, claim_job *job)

@@ -23,6 +23,7 @@
 
 #define CLAIMQ_USER_MAX 64 /* the API's longest user_id */
 #define CLAIMQ_TAKE_MAX 64 /* most jobs one claimq_take_coupon looks at (== CONFIG_MAX_BATCH) */
+#define CLAIMQ_SPREAD_MAX 16 /* most coupons one claimq_take_spread takes claims of */
 
 typedef struct claim_job claim_job;
 struct claim_job {
@@ -45,6 +46,11 @@ struct claim_job {
      * calls run instead (a bundle, claim/bundle.h), which sets result and
      * bounds its own wait by deadline_us. */
     void (*run)(claim_job *job, worker *w, const app_config *cfg);
+    /* Set by claimq_give_back: a batch of several coupons found this
+     * coupon's lock taken, so the job waits for it on the single path
+     * (a worker of its own) and no other batch takes it again: without
+     * that, batches could keep trying a busy lock for it, a round each. */
+    int spread_refused;
 };
 
 typedef struct claimq claimq;
@@ -73,6 +79,23 @@ claimq_submit_result claimq_submit(claimq *q, claim_job *job);
  * out zeroed, the claim-queue stage counted): it sets result and out and
  * calls done on each, exactly once. 0 when called off a claim worker. */
 size_t claimq_take_coupon(int64_t coupon_id, claim_job **out, size_t max);
+/* For a claim worker about to lock coupon `except`: takes out of its queue
+ * the waiting single claims of OTHER coupons, oldest first, up to
+ * per_coupon of each, of at most max_coupons coupons (<= CLAIMQ_SPREAD_MAX),
+ * at most max jobs in all, skipping jobs given back earlier
+ * (spread_refused). want(coupon, want_arg) is asked once per coupon met,
+ * under the queue's mutex (it must not block, nor take this queue); a
+ * coupon it refuses is left waiting. Late jobs are answered 1005 as by
+ * claimq_take_coupon; the caller owns the jobs returned (in arrival order)
+ * as it owns claimq_take_coupon's. 0 when called off a claim worker. */
+typedef int (*claimq_want_fn)(int64_t coupon_id, void *want_arg);
+size_t claimq_take_spread(int64_t except, claimq_want_fn want, void *want_arg, size_t max_coupons,
+                          size_t per_coupon, claim_job **out, size_t max);
+/* Puts jobs taken by claimq_take_spread back at the head of this worker's
+ * queue, in their order, marked spread_refused, for a worker to run on the
+ * single path. A job with no room left (or with the queue stopping) is
+ * answered there instead (1005, or "server stopping"). */
+void claimq_give_back(claim_job **jobs, size_t n);
 /* Stops the queue: new jobs are refused, jobs still waiting are answered
  * CLAIM_STOPPING ("server stopping") without running, the jobs running
  * finish (each bounded by its deadline and the store's timeout: nothing

@@ -159,6 +159,24 @@ join_result combiner_join(combine_req *me, int64_t deadline_ms)
     return result;
 }
 
+int combiner_try_lead(int64_t coupon_id)
+{
+    stripe *s;
+    int lead = 0;
+
+    pthread_once(&init_once, combiner_init);
+    if (!init_ok)
+        return 0;
+    s = stripe_of(coupon_id);
+    pthread_mutex_lock(&s->mu);
+    if (!s->leader) {
+        s->leader = 1;
+        lead = 1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return lead;
+}
+
 /* Stripe mutex held: unlinks and marks TAKEN the oldest request for coupon_id. */
 static combine_req *take_locked(stripe *s, int64_t coupon_id)
 {

@@ -49,6 +49,12 @@ combine_req *combiner_take(int64_t coupon_id);
 combine_req *combiner_take_wait(int64_t coupon_id, int64_t until_ms);
 /* Leader only: publish r's result and wake it; r must not be used afterwards. */
 void combiner_complete(combine_req *r, claim_result result);
+/* Leadership of coupon_id's stripe if nobody holds it now: 1 (the caller
+ * leads it and must combiner_leave it), else 0 at once, never waiting. For
+ * a leader that also takes the claims of other coupons into its batch
+ * (strategy_redlock.c): a coupon another claim of this server leads is
+ * left to that leader. */
+int combiner_try_lead(int64_t coupon_id);
 /* Leader only: give up leadership of coupon_id's stripe. */
 void combiner_leave(int64_t coupon_id);
 

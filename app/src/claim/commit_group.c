@@ -37,6 +37,14 @@ int commit_group_applies(const worker *w, const app_config *cfg, db_fence_mode m
            db_group_supported(w->db);
 }
 
+/* One section in a transaction of its own, on w's connection. */
+static void run_alone(worker *w, db_group_section *s)
+{
+    s->status = db_claim_section(w->db, s->coupon_id, DB_FENCE_FULL, s->fence, s->reqs, s->n, NULL, NULL);
+    s->fault = db_last_fault(w->db);
+    snprintf(s->errmsg, sizeof s->errmsg, "%s", s->status == DB_OK ? "" : db_errmsg(w->db));
+}
+
 /* The committer's work, outside mu: the taken sections in one transaction
  * (or, with --commit-group 1, the one section on the ordinary path). */
 static void run_taken(worker *w, group_entry *const *taken, size_t k)
@@ -47,10 +55,7 @@ static void run_taken(worker *w, group_entry *const *taken, size_t k)
     for (size_t i = 0; i < k; i++)
         secs[i] = &taken[i]->sec;
     if (w->cfg->commit_group == 1) {
-        db_group_section *s = secs[0];
-        s->status = db_claim_section(w->db, s->coupon_id, DB_FENCE_FULL, s->fence, s->reqs, s->n, NULL, NULL);
-        s->fault = db_last_fault(w->db);
-        snprintf(s->errmsg, sizeof s->errmsg, "%s", s->status == DB_OK ? "" : db_errmsg(w->db));
+        run_alone(w, secs[0]);
     } else {
         (void)db_claim_group(w->db, secs, k); /* every section's status says its outcome */
     }
@@ -58,58 +63,98 @@ static void run_taken(worker *w, group_entry *const *taken, size_t k)
     metrics_stage_us(STAGE_COMMIT, cm_now_us() - t0);
 }
 
+/* mu held, nobody committing: this thread commits the queue's first (up
+ * to max) sections, with mu released while it runs them. */
+static void commit_next(worker *w, size_t max)
+{
+    group_entry *taken[CONFIG_MAX_GROUP];
+    size_t k = 0;
+
+    committing = 1;
+    while (head != NULL && k < max) {
+        taken[k++] = head;
+        head = head->next;
+    }
+    if (head == NULL)
+        tail = NULL;
+    pthread_mutex_unlock(&mu);
+    run_taken(w, taken, k);
+    pthread_mutex_lock(&mu);
+    /* Under mu: a waiter sees done only after we unlock, so its cv (on
+     * its stack) outlives the signal. */
+    for (size_t i = 0; i < k; i++) {
+        taken[i]->done = 1;
+        pthread_cond_signal(&taken[i]->cv);
+    }
+    committing = 0;
+    /* The oldest waiter commits next; if that is us (the queue was
+     * longer than one group), the loop goes round with committing 0. */
+    if (head != NULL)
+        pthread_cond_signal(&head->cv);
+}
+
+void commit_group_run_each(worker *w, const app_config *cfg, db_group_section *secs, size_t k)
+{
+    group_entry me[CONFIG_MAX_GROUP];
+    size_t max = cfg->commit_group > CONFIG_MAX_GROUP ? CONFIG_MAX_GROUP : (size_t)cfg->commit_group;
+    size_t made = 0;
+
+    for (; made < k && made < CONFIG_MAX_GROUP; made++) {
+        memset(&me[made], 0, sizeof me[made]);
+        me[made].sec = secs[made];
+        if (pthread_cond_init(&me[made].cv, NULL) != 0)
+            break;
+    }
+    if (max == 0 || made < k) {
+        /* No group (or no condition variable): each section on its own. */
+        for (size_t i = 0; i < made; i++)
+            pthread_cond_destroy(&me[i].cv);
+        for (size_t i = 0; i < k; i++)
+            run_alone(w, &secs[i]);
+        return;
+    }
+    pthread_mutex_lock(&mu);
+    /* All k queued at once and next to each other, so one committer takes
+     * them together (up to --commit-group). */
+    for (size_t i = 0; i < k; i++) {
+        if (tail != NULL)
+            tail->next = &me[i];
+        else
+            head = &me[i];
+        tail = &me[i];
+    }
+    for (size_t i = 0; i < k;) {
+        if (me[i].done) {
+            i++;
+            continue;
+        }
+        /* Ours are taken in queue order: the first not done is the one a
+         * committer signals next (done, or the head's turn to commit). */
+        if (committing) {
+            pthread_cond_wait(&me[i].cv, &mu);
+            continue;
+        }
+        commit_next(w, max);
+    }
+    pthread_mutex_unlock(&mu);
+    for (size_t i = 0; i < k; i++) {
+        pthread_cond_destroy(&me[i].cv);
+        secs[i] = me[i].sec;
+    }
+}
+
 db_status commit_group_run(worker *w, const app_config *cfg, int64_t coupon_id, uint64_t fence,
                            db_claim_req *reqs, size_t n)
 {
-    group_entry me;
-    size_t max = cfg->commit_group > CONFIG_MAX_GROUP ? CONFIG_MAX_GROUP : (size_t)cfg->commit_group;
+    db_group_section sec;
 
-    memset(&me, 0, sizeof me);
-    me.sec.coupon_id = coupon_id;
-    me.sec.fence = fence;
-    me.sec.reqs = reqs;
-    me.sec.n = n;
-    if (max == 0 || pthread_cond_init(&me.cv, NULL) != 0)
-        return db_claim_section(w->db, coupon_id, DB_FENCE_FULL, fence, reqs, n, NULL, NULL);
-
-    pthread_mutex_lock(&mu);
-    if (tail != NULL)
-        tail->next = &me;
-    else
-        head = &me;
-    tail = &me;
-    while (!me.done) {
-        if (committing) {
-            pthread_cond_wait(&me.cv, &mu);
-            continue;
-        }
-        committing = 1;
-        group_entry *taken[CONFIG_MAX_GROUP];
-        size_t k = 0;
-        while (head != NULL && k < max) {
-            taken[k++] = head;
-            head = head->next;
-        }
-        if (head == NULL)
-            tail = NULL;
-        pthread_mutex_unlock(&mu);
-        run_taken(w, taken, k);
-        pthread_mutex_lock(&mu);
-        /* Under mu: a waiter sees done only after we unlock, so its cv (on
-         * its stack) outlives the signal. */
-        for (size_t i = 0; i < k; i++) {
-            taken[i]->done = 1;
-            pthread_cond_signal(&taken[i]->cv);
-        }
-        committing = 0;
-        /* The oldest waiter commits next; if that is us (the queue was
-         * longer than one group), the loop goes round with committing 0. */
-        if (head != NULL)
-            pthread_cond_signal(&head->cv);
-    }
-    pthread_mutex_unlock(&mu);
-    pthread_cond_destroy(&me.cv);
-    if (me.sec.status != DB_OK)
-        db_adopt_error(w->db, me.sec.fault, me.sec.errmsg);
-    return me.sec.status;
+    memset(&sec, 0, sizeof sec);
+    sec.coupon_id = coupon_id;
+    sec.fence = fence;
+    sec.reqs = reqs;
+    sec.n = n;
+    commit_group_run_each(w, cfg, &sec, 1);
+    if (sec.status != DB_OK)
+        db_adopt_error(w->db, sec.fault, sec.errmsg);
+    return sec.status;
 }

@@ -29,4 +29,12 @@ int commit_group_applies(const worker *w, const app_config *cfg, db_fence_mode m
 db_status commit_group_run(worker *w, const app_config *cfg, int64_t coupon_id, uint64_t fence,
                            db_claim_req *reqs, size_t n);
 
+/* The sections of several coupons (each under its own lock, fence in
+ * secs[i].fence) through the group at once: queued next to each other, so
+ * one committer runs them in one transaction (a savepoint each) when
+ * --commit-group allows, each secs[i].status (fault, errmsg) its own
+ * outcome. The caller adopts a failed section's error into its store
+ * (db_adopt_error) before reading it. k <= CONFIG_MAX_GROUP. */
+void commit_group_run_each(worker *w, const app_config *cfg, db_group_section *secs, size_t k);
+
 #endif /* APP_COMMIT_GROUP_H */

@@ -21,6 +21,13 @@
 db_status section_run(worker *w, const app_config *cfg, int64_t coupon_id, db_fence_mode mode, uint64_t fence,
                       db_claim_req *reqs, size_t n);
 
+/* The sections of several coupons, each under its own lock (secs[i].fence;
+ * k <= CONFIG_MAX_GROUP): through the commit group at once when it applies
+ * (one transaction, a savepoint each), else one by one as section_run.
+ * secs[i].status, fault and errmsg give each outcome; the caller adopts a
+ * failure into w's store (db_adopt_error) before claim_from_req reads it. */
+void section_run_each(worker *w, const app_config *cfg, db_group_section *secs, size_t k);
+
 /* One claim's outcome after the section: out->rec on success, out->detail
  * (from w's store) on failure; returns its row of the outcome table. */
 claim_result claim_from_req(worker *w, const db_claim_req *req, claim_out *out);

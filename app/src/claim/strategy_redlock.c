@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "claim/claimq.h"
@@ -246,6 +247,221 @@ static claim_result run_locked(worker *w, const app_config *cfg, const char *res
     return result;
 }
 
+/* ---- several coupons in one round (issue 31) ----
+ *
+ * When claims of other coupons wait in this worker's claim queue too, a
+ * leader takes them along: one dlock_try_acquire_each round for every
+ * coupon's lock, each granted coupon's section in one commit group (a
+ * savepoint each), one dlock_release_each round. With claims spread over
+ * many coupons a holder carries about one claim, so the acquire and
+ * release rounds on the masters, not the store, were what each claim paid
+ * (benchmarks.md, "Many coupons"); here a round serves several coupons. A
+ * coupon whose lock is taken (another server holds it) is not waited for
+ * here: its claims go back to the queue for the single path, which waits
+ * for the hand-off as before. With claims of one coupon only (the hot
+ * coupon) nothing of this runs. */
+
+/* The coupons of one spread round; [0] is the leader's own. */
+typedef struct spread {
+    int64_t coupon[CLAIMQ_SPREAD_MAX];
+    char resource[CLAIMQ_SPREAD_MAX][64];
+    const char *names[CLAIMQ_SPREAD_MAX];
+    batch b[CLAIMQ_SPREAD_MAX];
+    dlock_lock *lock[CLAIMQ_SPREAD_MAX];
+    dlock_err rc[CLAIMQ_SPREAD_MAX];
+    db_group_section sec[CLAIMQ_SPREAD_MAX];
+    size_t n;
+} spread;
+
+/* claimq_take_spread's want(): a coupon is taken along only if no claim
+ * of this server leads it now (combiner.h), and then we lead it. */
+static int spread_want(int64_t coupon_id, void *arg)
+{
+    spread *sp = arg;
+
+    if (sp->n == CLAIMQ_SPREAD_MAX || !combiner_try_lead(coupon_id))
+        return 0;
+    sp->coupon[sp->n++] = coupon_id;
+    return 1;
+}
+
+/* Takes the other coupons' waiting claims into sp (sp->b[i] holds coupon
+ * i's jobs); a coupon led but with no claim left (they were late) is let
+ * go. Returns sp->n. */
+static size_t spread_gather(const app_config *cfg, int64_t coupon_id, spread *sp)
+{
+    claim_job *jobs[CLAIMQ_TAKE_MAX];
+    size_t got, kept = 1;
+
+    sp->coupon[0] = coupon_id;
+    sp->n = 1;
+    got = claimq_take_spread(coupon_id, spread_want, sp, CLAIMQ_SPREAD_MAX - 1, (size_t)cfg->lock_batch, jobs,
+                             CLAIMQ_TAKE_MAX);
+    for (size_t j = 0; j < got; j++) {
+        for (size_t i = 1; i < sp->n; i++) {
+            if (sp->coupon[i] != jobs[j]->coupon_id)
+                continue;
+            batch *b = &sp->b[i];
+            note_taken(jobs[j]->queued_us, 0);
+            b->job[b->n] = jobs[j];
+            b->combined[b->n] = NULL;
+            b->reqs[b->n].user_id = jobs[j]->user_id;
+            b->n++;
+            break;
+        }
+    }
+    for (size_t i = 1; i < sp->n; i++) {
+        if (sp->b[i].n == 0) {
+            combiner_leave(sp->coupon[i]);
+            continue;
+        }
+        if (kept != i) {
+            sp->coupon[kept] = sp->coupon[i];
+            sp->b[kept] = sp->b[i];
+        }
+        kept++;
+    }
+    sp->n = kept;
+    return sp->n;
+}
+
+/* The sections of the granted coupons (rc OK): in one commit group when it
+ * applies, else one by one; then the fence heal (as run_locked) and the
+ * answers. Coupon 0's claim 0 is the caller's own, answered by the caller. */
+static void spread_sections(worker *w, const app_config *cfg, int64_t deadline, spread *sp)
+{
+    int64_t held_at[CLAIMQ_SPREAD_MAX];
+    size_t idx[CLAIMQ_SPREAD_MAX], k = 0;
+
+    for (size_t i = 0; i < sp->n; i++) {
+        if (sp->rc[i] != DLOCK_OK)
+            continue;
+        batch *b = &sp->b[i];
+        memset(&sp->sec[k], 0, sizeof sp->sec[k]);
+        sp->sec[k].coupon_id = sp->coupon[i];
+        sp->sec[k].fence = dlock_lock_fence(sp->lock[i]);
+        sp->sec[k].reqs = b->reqs;
+        sp->sec[k].n = b->n;
+        held_at[k] = hold_log_begin(sp->lock[i]);
+        idx[k++] = i;
+    }
+    section_run_each(w, cfg, sp->sec, k);
+    for (size_t j = 0; j < k; j++) {
+        size_t i = idx[j];
+        db_status st = sp->sec[j].status;
+        uint64_t fence = sp->sec[j].fence;
+
+        /* A group's section ran on whichever connection committed it: its
+         * failure is adopted here, so claim_from_req reads it from ours. */
+        if (st != DB_OK)
+            db_adopt_error(w->db, sp->sec[j].fault, sp->sec[j].errmsg);
+        hold_log_note(sp->lock[i], held_at[j], st, sp->b[i].reqs, sp->b[i].n);
+        if (st == DB_STALE_FENCE && dlock_lock_valid_until_ms(sp->lock[i]) > dlock_now_ms()) {
+            st = heal_fence(w, cfg, sp->resource[i], sp->coupon[i], deadline, &sp->lock[i], sp->b[i].reqs,
+                            sp->b[i].n);
+            if (sp->lock[i] != NULL)
+                fence = dlock_lock_fence(sp->lock[i]);
+        }
+        if (st == DB_STALE_FENCE)
+            log_fence_refused(w, sp->coupon[i], fence, sp->b[i].n, " (several coupons' round)");
+        sp->sec[j].fence = fence;
+        complete_batch(w, fence, &sp->b[i], i == 0 ? 1 : 0);
+    }
+}
+
+/* Releases every lock still held in sp in one round. */
+static void spread_release(worker *w, spread *sp)
+{
+    dlock_lock *held[CLAIMQ_SPREAD_MAX];
+    dlock_err rcs[CLAIMQ_SPREAD_MAX];
+    size_t k = 0;
+
+    for (size_t i = 0; i < sp->n; i++)
+        if (sp->rc[i] == DLOCK_OK && sp->lock[i] != NULL)
+            held[k++] = sp->lock[i];
+    if (k == 0)
+        return;
+    int64_t release_t0 = cm_now_us();
+    /* As the single path: every outcome stands whatever the release says. */
+    if (dlock_release_each(w->lock, held, k, rcs) != DLOCK_OK) {
+        for (size_t j = 0; j < k; j++)
+            metrics_lock_release_error();
+    } else {
+        for (size_t j = 0; j < k; j++) {
+            if (rcs[j] == DLOCK_ERR_LOST)
+                metrics_lock_lost();
+            else if (rcs[j] != DLOCK_OK)
+                metrics_lock_release_error();
+        }
+    }
+    metrics_stage_us(STAGE_RELEASE, cm_now_us() - release_t0);
+}
+
+/* The leader of coupon_id with claims of other coupons waiting: one round
+ * for all their locks. Returns 1 when the leader's own claim was answered
+ * here (*result, out), 0 when it goes the single path (only its coupon
+ * had claims waiting, or its lock was taken or unavailable: then the other
+ * coupons were served or given back first, and nothing is held). */
+static int spread_claim(worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id, int64_t t0,
+                        int64_t deadline, claim_out *out, claim_result *result)
+{
+    spread *sp = calloc(1, sizeof *sp);
+    int handled = 0;
+
+    /* Out of memory: the single path needs none of this. */
+    if (sp == NULL)
+        return 0;
+    if (spread_gather(cfg, coupon_id, sp) == 1)
+        goto out;
+    for (size_t i = 0; i < sp->n; i++) {
+        snprintf(sp->resource[i], sizeof sp->resource[i], "coupon:%" PRId64, sp->coupon[i]);
+        sp->names[i] = sp->resource[i];
+    }
+    int64_t lock_t0 = cm_now_us();
+    dlock_err e = dlock_try_acquire_each(w->lock, sp->names, sp->n, cfg->lock_ttl_ms, sp->lock, sp->rc);
+    metrics_stage_us(STAGE_LOCK, cm_now_us() - lock_t0);
+    metrics_lock_spread_round(sp->n);
+    lockstate_note_acquire(e);
+    for (size_t i = 0; i < sp->n; i++) {
+        if (sp->rc[i] == DLOCK_OK) {
+            metrics_lock_acquired();
+            fault_lock_acquired(cfg);
+            continue;
+        }
+        if (i == 0)
+            continue; /* the caller's single path waits for it */
+        /* Taken (or unavailable): back to the queue for the single path,
+         * which waits for the hand-off; this stripe is free again. */
+        claimq_give_back(sp->b[i].job, sp->b[i].n);
+        combiner_leave(sp->coupon[i]);
+    }
+    if (sp->rc[0] == DLOCK_OK) {
+        metrics_lock_wait_us(cm_now_us() - t0);
+        sp->b[0].reqs[0].user_id = user_id;
+        sp->b[0].n = 1;
+        take_queued(cfg, coupon_id, &sp->b[0]);
+    }
+    for (size_t i = 1; i < sp->n; i++)
+        if (sp->rc[i] == DLOCK_OK)
+            take_queued(cfg, sp->coupon[i], &sp->b[i]);
+    spread_sections(w, cfg, deadline, sp);
+    if (sp->rc[0] == DLOCK_OK) {
+        out->fence = sp->sec[0].fence;
+        *result = claim_from_req(w, &sp->b[0].reqs[0], out);
+        handled = 1;
+    }
+    spread_release(w, sp);
+    for (size_t i = 0; i < sp->n; i++) {
+        dlock_lock_free(sp->lock[i]);
+        /* After the release, as the single path (combiner_leave there). */
+        if (i > 0 && sp->rc[i] == DLOCK_OK)
+            combiner_leave(sp->coupon[i]);
+    }
+out:
+    free(sp);
+    return handled;
+}
+
 static claim_result redlock_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
                                   const char *user_id, int64_t deadline_us, claim_out *out)
 {
@@ -290,6 +506,9 @@ static claim_result redlock_claim(const strategy *self, worker *w, const app_con
         }
         leading = 1;
     }
+    /* Claims of other coupons waiting too: one round for all (above). */
+    if (leading && cfg->lock_batch > 1 && spread_claim(w, cfg, coupon_id, user_id, t0, deadline, out, &result))
+        goto out;
 
     /* One lock per coupon: claims on different coupons never wait for each other. */
     snprintf(resource, sizeof resource, "coupon:%" PRId64, coupon_id);

@@ -40,6 +40,8 @@ void metrics_lock_acquired(void);
 void metrics_lock_combined(void);
 /* A batch run under a lock kept from an earlier batch (--lock-hold-ms). */
 void metrics_lock_held_batch(void);
+/* One round for the locks of several coupons (strategy_redlock.c). */
+void metrics_lock_spread_round(size_t coupons);
 void metrics_lock_retries(uint64_t n);
 /* One claim that gave up on the lock, by kind (outcome.h). */
 void metrics_lock_error(lock_error_kind k);
