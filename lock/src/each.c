@@ -8,7 +8,7 @@
  * (the coupon-server's claim worker, one coupon each) wants every free one
  * now and the busy ones later; one round for all of them instead of one
  * per resource is what a holder carrying one or two claims cannot afford
- * to pay n times (issue 31). Each resource is decided on its own, exactly
+ * to pay n times. Each resource is decided on its own, exactly
  * as acquire.c decides one: quorum, fence sync, validity, undo. */
 #include "dlock_internal.h"
 

@@ -1,8 +1,13 @@
 /* rqueue.pml - the Redlock hand-off queue over 3 masters (lock/src/rqueue.c
  * and enter.lua, pass.lua with handoff.lua, leave.lua): listing rounds,
  * hand-offs on release, the wait for hand-offs on every node where the
- * waiter is listed, the grant on a quorum, a minority yielded to the oldest
- * waiter, the release. docs/model.md maps every step to the code.
+ * waiter is listed, the grant on a quorum with its fence sync, a minority
+ * yielded to the oldest waiter, the release. A listing round stops at a
+ * quorum of answers: the third node's enter.lua may run later, unknown to
+ * the waiter (it may even take the free key for it), until the waiter's
+ * next command there; a waiter whose keys and unanswered nodes could make
+ * a quorum enters again to find out (the recheck). docs/model.md maps
+ * every step to the code.
  *
  * No time: keys never expire and waiters never give up, so the only way a
  * key moves is a release or a yield. That is the setting of the liveness
@@ -15,17 +20,32 @@
  * listing of a call started after it still sorts before it (the starvation
  * the node-side correction of enter.lua removes).
  *
- * Runs: the default checks at most one holder and no deadlock over two
- * calls per client; LIVE lets the clients take the lock for ever and
- * checks, under weak fairness, that client SKEWED is granted again and
- * again. */
+ * Runs: the default checks at most one holder and no deadlock over one
+ * call per client; FENCES (with C=2: two clients, two calls each) also
+ * checks that fences rise per grant; LIVE lets the clients take
+ * the lock for ever (no fences: they would grow without bound) and checks,
+ * under weak fairness, that client SKEWED is granted again and again. */
 
 #define N 3
+#ifndef C
 #define C 3
+#endif
+#ifdef MUT_ONE_NODE_GRANT
+#define Q 1               /* the mutant: a grant on one node of three */
+#else
 #define Q 2
+#endif
 #define SKEWED 2
 #ifndef CALLS
-#define CALLS 2
+#define CALLS 1
+#endif
+/* LIVE: every round hears every node. A late enter.lua that took the key
+ * for a waiter that never hears of it holds the key until its TTL: a delay
+ * of one TTL in time, for ever here. */
+#ifdef LIVE
+#define ROUNDS_HEAR_ALL true
+#else
+#define ROUNDS_HEAR_ALL false
 #endif
 
 #define P_IDLE 0
@@ -40,6 +60,22 @@ byte owner[N];         /* lock key: 0 free, else client + 1 */
 byte q[N * C];         /* node n's waiters set in score order: client + 1, 0 empty */
 byte qn[N];
 bool msg[N * C];       /* node n pushed a hand-off onto client c's list */
+byte maybe[C];         /* bit n: node n's enter.lua unanswered, may still run */
+byte pend[C];          /* node + 1 whose enter.lua has not run yet, 0 none */
+#ifdef FENCES
+byte fctr[N];          /* fence counters */
+byte mf[N * C];        /* the fence pushed with node n's hand-off to client c */
+byte hf[N * C];        /* the fence client c holds node n's key at */
+byte lastf;            /* the largest fence granted */
+#define FENCE(x) x
+/* INCR, saturating: yields in a loop (the model has no hand-off window)
+ * would grow the counters without bound. Up to FMAX the fences are exact
+ * and checked; at FMAX a counter only says "at least FMAX". */
+#define FMAX 6
+#define INCR(n) if :: fctr[n] < FMAX -> fctr[n]++ :: else fi
+#else
+#define FENCE(x) skip
+#endif
 byte rank[C];          /* the call's score: its rank among the active calls' starts */
 byte nactive;
 byte pc[C];
@@ -107,7 +143,9 @@ inline pass(n, c) {
     if
     :: owner[n] == c + 1 && qn[n] > 0 ->
         sk = Q_AT(n, 0); zrem(n, sk - 1);
-        owner[n] = sk; MSG(n, sk - 1) = true; sk = 0
+        owner[n] = sk; MSG(n, sk - 1) = true;
+        FENCE(INCR(n); mf[(n) * C + sk - 1] = fctr[n]);
+        sk = 0
     :: owner[n] == c + 1 && qn[n] == 0 -> owner[n] = 0
     :: else
     fi
@@ -119,14 +157,48 @@ inline try_grant(c) {
     if
     :: CNT(own[c]) >= Q ->
         holders++; assert(holders == 1);   /* at most one holder */
+#ifdef FENCES
+        /* the fence: the largest of our keys'; the lagging counters of
+         * our nodes raised to it (fence_sync.lua) */
+        sk = 0; i = 0;
+        do
+        :: i < N -> if :: (own[c] & BIT(i)) && hf[i * C + c] > sk -> sk = hf[i * C + c] :: else fi; i++
+        :: else -> break
+        od;
+#ifndef MUT_NO_FENCE_SYNC
+        i = 0;
+        do
+        :: i < N -> if :: (own[c] & BIT(i)) && fctr[i] < sk -> fctr[i] = sk :: else fi; i++
+        :: else -> break
+        od;
+#endif
+        assert(sk > lastf || sk == FMAX);  /* fences of grants strictly increase */
+        lastf = sk; sk = 0;
+#endif
         i = 0; pc[c] = P_LEAVE
     :: else -> pc[c] = P_WAIT
     fi
 }
 
+/* enter.lua on node n for client c: SET NX for us (and INCR), or ours
+ * already, or ZADD NX at our score; our list emptied. `answered`: the
+ * client reads the answer (else it is dropped: a late reply). */
+inline enter(n, c, answered) {
+    MSG(n, c) = false;
+    if
+    :: owner[n] == 0 -> owner[n] = c + 1; zrem(n, c);
+       FENCE(INCR(n));
+       if :: answered -> own[c] = own[c] | BIT(n); FENCE(hf[n * C + c] = fctr[n]) :: else fi
+    :: owner[n] == c + 1 ->
+       if :: answered -> own[c] = own[c] | BIT(n); FENCE(hf[n * C + c] = fctr[n]) :: else fi
+    :: else -> zadd(n, c); if :: answered -> listed[c] = listed[c] | BIT(n) :: else fi
+    fi
+}
+
 proctype client(byte c)
 {
-    byte i, calls;
+    byte i, calls, ans;    /* ans: answers of this listing round */
+    bool late;             /* a round of this call left an answer behind */
 
     do
     :: pc[c] == P_DONE -> break
@@ -134,52 +206,59 @@ proctype client(byte c)
 #ifndef LIVE
            calls++;
 #endif
-           rank[c] = nactive; nactive++; i = 0; pc[c] = P_ENTER }
-    /* enter.lua: SET NX for us, or ours already, or ZADD NX; our list
-     * emptied */
-    :: atomic { pc[c] == P_ENTER && i < N ->
-           MSG(i, c) = false;
-           if
-           :: owner[i] == 0 -> owner[i] = c + 1; own[c] = own[c] | BIT(i); zrem(i, c)
-           :: owner[i] == c + 1 -> own[c] = own[c] | BIT(i)
-           :: else -> zadd(i, c); listed[c] = listed[c] | BIT(i)
-           fi;
-           i++ }
-    :: atomic { pc[c] == P_ENTER && i == N -> i = 0; try_grant(c) }
+           rank[c] = nactive; nactive++; i = 0; late = false; pc[c] = P_ENTER }
+    /* enter.lua on node i, answered */
+    :: atomic { pc[c] == P_ENTER && i < N && pend[c] != i + 1 ->
+           enter(i, c, true); maybe[c] = maybe[c] & ~BIT(i); ans++; i++ }
+    /* the round stops at a quorum of answers: the last node's enter.lua
+     * runs when that node gets to it. Once per call: with no time in the
+     * model, a node left behind by every round would hold the key its
+     * late enter.lua took for us for ever, where in time it expires
+     * (and a node that keeps missing the rounds opens its breaker). */
+    :: atomic { pc[c] == P_ENTER && i == N - 1 && pend[c] == 0 && ans >= Q && !late && !ROUNDS_HEAR_ALL ->
+           late = true; pend[c] = N; maybe[c] = maybe[c] | BIT(N - 1); i++ }
+    :: atomic { pc[c] == P_ENTER && i == N -> i = 0; ans = 0; try_grant(c) }
+    /* a key that an unanswered enter.lua may have taken would make a
+     * quorum with ours: enter again to find out (recheck) */
+    :: atomic { pc[c] == P_WAIT && own[c] != 0 && CNT(own[c] | maybe[c]) >= Q && !HANDED(c) ->
+           i = 0; pc[c] = P_ENTER }
     /* BLPOP on every node where we are listed returns every hand-off
      * waiting there (dlock__wake_pop_any) */
     :: atomic { pc[c] == P_WAIT && HANDED(c) ->
            i = 0;
            do
-           :: i < N -> if :: MSG(i, c) -> MSG(i, c) = false; own[c] = own[c] | BIT(i) :: else fi; i++
+           :: i < N -> if :: MSG(i, c) -> MSG(i, c) = false; own[c] = own[c] | BIT(i);
+                                         FENCE(hf[i * C + c] = mf[i * C + c]; mf[i * C + c] = 0)
+                         :: else fi; i++
            :: else -> break
            od;
            try_grant(c) }
     /* a minority held for a hand-off window with no hand-off coming:
      * listed again at our score, then passed to the oldest waiter
      * (yield_minority), node by node */
-    :: atomic { pc[c] == P_WAIT && own[c] != 0 && CNT(own[c]) < Q && !HANDED(c) ->
+    :: atomic { pc[c] == P_WAIT && own[c] != 0 && CNT(own[c] | maybe[c]) < Q && !HANDED(c) ->
            i = 0;
            do
-           :: i < N && (own[c] & BIT(i)) -> zadd(i, c); pass(i, c); own[c] = own[c] & ~BIT(i); i++
+           :: i < N && (own[c] & BIT(i)) -> zadd(i, c); pass(i, c); own[c] = own[c] & ~BIT(i);
+                                            FENCE(hf[i * C + c] = 0); i++
            :: i < N && !(own[c] & BIT(i)) -> i++
            :: i == N -> break
            od;
            i = 0 }
     /* leave.lua where we are not the owner (a key handed meanwhile is
      * ours: the release passes it on) */
-    :: atomic { pc[c] == P_LEAVE && i < N ->
+    :: atomic { pc[c] == P_LEAVE && i < N && pend[c] != i + 1 ->
            if
            :: !(own[c] & BIT(i)) ->
-               zrem(i, c); MSG(i, c) = false;
+               zrem(i, c); MSG(i, c) = false; FENCE(mf[i * C + c] = 0);
                if :: owner[i] == c + 1 -> own[c] = own[c] | BIT(i) :: else fi
            :: else
            fi;
            i++ }
-    :: atomic { pc[c] == P_LEAVE && i == N -> i = 0; listed[c] = 0; pc[c] = P_HOLD }
+    :: atomic { pc[c] == P_LEAVE && i == N -> i = 0; listed[c] = 0; maybe[c] = 0; pc[c] = P_HOLD }
     /* the release: not held from the moment it is sent */
     :: atomic { pc[c] == P_HOLD -> holders--; i = 0; pc[c] = P_REL }
-    :: atomic { pc[c] == P_REL && i < N -> pass(i, c); i++ }
+    :: atomic { pc[c] == P_REL && i < N && pend[c] != i + 1 -> pass(i, c); FENCE(hf[i * C + c] = 0); i++ }
     :: atomic { pc[c] == P_REL && i == N ->
            i = 0; own[c] = 0;
            /* the call ends: later calls' ranks move up */
@@ -194,7 +273,27 @@ proctype client(byte c)
     od
 }
 
-init { atomic { run client(0); run client(1); run client(2) } }
+/* The nodes run the enter.lua a round stopped waiting for. */
+active proctype node()
+{
+end:
+    do
+    :: atomic { pend[0] != 0 -> enter(pend[0] - 1, 0, false); pend[0] = 0 }
+    :: atomic { pend[1] != 0 -> enter(pend[1] - 1, 1, false); pend[1] = 0 }
+#if C > 2
+    :: atomic { pend[2] != 0 -> enter(pend[2] - 1, 2, false); pend[2] = 0 }
+#endif
+    od
+}
+
+init {
+    atomic {
+        run client(0); run client(1);
+#if C > 2
+        run client(2)
+#endif
+    }
+}
 
 #ifdef LIVE
 /* client SKEWED is granted again and again */

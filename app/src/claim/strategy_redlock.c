@@ -247,7 +247,7 @@ static claim_result run_locked(worker *w, const app_config *cfg, const char *res
     return result;
 }
 
-/* ---- several coupons in one round (issue 31) ----
+/* ---- several coupons in one round ----
  *
  * When claims of other coupons wait in this worker's claim queue too, a
  * leader takes them along: one dlock_try_acquire_each round for every
