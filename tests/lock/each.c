@@ -37,19 +37,11 @@ TestSuite(lock_each, .fini = teardown);
 
 /* ---- the history ---- */
 
-typedef struct rec {
-    int64_t start_ns, end_ns, valid_until_ns;
-    uint64_t fence;
-    int res, thread;
-} rec;
-
 typedef struct run {
     const redis_proc *rs;
     size_t n;
     int64_t stop_at;
-    pthread_mutex_t mu;
-    rec *recs;
-    size_t nrecs;
+    tc_sections hist;
     int acquired[THREADS];
     int failed[THREADS];  /* results that are neither OK, TAKEN nor an unavailable code */
     int slow[THREADS];    /* calls that ended unavailable (a round timed out under load) */
@@ -61,26 +53,6 @@ typedef struct worker {
     run *r;
     int id;
 } worker;
-
-/* The library's clock in ns (multi_history.c says why ns). */
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-#ifdef CLOCK_BOOTTIME
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-#else
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-#endif
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static void record(run *r, const rec *x, size_t k)
-{
-    pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < k && r->nrecs < MAX_RECS; i++)
-        r->recs[r->nrecs++] = x[i];
-    pthread_mutex_unlock(&r->mu);
-}
 
 static void count_result(run *r, int id, dlock_err rc)
 {
@@ -122,7 +94,7 @@ static void *work(void *p)
         size_t k = 1 + (size_t)(rand_r(&seed) % MAX_BATCH), got = 0;
         dlock_lock *l[MAX_BATCH] = {NULL}, *held[MAX_BATCH];
         dlock_err rcs[MAX_BATCH], rc;
-        rec x[MAX_BATCH];
+        tc_section x[MAX_BATCH];
 
         /* A random subset in a random order (partial Fisher-Yates). */
         for (int i = 0; i < RESOURCES; i++)
@@ -146,7 +118,7 @@ static void *work(void *p)
             count_result(r, w->id, rc);
             continue;
         }
-        int64_t start = now_ns();
+        int64_t start = tc_now_ns();
         for (size_t i = 0; i < k; i++) {
             count_result(r, w->id, rcs[i]);
             if (rcs[i] != DLOCK_OK)
@@ -163,7 +135,7 @@ static void *work(void *p)
             continue;
         }
         usleep(100 + (unsigned)rand_r(&seed) % 900);
-        int64_t end = now_ns();
+        int64_t end = tc_now_ns();
         for (size_t i = 0; i < got; i++)
             x[i].end_ns = end;
         rc = dlock_release_each(c, held, got, rcs);
@@ -175,21 +147,10 @@ static void *work(void *p)
             dlock_lock_free(held[i]);
         }
         r->acquired[w->id]++;
-        record(r, x, got);
+        tc_sections_add(&r->hist, x, got);
     }
     dlock_client_free(c);
     return NULL;
-}
-
-static int by_res_start(const void *p, const void *q)
-{
-    const rec *a = p, *b = q;
-
-    if (a->res != b->res)
-        return a->res - b->res;
-    if (a->start_ns != b->start_ns)
-        return (a->start_ns > b->start_ns) - (a->start_ns < b->start_ns);
-    return (a->fence > b->fence) - (a->fence < b->fence);
 }
 
 static void history_check(const redis_proc *rs, size_t n)
@@ -197,12 +158,10 @@ static void history_check(const redis_proc *rs, size_t n)
     run r = {.rs = rs, .n = n};
     worker ws[THREADS];
     pthread_t th[THREADS];
-    size_t per_res[RESOURCES] = {0};
+    char why[256];
     int slow = 0;
 
-    r.recs = calloc(MAX_RECS, sizeof(rec));
-    cr_assert_not_null(r.recs);
-    pthread_mutex_init(&r.mu, NULL);
+    cr_assert_eq(tc_sections_init(&r.hist, MAX_RECS), 0);
     r.stop_at = dlock_now_ms() + RUN_MS;
     for (int i = 0; i < THREADS; i++) {
         ws[i].r = &r;
@@ -218,27 +177,9 @@ static void history_check(const redis_proc *rs, size_t n)
         cr_assert_gt(r.acquired[i], 0, "thread %d never acquired", i);
         slow += r.slow[i];
     }
-    qsort(r.recs, r.nrecs, sizeof(rec), by_res_start);
-    for (size_t i = 0; i < r.nrecs; i++) {
-        const rec *x = &r.recs[i], *prev = i > 0 ? &r.recs[i - 1] : NULL;
-
-        per_res[x->res]++;
-        cr_assert_lt(x->end_ns, x->valid_until_ns, "e%d: section outlived its validity", x->res);
-        if (prev == NULL || prev->res != x->res)
-            continue;
-        cr_assert_gt(x->start_ns, prev->end_ns,
-                     "e%d: thread %d's section starts %lld ns before thread %d's ended "
-                     "(fences %llu, %llu): two holders",
-                     x->res, x->thread, (long long)(prev->end_ns - x->start_ns), prev->thread,
-                     (unsigned long long)x->fence, (unsigned long long)prev->fence);
-        cr_assert_gt(x->fence, prev->fence, "e%d: fence %llu after %llu", x->res,
-                     (unsigned long long)x->fence, (unsigned long long)prev->fence);
-    }
-    for (int i = 0; i < RESOURCES; i++)
-        cr_assert_gt(per_res[i], 10, "e%d: only %zu sections", i, per_res[i]);
-    cr_log_info("%zu sections on %zu node(s), %d calls unavailable", r.nrecs, n, slow);
-    pthread_mutex_destroy(&r.mu);
-    free(r.recs);
+    cr_assert_eq(tc_sections_check(&r.hist, "e", RESOURCES, 10, why, sizeof why), 0, "%s", why);
+    cr_log_info("%zu sections on %zu node(s), %d calls unavailable", r.hist.n, n, slow);
+    tc_sections_free(&r.hist);
 }
 
 Test(lock_each, overlapping_batches_one_node, .timeout = 90)

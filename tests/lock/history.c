@@ -53,16 +53,6 @@ typedef struct rec {
     char detail[120]; /* the client's error detail when the release failed */
 } rec;
 
-/* Nanoseconds on the clock dlock_now_ms() reads (clock.c: BOOTTIME where
- * the kernel has it, which every Linux this runs on does). */
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
-        _exit(4);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 #define NS_PER_MS 1000000
 
 static void child_loop(int id, int wfd, int64_t stop_at)
@@ -85,12 +75,12 @@ static void child_loop(int id, int wfd, int64_t stop_at)
         dlock_lock *l = NULL;
         if (dlock_acquire(c, resource, 1000, dlock_now_ms() + 500, &l) != DLOCK_OK)
             continue;
-        rec r = {.start = now_ns(),
+        rec r = {.start = tc_now_ns(),
                  .valid_until = dlock_lock_valid_until_ms(l) * NS_PER_MS,
                  .fence = dlock_lock_fence(l),
                  .proc = id};
         usleep(200 + rand_r(&seed) % 1500);
-        r.end = now_ns();
+        r.end = tc_now_ns();
         r.release_rc = (int)dlock_release(c, l);
         if (r.release_rc != DLOCK_OK)
             dlock_client_errstr(c, r.detail, sizeof r.detail);

@@ -380,3 +380,102 @@ int tc_tarpit(int *port, int fill, int *held)
     }
     return fd;
 }
+
+int64_t tc_now_ns(void)
+{
+    struct timespec ts;
+
+#ifdef CLOCK_BOOTTIME
+    if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
+        _exit(4);
+#else
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        _exit(4);
+#endif
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int tc_sections_init(tc_sections *s, size_t cap)
+{
+    memset(s, 0, sizeof *s);
+    if ((s->recs = calloc(cap, sizeof *s->recs)) == NULL)
+        return -1;
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
+        free(s->recs);
+        s->recs = NULL;
+        return -1;
+    }
+    s->cap = cap;
+    return 0;
+}
+
+void tc_sections_add(tc_sections *s, const tc_section *x, size_t k)
+{
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < k && s->n < s->cap; i++)
+        s->recs[s->n++] = x[i];
+    pthread_mutex_unlock(&s->mu);
+}
+
+void tc_sections_free(tc_sections *s)
+{
+    if (s->recs == NULL)
+        return;
+    pthread_mutex_destroy(&s->mu);
+    free(s->recs);
+    s->recs = NULL;
+}
+
+static int by_res_start(const void *p, const void *q)
+{
+    const tc_section *a = p, *b = q;
+
+    if (a->res != b->res)
+        return a->res - b->res;
+    if (a->start_ns != b->start_ns)
+        return (a->start_ns > b->start_ns) - (a->start_ns < b->start_ns);
+    return (a->fence > b->fence) - (a->fence < b->fence);
+}
+
+int tc_sections_check(tc_sections *s, const char *prefix, int nres, size_t min_each, char *why,
+                      size_t whylen)
+{
+    size_t each[64] = {0};
+
+    if (nres < 0 || nres > 64) {
+        snprintf(why, whylen, "tc_sections_check: %d resources (at most 64)", nres);
+        return -1;
+    }
+    qsort(s->recs, s->n, sizeof *s->recs, by_res_start);
+    for (size_t i = 0; i < s->n; i++) {
+        const tc_section *x = &s->recs[i], *prev = i > 0 ? &s->recs[i - 1] : NULL;
+
+        if (x->res >= 0 && x->res < nres)
+            each[x->res]++;
+        if (x->end_ns >= x->valid_until_ns) {
+            snprintf(why, whylen, "%s%d: section outlived its validity", prefix, x->res);
+            return -1;
+        }
+        if (prev == NULL || prev->res != x->res)
+            continue;
+        if (x->start_ns <= prev->end_ns) {
+            snprintf(why, whylen,
+                     "%s%d: thread %d's section starts %lld ns before thread %d's ended "
+                     "(fences %llu, %llu): two holders",
+                     prefix, x->res, x->thread, (long long)(prev->end_ns - x->start_ns),
+                     prev->thread, (unsigned long long)x->fence, (unsigned long long)prev->fence);
+            return -1;
+        }
+        if (x->fence <= prev->fence) {
+            snprintf(why, whylen, "%s%d: fence %llu after %llu", prefix, x->res,
+                     (unsigned long long)x->fence, (unsigned long long)prev->fence);
+            return -1;
+        }
+    }
+    for (int i = 0; i < nres; i++)
+        if (each[i] <= min_each) {
+            snprintf(why, whylen, "%s%d: only %zu sections", prefix, i, each[i]);
+            return -1;
+        }
+    return 0;
+}

@@ -145,4 +145,37 @@ void tc_kill_children(void);
 int tc_write_all(int fd, const void *buf, size_t n);
 int tc_read_all(int fd, void *buf, size_t n, int64_t timeout_ms);
 
+/* Nanoseconds on the clock dlock_now_ms() reads (BOOTTIME, else
+ * MONOTONIC): one clock for every thread and process of a history, so
+ * sections compare directly, and fine enough that two sections never share
+ * a stamp (whole ms would make a checker see false overlaps). */
+int64_t tc_now_ns(void);
+
+/* A history of critical sections over several resources, recorded by many
+ * threads and checked at the end (each.c, multi_history.c). */
+typedef struct tc_section {
+    int64_t start_ns, end_ns, valid_until_ns;
+    uint64_t fence;
+    int res, thread;
+} tc_section;
+
+typedef struct tc_sections {
+    pthread_mutex_t mu;
+    tc_section *recs;
+    size_t n, cap;
+} tc_sections;
+
+/* 0, or -1 when there is no memory for cap sections. */
+int tc_sections_init(tc_sections *s, size_t cap);
+/* Appends x[0..k) under the mutex; past cap, the rest is dropped. */
+void tc_sections_add(tc_sections *s, const tc_section *x, size_t k);
+void tc_sections_free(tc_sections *s);
+/* Per resource, sections ordered by start (then fence) never overlap,
+ * fences rise in that order, each ends within its validity, and each of
+ * resources 0..nres) has more than min_each sections. 0 when all hold,
+ * else -1 with the first failure in why, naming resource r as
+ * "<prefix><r>". Sorts s. */
+int tc_sections_check(tc_sections *s, const char *prefix, int nres, size_t min_each, char *why,
+                      size_t whylen);
+
 #endif /* TESTS_LOCK_COMMON_H */

@@ -13,6 +13,7 @@
  * fails; docs/single-instance.md quotes the output). */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,21 +38,13 @@ static void teardown(void)
 
 TestSuite(lock_multi_history, .fini = teardown);
 
-typedef struct rec {
-    int64_t start_ns, end_ns, valid_until_ns;
-    uint64_t fence;
-    int res, thread;
-} rec;
-
 typedef struct run {
     const redis_proc *rs;
     size_t n;
     int broken;           /* DLOCK_TEST_BREAK_MULTI: no lock taken */
     int64_t stop_at;
-    pthread_mutex_t mu;
-    rec *recs;
-    size_t nrecs;
-    uint64_t fake_fence;  /* broken mode only */
+    tc_sections hist;
+    _Atomic uint64_t fake_fence; /* broken mode only */
     int acquired[THREADS];
     int failed[THREADS];  /* calls that ended in neither OK, TAKEN nor an unavailable code */
     int slow[THREADS];    /* calls that ended unavailable (a round timed out under load) */
@@ -62,29 +55,6 @@ typedef struct worker {
     run *r;
     int id;
 } worker;
-
-/* The library's clock (BOOTTIME), in ns: one clock for every thread, so
- * sections compare directly, and fine enough that two sections never share
- * a stamp (whole ms would make the checker see false overlaps: see
- * tests/lock/history.c). */
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-#ifdef CLOCK_BOOTTIME
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-#else
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-#endif
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static void record(run *r, const rec *x, size_t k)
-{
-    pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < k && r->nrecs < MAX_RECS; i++)
-        r->recs[r->nrecs++] = x[i];
-    pthread_mutex_unlock(&r->mu);
-}
 
 static void *work(void *p)
 {
@@ -104,7 +74,7 @@ static void *work(void *p)
         size_t k = 1 + (size_t)(rand_r(&seed) % MAX_SET);
         dlock_lock *l = NULL;
         dlock_err rc = DLOCK_OK;
-        rec x[MAX_SET];
+        tc_section x[MAX_SET];
 
         /* A random subset in a random order (partial Fisher-Yates). */
         for (int i = 0; i < RESOURCES; i++)
@@ -135,15 +105,13 @@ static void *work(void *p)
                 continue;
             }
         }
-        int64_t start = now_ns();
+        int64_t start = tc_now_ns();
         for (size_t i = 0; i < k; i++) {
             x[i].start_ns = start;
             x[i].res = idx[i];
             x[i].thread = w->id;
             if (r->broken) {
-                pthread_mutex_lock(&r->mu);
-                x[i].fence = ++r->fake_fence;
-                pthread_mutex_unlock(&r->mu);
+                x[i].fence = atomic_fetch_add(&r->fake_fence, 1) + 1;
                 x[i].valid_until_ns = INT64_MAX;
             } else {
                 x[i].fence = dlock_lock_fence_of(l, i);
@@ -151,7 +119,7 @@ static void *work(void *p)
             }
         }
         usleep(100 + (unsigned)rand_r(&seed) % 900);
-        int64_t end = now_ns();
+        int64_t end = tc_now_ns();
         for (size_t i = 0; i < k; i++)
             x[i].end_ns = end;
         if (!r->broken) {
@@ -159,21 +127,10 @@ static void *work(void *p)
             dlock_lock_free(l);
         }
         r->acquired[w->id]++;
-        record(r, x, k);
+        tc_sections_add(&r->hist, x, k);
     }
     dlock_client_free(c);
     return NULL;
-}
-
-static int by_res_start(const void *p, const void *q)
-{
-    const rec *a = p, *b = q;
-
-    if (a->res != b->res)
-        return a->res - b->res;
-    if (a->start_ns != b->start_ns)
-        return (a->start_ns > b->start_ns) - (a->start_ns < b->start_ns);
-    return (a->fence > b->fence) - (a->fence < b->fence);
 }
 
 static void history_check(const redis_proc *rs, size_t n)
@@ -181,12 +138,10 @@ static void history_check(const redis_proc *rs, size_t n)
     run r = {.rs = rs, .n = n};
     worker ws[THREADS];
     pthread_t th[THREADS];
-    size_t per_res[RESOURCES] = {0};
+    char why[256];
 
     r.broken = getenv("DLOCK_TEST_BREAK_MULTI") != NULL;
-    r.recs = calloc(MAX_RECS, sizeof(rec));
-    cr_assert_not_null(r.recs);
-    pthread_mutex_init(&r.mu, NULL);
+    cr_assert_eq(tc_sections_init(&r.hist, MAX_RECS), 0);
     r.stop_at = dlock_now_ms() + RUN_MS;
     for (int i = 0; i < THREADS; i++) {
         ws[i].r = &r;
@@ -202,30 +157,12 @@ static void history_check(const redis_proc *rs, size_t n)
                      dlock_strerror(r.last_err[i]));
         cr_assert_gt(r.acquired[i], 0, "thread %d never acquired", i);
     }
-    qsort(r.recs, r.nrecs, sizeof(rec), by_res_start);
-    for (size_t i = 0; i < r.nrecs; i++) {
-        const rec *x = &r.recs[i], *prev = i > 0 ? &r.recs[i - 1] : NULL;
-
-        per_res[x->res]++;
-        cr_assert_lt(x->end_ns, x->valid_until_ns, "h%d: section outlived its validity", x->res);
-        if (prev == NULL || prev->res != x->res)
-            continue;
-        cr_assert_gt(x->start_ns, prev->end_ns,
-                     "h%d: thread %d's section starts %lld ns before thread %d's ended "
-                     "(fences %llu, %llu): two holders",
-                     x->res, x->thread, (long long)(prev->end_ns - x->start_ns), prev->thread,
-                     (unsigned long long)x->fence, (unsigned long long)prev->fence);
-        cr_assert_gt(x->fence, prev->fence, "h%d: fence %llu after %llu", x->res,
-                     (unsigned long long)x->fence, (unsigned long long)prev->fence);
-    }
-    for (int i = 0; i < RESOURCES; i++)
-        cr_assert_gt(per_res[i], 10, "h%d: only %zu sections", i, per_res[i]);
+    cr_assert_eq(tc_sections_check(&r.hist, "h", RESOURCES, 10, why, sizeof why), 0, "%s", why);
     int slow = 0;
     for (int i = 0; i < THREADS; i++)
         slow += r.slow[i];
-    cr_log_info("%zu sections on %zu node(s), %d calls unavailable", r.nrecs, n, slow);
-    pthread_mutex_destroy(&r.mu);
-    free(r.recs);
+    cr_log_info("%zu sections on %zu node(s), %d calls unavailable", r.hist.n, n, slow);
+    tc_sections_free(&r.hist);
 }
 
 Test(lock_multi_history, overlapping_sets_one_node, .timeout = 90)

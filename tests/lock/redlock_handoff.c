@@ -180,15 +180,6 @@ typedef struct rec {
     int worker;
 } rec;
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-
-    if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
-        _exit(4);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 typedef struct hworker {
     int id, wfd;
     int64_t stop_at;
@@ -216,14 +207,14 @@ static void *hworker_main(void *arg)
 
         if (dlock_acquire(c, res, 2000, dlock_now_ms() + 2000, &l) != DLOCK_OK)
             continue;
-        r.start = now_ns();
+        r.start = tc_now_ns();
         r.valid_until = dlock_lock_valid_until_ms(l) * 1000000;
         r.fence = dlock_lock_fence(l);
         r.worker = h->id;
         /* Long enough that two holders granted by different nodes at one
          * hand-off overlap, even when the machine is slow to wake them. */
         usleep(1000 + rand_r(&seed) % 1000);
-        r.end = now_ns();
+        r.end = tc_now_ns();
         dlock_release(c, l);
         dlock_lock_free(l);
         pthread_mutex_lock(h->mu);
@@ -591,12 +582,12 @@ static void *pw_main(void *arg)
 
         if (dlock_acquire(w->c, "rpaused", 2000, dlock_now_ms() + 2000, &l) != DLOCK_OK)
             continue;
-        r.start = now_ns();
+        r.start = tc_now_ns();
         r.valid_until = dlock_lock_valid_until_ms(l) * 1000000;
         r.fence = dlock_lock_fence(l);
         r.worker = w->id;
         usleep(rand_r(&seed) % 300);
-        r.end = now_ns();
+        r.end = tc_now_ns();
         dlock_release(w->c, l);
         dlock_lock_free(l);
         w->ok++;
@@ -636,7 +627,7 @@ Test(lock_redlock_handoff, one_master_paused_sixteen_workers_keep_going, .timeou
         w[i] = (pw_worker){.sh = &sh, .id = i, .c = client(PW_COMMAND_TIMEOUT_MS)};
         cr_assert_not_null(w[i].c);
     }
-    t_start = now_ns();
+    t_start = tc_now_ns();
     sh.stop_at = dlock_now_ms() + PW_RUN_MS;
     for (int i = 0; i < PW_WORKERS; i++)
         cr_assert_eq(pthread_create(&th[i], NULL, pw_main, &w[i]), 0);
