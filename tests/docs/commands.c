@@ -270,6 +270,25 @@ Test(docs_commands, many_coupons, .timeout = 150)
     cr_assert_not_null(strstr(out, "load before: "), "%s", out);
 }
 
+/* bench/many-coupons.sh --zipf (docs/benchmarks.md, the Zipf row), one
+ * short round over 10 coupons: the header names the distribution, both
+ * rows NO OVERSELL, and the CPU-per-answer lines the page's figures and
+ * its CPU ceiling come from are printed for both strategies. */
+Test(docs_commands, many_coupons_zipf, .timeout = 150)
+{
+    char line[512];
+    const char *argv[] = {"bench/many-coupons.sh", "--rounds", "1", "--duration", "1", "--stock", "1000",
+                          "--counts", "10", "--zipf", "1.1", NULL};
+    int st = docs_run(argv, 130, &out);
+    cr_assert_eq(st, 0, "bench/many-coupons.sh --zipf exit %d:\n%s", st, out);
+    cr_assert_not_null(strstr(out, "(Zipf 1.1)"), "the header does not name the distribution:\n%s", out);
+    want_line("1           10 atomic-sql ", "  NO OVERSELL", line, sizeof line);
+    want_line("1           10 redlock ", "  NO OVERSELL", line, sizeof line);
+    want_line("  CPU per answer", "", line, sizeof line);
+    want_line("    atomic-sql ", " / ", line, sizeof line);
+    want_line("    redlock ", " / ", line, sizeof line);
+}
+
 /* The row of the glance table that starts with prefix holds needle. */
 static void glance_row(const char *prefix, const char *needle)
 {
