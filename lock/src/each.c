@@ -76,6 +76,21 @@ static int each_decided(const dlock__result *res, size_t nodes, void *arg)
     return 1;
 }
 
+/* The keys of names[0..n) (lengths already checked), or NULL: out of
+ * memory, said in the errstr and in every rc_out. */
+static dlock__multi_keys *each_keys(dlock_client *c, const char *op, const char *const *names,
+                                    size_t n, dlock_err *rc_out)
+{
+    dlock__multi_keys *mk = dlock__multi_keys_new(c, names, n, NULL);
+
+    if (mk == NULL) {
+        dlock__errf(c->errstr, "%s: out of memory for the keys", op);
+        for (size_t j = 0; j < n; j++)
+            rc_out[j] = DLOCK_ERR_NOMEM;
+    }
+    return mk;
+}
+
 /* The keys and arguments of release_each.lua for the resources of idx[0..k)
  * of mk (their lock keys, fence keys, waiters sets) with tokens[idx[j]]:
  * into keys[3k] and args[1 + 2k]. */
@@ -316,12 +331,8 @@ dlock_err dlock_try_acquire_each(dlock_client *c, const char *const *resources, 
         goto out;
     }
     /* The names' lengths were checked above: NULL is out of memory. */
-    mk = dlock__multi_keys_new(c, resources, n, NULL);
-    if (mk == NULL) {
-        dlock__errf(c->errstr, "try_acquire_each: out of memory for the keys");
+    if ((mk = each_keys(c, "try_acquire_each", resources, n, rc_out)) == NULL) {
         rc = DLOCK_ERR_NOMEM;
-        for (size_t j = 0; j < n; j++)
-            rc_out[j] = rc;
         goto out;
     }
     /* A sentinel node without a master: asked first (acquire.c). */
@@ -387,12 +398,8 @@ dlock_err dlock_release_each(dlock_client *c, dlock_lock **locks, size_t n, dloc
         idx[j] = j;
         reach |= locks[j]->may_hold;
     }
-    mk = dlock__multi_keys_new(c, names, n, NULL);
-    if (mk == NULL) {
-        dlock__errf(c->errstr, "release_each: out of memory for the keys");
+    if ((mk = each_keys(c, "release_each", names, n, rc_out)) == NULL) {
         rc = DLOCK_ERR_NOMEM;
-        for (size_t j = 0; j < n; j++)
-            rc_out[j] = rc;
         goto out;
     }
     for (size_t j = 0; j < n; j++)

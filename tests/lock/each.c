@@ -363,7 +363,6 @@ Test(lock_each, release_each_reports_each_lock, .timeout = 30)
     const char *set[2] = {"r1", "r2"};
     dlock_lock *l[2];
     dlock_err rcs[2];
-    char key[TC_KEY_LEN], out[64];
 
     cr_assert_eq(tc_nodes_up(nodes, NODES, 0), 0);
     c = tc_client(nodes, NODES, 0);
@@ -371,11 +370,8 @@ Test(lock_each, release_each_reports_each_lock, .timeout = 30)
     cr_assert_eq(dlock_try_acquire_each(c, set, 2, 10000, l, rcs), DLOCK_OK, "%s", TC_ERR(c));
     cr_assert(rcs[0] == DLOCK_OK && rcs[1] == DLOCK_OK);
     /* r1's lease "ran out" and another owner took it on every node. */
-    for (size_t k = 0; k < NODES; k++) {
-        const char *argv[5] = {"SET", tc_lock_key(key, "r1"), "other", "PX", "20000"};
-        tc_cmd(&nodes[k], out, sizeof out, 5, argv);
-        cr_assert_str_eq(out, "OK");
-    }
+    for (size_t k = 0; k < NODES; k++)
+        set_on(&nodes[k], "r1", "other");
     cr_assert_eq(dlock_release_each(c, l, 2, rcs), DLOCK_OK, "%s", TC_ERR(c));
     cr_assert_eq(rcs[0], DLOCK_ERR_LOST);
     cr_assert_eq(rcs[1], DLOCK_OK);

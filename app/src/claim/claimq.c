@@ -154,14 +154,9 @@ static int of_spread(const claim_job *job, void *arg)
 size_t claimq_take_spread(int64_t except, claimq_want_fn want, void *want_arg, size_t max_coupons,
                           size_t per_coupon, claim_job **out, size_t max)
 {
-    spread_pick p;
+    spread_pick p = {.except = except, .want = want, .want_arg = want_arg,
+                     .per_coupon = per_coupon, .max_coupons = max_coupons};
 
-    memset(&p, 0, sizeof p);
-    p.except = except;
-    p.want = want;
-    p.want_arg = want_arg;
-    p.per_coupon = per_coupon;
-    p.max_coupons = max_coupons;
     return take_matching(of_spread, &p, out, max);
 }
 

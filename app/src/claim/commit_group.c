@@ -146,13 +146,8 @@ void commit_group_run_each(worker *w, const app_config *cfg, db_group_section *s
 db_status commit_group_run(worker *w, const app_config *cfg, int64_t coupon_id, uint64_t fence,
                            db_claim_req *reqs, size_t n)
 {
-    db_group_section sec;
+    db_group_section sec = {.coupon_id = coupon_id, .fence = fence, .reqs = reqs, .n = n};
 
-    memset(&sec, 0, sizeof sec);
-    sec.coupon_id = coupon_id;
-    sec.fence = fence;
-    sec.reqs = reqs;
-    sec.n = n;
     commit_group_run_each(w, cfg, &sec, 1);
     if (sec.status != DB_OK)
         db_adopt_error(w->db, sec.fault, sec.errmsg);

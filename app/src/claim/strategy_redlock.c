@@ -336,12 +336,9 @@ static void spread_sections(worker *w, const app_config *cfg, int64_t deadline, 
     for (size_t i = 0; i < sp->n; i++) {
         if (sp->rc[i] != DLOCK_OK)
             continue;
-        batch *b = &sp->b[i];
-        memset(&sp->sec[k], 0, sizeof sp->sec[k]);
-        sp->sec[k].coupon_id = sp->coupon[i];
-        sp->sec[k].fence = dlock_lock_fence(sp->lock[i]);
-        sp->sec[k].reqs = b->reqs;
-        sp->sec[k].n = b->n;
+        sp->sec[k] = (db_group_section){.coupon_id = sp->coupon[i],
+                                        .fence = dlock_lock_fence(sp->lock[i]),
+                                        .reqs = sp->b[i].reqs, .n = sp->b[i].n};
         held_at[k] = hold_log_begin(sp->lock[i]);
         idx[k++] = i;
     }
