@@ -151,21 +151,28 @@ static int build_argv(const dlock_client *c, dlock__script_id id, int by_sha,
     return argc;
 }
 
-/* Remembers the longest TTL an acquire or extend sent (ARGV[2] of both):
- * a lagging connection is kept while it may still set or hold a key of that
+/* Where each script that sets or extends a key takes its TTL (an index
+ * into ARGV, 0-based), -1 for the others. */
+static const int ttl_arg[DLOCK__SCRIPT_COUNT] = {
+    [DLOCK__SCRIPT_ACQUIRE] = 1,       [DLOCK__SCRIPT_RELEASE] = -1,
+    [DLOCK__SCRIPT_EXTEND] = 1,        [DLOCK__SCRIPT_FENCE_SYNC] = -1,
+    [DLOCK__SCRIPT_ENTER] = 1,         [DLOCK__SCRIPT_PASS] = -1,
+    [DLOCK__SCRIPT_LEAVE] = -1,        [DLOCK__SCRIPT_MULTI_ACQUIRE] = 1,
+    [DLOCK__SCRIPT_MULTI_RELEASE] = -1, [DLOCK__SCRIPT_MULTI_EXTEND] = 1,
+    [DLOCK__SCRIPT_MULTI_FENCE_SYNC] = -1,
+    [DLOCK__SCRIPT_ACQUIRE_EACH] = 0,  /* its tokens, one per key, follow */
+    [DLOCK__SCRIPT_RELEASE_EACH] = -1,
+};
+
+/* Remembers the longest TTL a script that sets or extends a key sent: a
+ * lagging connection is kept while it may still set or hold a key of that
  * age (conn.c, dlock__conn_expire). */
 static void note_ttl(dlock_client *c, dlock__script_id id, const char *const *args, int nargs)
 {
     unsigned long ttl;
-    int at = 1;
+    int at = ttl_arg[id];
 
-    /* acquire_each.lua takes the TTL first: its tokens (one per key) follow. */
-    if (id == DLOCK__SCRIPT_ACQUIRE_EACH)
-        at = 0;
-    else if (id != DLOCK__SCRIPT_ACQUIRE && id != DLOCK__SCRIPT_EXTEND && id != DLOCK__SCRIPT_ENTER &&
-             id != DLOCK__SCRIPT_MULTI_ACQUIRE && id != DLOCK__SCRIPT_MULTI_EXTEND)
-        return;
-    if (nargs <= at)
+    if (at < 0 || nargs <= at)
         return;
     ttl = strtoul(args[at], NULL, 10);
     if (ttl > c->longest_ttl_ms && ttl <= UINT32_MAX)
