@@ -146,8 +146,15 @@ Test(app_page, page_shows_coupons_rates_nodes_and_fence_refusals, .timeout = 120
     fence_off_coupon(f);
     app_claim_expect(&g_app.srv[0], "POST", f, "viewer", 503, 1010, APP_RETRY_AFTER);
     app_claim_expect(&g_app.srv[0], "POST", f, "viewer", 503, 1010, APP_RETRY_AFTER);
-    /* One of three lock nodes down: Redlock still has its quorum. */
+    /* One of three lock nodes down: Redlock still has its quorum. The page
+     * shows the health prober's last round (every 500 ms), so wait until the
+     * server has seen the node go (at most 5 s) before loading it. */
     cr_assert_eq(redis_stop(&g_app.redis[2]), 0);
+    long long up = -1;
+    for (int64_t until = test_now_ms() + 5000; test_now_ms() < until; test_sleep_ms(50))
+        if ((up = app_metric(&g_app.srv[0], "coupon_lock_nodes_up")) == 2)
+            break;
+    cr_assert_eq(up, 2, "the server still counts %lld lock nodes up 5 s after one stopped", up);
 
     char url[128];
     app_url(url, sizeof url, &g_app.srv[0], "/");
