@@ -1,4 +1,4 @@
-/* client.c - options, client creation and teardown, accessors, and PING. */
+/* client.c - options, client creation and teardown, and accessors. */
 #include "dlock_internal.h"
 
 #include <math.h>
@@ -373,29 +373,6 @@ fail:
     return rc;
 }
 
-int dlock__forked(const dlock_client *c)
-{
-    return getpid() != c->pid;
-}
-
-int dlock__enter(dlock_client *c, const char *op)
-{
-    if (dlock__forked(c)) {
-        /* Refused, not reconnected: the child's copy of the mutex may be
-         * locked for ever (a thread of the parent held it at the fork),
-         * its connections are shared with the parent (both would read the
-         * same replies), and its watchdog did not come along. The child is
-         * one thread now: writing its own errstr copy races nobody. */
-        dlock__errf(c->errstr, "%s: this client was made by process %ld and used in process %ld "
-                    "after fork(); make a new client in the child", op, (long)c->pid,
-                    (long)getpid());
-        return -1;
-    }
-    pthread_mutex_lock(&c->mu);
-    c->errstr[0] = '\0';
-    return 0;
-}
-
 void dlock_client_free(dlock_client *c)
 {
     int child;
@@ -460,15 +437,4 @@ size_t dlock_client_nodes(const dlock_client *c)
 size_t dlock_client_quorum(const dlock_client *c)
 {
     return c != NULL ? c->quorum : 0;
-}
-
-dlock_err dlock_ping(dlock_client *c, size_t *up_out)
-{
-    uint32_t up = 0;
-    /* The same round as dlock_ping_nodes (ping_nodes.c), counted. */
-    dlock_err rc = dlock_ping_nodes(c, &up);
-
-    if (up_out != NULL)
-        *up_out = dlock__popcount(up);
-    return rc;
 }

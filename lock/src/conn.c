@@ -86,12 +86,7 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
                 dlock__detailf(why, "%s", node->master_why);
             else
                 dlock__detailf(why, "sentinel: asking for master '%s'", node->addr.master_name);
-            /* This file's one call into sentinel.c, which uses this file in
-             * turn (AUTH, the SIGPIPE guard, dlock__conn_prepare): a connect
-             * needs the resolver's answer, and the resolver needs
-             * connections. The call only flags the node and wakes the
-             * resolver thread; nothing of it comes back here. */
-            dlock__sentinel_want(c, node);
+            dlock__conn_ask_master(c, node);
             fail_node(c, node, r, why, "");
             return;
         }
@@ -368,6 +363,17 @@ void dlock__conn_expire(dlock_client *c, dlock__node *node, int64_t now)
         dlock__node_close(node);
         dlock__breaker_trip(c, node, DLOCK_ERR_TIMEOUT, why);
     }
+}
+
+void dlock__conn_ask_master(dlock_client *c, dlock__node *node)
+{
+    /* Only flags and signals: this file never calls into sentinel.c (which
+     * uses it to connect), the resolver thread reads the flag. */
+    if (!node->addr.is_sentinel || node->master_fresh || node->master_asking != 0 ||
+        !c->rs_started)
+        return;
+    node->master_asking = 1;
+    pthread_cond_signal(&c->rs_cond);
 }
 
 /* Readies the client for a round, without waiting for anything: gives up

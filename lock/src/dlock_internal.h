@@ -264,7 +264,7 @@ struct dlock_lock {
 
 /* The functions, each under the file that defines it. */
 
-/* ---- client.c ---- */
+/* ---- guard.c ---- */
 /* The way into every public call on c: 0 with c->mu held and c->errstr
  * cleared (a success leaves no earlier failure to read); -1 in a child of
  * fork() (c->pid is another process), with why in c->errstr and the mutex
@@ -413,6 +413,10 @@ int dlock__conn_background(const dlock__node *node);
 void dlock__conn_service(dlock_client *c, dlock__node *node, short revents);
 int64_t dlock__conn_connect_deadline(const dlock_client *c, const dlock__node *node);
 void dlock__conn_expire(dlock_client *c, dlock__node *node, int64_t now);
+/* A connect of a sentinel node needs a master nobody asked for yet: flags
+ * the node and wakes the resolver thread (sentinel.c), which answers in
+ * node->master (client mutex held, nothing waits). */
+void dlock__conn_ask_master(dlock_client *c, dlock__node *node);
 
 typedef struct dlock__sigpipe_guard {
     sigset_t old;   /* the caller thread's mask before the guard */
@@ -452,9 +456,6 @@ void dlock__sentinel_await(dlock_client *c, int64_t until_ms);
  * caller drops a sentinel node's connection, so that its next connect asks
  * the sentinels again. */
 int dlock__sentinel_demoted(const dlock__addr *a, const redisReply *reply);
-/* A connect of a sentinel node needs a master nobody asked for yet: the
- * resolver thread is asked to (client mutex held, nothing waits). */
-void dlock__sentinel_want(dlock_client *c, dlock__node *node);
 
 /* ---- rounds.c ---- */
 /* The deadline of the public call running on this thread (INT64_MAX: none,

@@ -1,5 +1,5 @@
 /* ping_nodes.c - dlock_ping_nodes: PING every node and say which answered,
- * for health reports that name the nodes down; dlock_ping counts them. */
+ * for health reports that name the nodes down; dlock_ping: how many. */
 #include "dlock_internal.h"
 
 #include <string.h>
@@ -34,5 +34,16 @@ dlock_err dlock_ping_nodes(dlock_client *c, uint32_t *up_mask)
     }
     dlock__results_clear(res, DLOCK_MAX_NODES);
     pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+dlock_err dlock_ping(dlock_client *c, size_t *up_out)
+{
+    uint32_t up = 0;
+    /* The same round, counted. */
+    dlock_err rc = dlock_ping_nodes(c, &up);
+
+    if (up_out != NULL)
+        *up_out = dlock__popcount(up);
     return rc;
 }

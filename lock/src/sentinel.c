@@ -13,7 +13,7 @@
  * cannot be let go inside a round either (another thread's round would
  * queue commands on a half-made node). So a round whose sentinel node
  * has no connection and no fresh answer fails that node at once and asks
- * the resolver thread (dlock__sentinel_want); the thread asks the
+ * the resolver thread (dlock__conn_ask_master); the thread asks the
  * sentinels with the mutex released and publishes the answer under it.
  * A call that starts, or retries, waits for that answer with the mutex
  * released (dlock__sentinel_await), so it connects to the new master in
@@ -304,15 +304,6 @@ void dlock__sentinel_stop(dlock_client *c)
     c->rs_started = 0;
 }
 
-void dlock__sentinel_want(dlock_client *c, dlock__node *node)
-{
-    if (!node->addr.is_sentinel || node->master_fresh || node->master_asking != 0 ||
-        !c->rs_started)
-        return;
-    node->master_asking = 1;
-    pthread_cond_signal(&c->rs_cond);
-}
-
 /* A sentinel node whose next connect has no answer to use. */
 static int needs_answer(const dlock__node *node)
 {
@@ -344,7 +335,7 @@ void dlock__sentinel_await(dlock_client *c, int64_t until_ms)
          * schedule says when it is worth asking again, as for any node. */
         if (node->breaker.open && !dlock__breaker_probe_due(node, now) && healthy >= c->quorum)
             continue;
-        dlock__sentinel_want(c, node);
+        dlock__conn_ask_master(c, node);
         if (asking_bound_ms(c, &node->addr) > bound)
             bound = asking_bound_ms(c, &node->addr);
         any = 1;
