@@ -120,7 +120,7 @@ struct db_store {
 /* open.c: a "postgresql://" or "postgres://" URL (libpq's URI forms) names
  * a PostgreSQL database; anything else is a SQLite file path. */
 int dbi_is_pg_url(const char *path);
-/* open.c: one line "database '<path>': <reason>" into errbuf, control
+/* status.c: one line "database '<path>': <reason>" into errbuf, control
  * characters replaced (a path may hold a newline). */
 void dbi_copy_one_line(char *dst, size_t dst_len, const char *path, const char *reason);
 /* pg_open.c: the PostgreSQL side of db_open / db_open_readonly; same contract. */

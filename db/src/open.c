@@ -104,18 +104,6 @@ static db_status check_readonly_schema(db_store *db)
     return DB_OK;
 }
 
-/* One line for the caller's errbuf: control characters (a newline in a
- * path) would break the "one-line reason" the server prints before exit 2. */
-void dbi_copy_one_line(char *dst, size_t dst_len, const char *path, const char *reason)
-{
-    if (dst == NULL || dst_len == 0)
-        return;
-    (void)snprintf(dst, dst_len, "database '%s': %s", path != NULL ? path : "(null)", reason);
-    for (char *p = dst; *p != '\0'; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
-}
-
 static db_status open_store(const char *path, int busy_timeout_ms, int readonly, db_store **out,
                             char *errbuf, size_t errbuf_len)
 {

@@ -1,5 +1,6 @@
-/* status.c - status texts, the per-handle error detail, and the mapping of
- * SQLite result codes to db_status. */
+/* status.c - status texts, the per-handle error detail, the mapping of
+ * SQLite result codes to db_status, and the one-line open error both
+ * backends give. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -155,4 +156,16 @@ void db_adopt_error(db_store *db, db_fault fault, const char *msg)
         return;
     dbi_set_error(db, "%s", msg != NULL ? msg : "");
     dbi_set_fault(db, fault);
+}
+
+/* One line for the caller's errbuf: control characters (a newline in a
+ * path) would break the "one-line reason" the server prints before exit 2. */
+void dbi_copy_one_line(char *dst, size_t dst_len, const char *path, const char *reason)
+{
+    if (dst == NULL || dst_len == 0)
+        return;
+    (void)snprintf(dst, dst_len, "database '%s': %s", path != NULL ? path : "(null)", reason);
+    for (char *p = dst; *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
 }
