@@ -38,6 +38,8 @@ typedef struct rq_run {
     uint32_t listed;                     /* nodes whose last answered enter.lua listed us */
     uint32_t answered;                   /* nodes that answered the last round */
     uint32_t maybe;                      /* sent the last enter.lua, no answer: ours or not, unknown */
+    uint32_t rechecked;                  /* maybe nodes a recheck asked in vain: not asked again */
+    int rechecking;                      /* this round is a recheck for the maybe nodes */
     int64_t first_sent;                  /* the first enter.lua's send time, our clock */
     int recheck;                         /* a hand-off came that only an enter.lua can bound */
     int64_t listed_sent[DLOCK_MAX_NODES]; /* that enter.lua's send time, our clock */
@@ -313,6 +315,7 @@ static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *arg
             q->valid[i] = t0 + x->element[2]->integer - drift_of(c, x->element[2]->integer);
     }
     q->answered = answered;
+    q->rechecked &= ~answered;
     if (id == DLOCK__SCRIPT_ENTER && q->first_sent == 0)
         q->first_sent = t0;
     if (id == DLOCK__SCRIPT_ENTER) {
@@ -321,6 +324,11 @@ static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *arg
             if (res[i].status == DLOCK__R_PENDING || res[i].status == DLOCK__R_TIMEOUT ||
                 res[i].status == DLOCK__R_IOERR)
                 q->maybe |= 1u << i;
+        /* A recheck that did not hear them either: a node slower than the
+         * grace every time would leave every recheck unanswered in turn. */
+        if (q->rechecking)
+            q->rechecked |= q->maybe;
+        q->rechecking = 0;
     }
     if (dlock__popcount(answered) < c->quorum)
         rc = dlock__unavailable(c, res, dlock__all_nodes(c), answered, c->errstr);
@@ -554,9 +562,11 @@ static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resourc
         if (pttl >= 0 && now + (pttl > 0 ? pttl : 1) < wait_end)
             wait_end = now + (pttl > 0 ? pttl : 1);
         while ((now = dlock_now_ms()) < wait_end) {
+            int could = owned_now(q) != 0 &&
+                        dlock__popcount(q->owned | (q->maybe & ~q->rechecked)) >= c->quorum;
+
             block = wait_end - now;
-            if (q->recheck || (owned_now(q) != 0 &&
-                               dlock__popcount(q->owned | q->maybe) >= c->quorum)) {
+            if (q->recheck || could) {
                 /* A key handed to us that only an enter.lua can bound
                  * (wait_handoffs), or a minority that the nodes whose
                  * enter.lua went unanswered would make a quorum: their
@@ -565,9 +575,15 @@ static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resourc
                  * next answer comes behind the late one, on the same
                  * connection) rather than hold the minority for a window
                  * while that key, unknown to us, keeps everyone else from
-                 * a quorum. A node that keeps not answering opens its
-                 * breaker within a few rounds and is then no longer sent
-                 * to. */
+                 * a quorum. Once per node until it answers a round: a
+                 * node slower than the grace every time (its breaker
+                 * never opens, it owes one reply at most) would leave
+                 * every recheck unanswered, and we would recheck for as
+                 * long as our key lived while the other waiters held
+                 * minorities (the livelock SPIN found, docs/model.md);
+                 * after one, the minority is held for a window and
+                 * yielded like any other. */
+                q->rechecking = could;
                 recheck = 1;
                 break;
             }

@@ -38,6 +38,7 @@ struct delay_proxy {
     size_t plen;
     int delay_ms;
     int held;
+    atomic_int lag_ms;
     pconn conns[PROXY_CONNS];
     size_t nconns;
 };
@@ -80,15 +81,37 @@ static int hold_for(struct delay_proxy *p, const char *buf, size_t n)
     return ms;
 }
 
+static long long mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void *relay(void *arg)
 {
     pconn *pc = arg;
-    char buf[16384];
+    char buf[16384], lagged[16384];
+    size_t nlagged = 0; /* a chunk held back by the lag, sent before the next */
+    long long lagged_at = 0;
 
     while (!atomic_load(&pc->p->stop)) {
         struct pollfd pfd[2] = {{pc->cfd, POLLIN, 0}, {pc->sfd, POLLIN, 0}};
-        int r = poll(pfd, 2, 100);
+        int lag = atomic_load(&pc->p->lag_ms), tick = 100, r;
 
+        if (nlagged > 0) {
+            long long left = lagged_at + lag - mono_ms();
+
+            if (left <= 0) {
+                if (write_all(pc->sfd, lagged, nlagged) != 0)
+                    break;
+                nlagged = 0;
+            } else if (left < tick) {
+                tick = (int)left;
+            }
+        }
+        r = poll(pfd, 2, tick);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
@@ -99,6 +122,16 @@ static void *relay(void *arg)
 
             if (n <= 0)
                 break;
+            /* The client's next chunk: the one held back goes first. */
+            if (nlagged > 0 && write_all(pc->sfd, lagged, nlagged) != 0)
+                break;
+            nlagged = 0;
+            if (lag > 0) {
+                memcpy(lagged, buf, (size_t)n);
+                nlagged = (size_t)n;
+                lagged_at = mono_ms();
+                continue;
+            }
             if ((ms = hold_for(pc->p, buf, (size_t)n)) > 0)
                 sleep_ms(ms);
             if (write_all(pc->sfd, buf, (size_t)n) != 0)
@@ -218,6 +251,11 @@ void delay_proxy_arm(delay_proxy *p, const char *pattern, size_t len, int delay_
     p->plen = len;
     p->delay_ms = delay_ms;
     pthread_mutex_unlock(&p->mu);
+}
+
+void delay_proxy_lag(delay_proxy *p, int max_ms)
+{
+    atomic_store(&p->lag_ms, max_ms > 0 ? max_ms : 0);
 }
 
 int delay_proxy_held(delay_proxy *p)

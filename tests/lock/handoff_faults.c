@@ -10,7 +10,10 @@
  * - a Redlock waiter whose wall clock is 270 ms behind or 60 s ahead of
  *   the nodes' (the clockshift shim preloaded into a waiter process of its
  *   own) among 4 threads taking the lock in turn: it gets the lock, within
- *   a small multiple of an unskewed waiter's time. */
+ *   a small multiple of an unskewed waiter's time;
+ * - a Redlock master that always answers a waiter just after its round
+ *   stopped waiting (a relay lags each command until the next): the
+ *   recheck livelock SPIN found, a hand-off window now instead of a TTL. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -387,4 +390,66 @@ Test(lock_handoff_faults, waiter_with_a_clock_270ms_behind_gets_the_lock, .timeo
 Test(lock_handoff_faults, waiter_with_a_clock_60s_ahead_gets_the_lock, .timeout = 60)
 {
     skewed_waiter_gets_the_lock(60000);
+}
+
+/* ---- a master always a little late ---- */
+
+/* Waiters W3 (older) and W1 reach master C through the relay with the lag:
+ * C runs each of their commands just after the round stopped waiting for
+ * it and before their next command there, so every listing round of
+ * theirs ends on A and B with C's answer one command late, never so late
+ * that C's breaker opens. H (direct) holds "r"; W3 queues behind it; H's
+ * keys on A and C go (as if expired), and W1's first round takes A (SET
+ * NX) and, late, C. H's release hands B to W3. W1 held A with C unknown
+ * and rechecked at once, again and again, never hearing C in time, while
+ * W3 held B alone and yielded it to itself: no grant until W1's key on A
+ * expired, a TTL (2 s) later. One recheck per unanswered node now, then
+ * W1 yields A like any minority (to W3, the head of A's queue). */
+Test(lock_handoff_faults, a_master_always_a_little_late_stalls_no_waiter, .timeout = 60)
+{
+    static const char *addrs[NODES];
+    char addr[64], lkey[TC_KEY_LEN], out[128];
+    const char *del[2] = {"DEL", tc_lock_key(lkey, "r")};
+    dlock_client *h = client_on(NULL, NODES, 1, 0);
+    dlock_lock *held = NULL;
+    waiter w3, w1;
+    pthread_t t3, t1;
+    int64_t released;
+
+    proxy = delay_proxy_start(nodes[2].port);
+    cr_assert_not_null(proxy);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", delay_proxy_port(proxy));
+    addrs[0] = nodes[0].addr;
+    addrs[1] = nodes[1].addr;
+    addrs[2] = addr;
+    delay_proxy_lag(proxy, 30);
+    w3 = (waiter){client_on(addrs, NODES, 1, 0), "r", DLOCK_ERR_ARG, 0};
+    w1 = (waiter){client_on(addrs, NODES, 1, 0), "r", DLOCK_ERR_ARG, 0};
+
+    cr_assert_eq(dlock_try_acquire(h, "r", 10000, &held), DLOCK_OK, "%s", TC_ERR(h));
+    cr_assert_eq(pthread_create(&t3, NULL, wait_for_lock, &w3), 0);
+    wait_listed(NODES, "r", 1);
+    tc_cmd(&nodes[0], out, sizeof out, 2, del);
+    tc_cmd(&nodes[2], out, sizeof out, 2, del);
+    cr_assert_eq(pthread_create(&t1, NULL, wait_for_lock, &w1), 0);
+    /* W1's first round takes A (its late enter.lua on C takes C too). */
+    cr_assert_eq(tc_wait_exists(&nodes[0], "r", 1, 2000), 1, "W1 did not take A");
+    test_sleep_ms(100);
+    released = test_now_ms();
+    /* Only B is still H's: the release says the lock was lost, and hands B
+     * over all the same. */
+    cr_assert_eq(dlock_release(h, held), DLOCK_ERR_LOST, "%s", TC_ERR(h));
+    pthread_join(t3, NULL);
+    pthread_join(t1, NULL);
+    cr_log_info("W3 granted %lld ms after the release, W1 %lld ms", (long long)(w3.got_ms - released),
+                (long long)(w1.got_ms - released));
+    cr_assert_eq(w3.rc, DLOCK_OK, "%s", TC_ERR(w3.c));
+    cr_assert_eq(w1.rc, DLOCK_OK, "%s", TC_ERR(w1.c));
+    /* A hand-off window (200 ms here) and a few rounds, not W1's 2 s TTL. */
+    cr_assert_lt(w3.got_ms - released, 1000, "W3 got the lock %lld ms after the release",
+                 (long long)(w3.got_ms - released));
+    dlock_lock_free(held);
+    dlock_client_free(w1.c);
+    dlock_client_free(w3.c);
+    dlock_client_free(h);
 }
