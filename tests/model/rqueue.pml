@@ -24,7 +24,9 @@
  * call per client; FENCES (with C=2: two clients, two calls each) also
  * checks that fences rise per grant; LIVE lets the clients take
  * the lock for ever (no fences: they would grow without bound) and checks,
- * under weak fairness, that client SKEWED is granted again and again. */
+ * under weak fairness, that client SKEWED is granted again and again;
+ * LATE_EVERY_ROUND lets every listing round leave the third node's answer
+ * behind (with C=2, the liveness run of the recheck rule). */
 
 #define N 3
 #ifndef C
@@ -35,17 +37,30 @@
 #else
 #define Q 2
 #endif
-#define SKEWED 2
+#define SKEWED (C - 1)
 #ifndef CALLS
 #define CALLS 1
 #endif
-/* LIVE: every round hears every node. A late enter.lua that took the key
- * for a waiter that never hears of it holds the key until its TTL: a delay
- * of one TTL in time, for ever here. */
-#ifdef LIVE
-#define ROUNDS_HEAR_ALL true
+/* Which rounds may leave the third node's answer behind: one per call
+ * (the safety runs); any round with LATE_EVERY_ROUND (a node slower than
+ * the grace every time); none in the other LIVE runs, where a late
+ * enter.lua that took the key for a waiter that never hears of it would
+ * hold the key for ever (in time it expires). */
+#if defined(LATE_EVERY_ROUND)
+#define LATE_OK(late) true
+#elif defined(LIVE)
+#define LATE_OK(late) false
 #else
-#define ROUNDS_HEAR_ALL false
+#define LATE_OK(late) !(late)
+#endif
+/* The nodes a waiter may recheck: those whose answer it lacks, less those
+ * a recheck already lacked (rqueue.c: once per node until it answers). The
+ * mutant rechecks as long as any is missing: the livelock of a node that
+ * is always a little late. */
+#ifdef MUT_RECHECK_UNBOUNDED
+#define RECHECKABLE(c) maybe[c]
+#else
+#define RECHECKABLE(c) (maybe[c] & ~rechecked[c])
 #endif
 
 #define P_IDLE 0
@@ -61,6 +76,8 @@ byte q[N * C];         /* node n's waiters set in score order: client + 1, 0 emp
 byte qn[N];
 bool msg[N * C];       /* node n pushed a hand-off onto client c's list */
 byte maybe[C];         /* bit n: node n's enter.lua unanswered, may still run */
+byte rechecked[C];     /* bit n: a recheck did not hear node n either */
+bool rck[C];           /* this listing round is a recheck */
 byte pend[C];          /* node + 1 whose enter.lua has not run yet, 0 none */
 #ifdef FENCES
 byte fctr[N];          /* fence counters */
@@ -209,19 +226,23 @@ proctype client(byte c)
            rank[c] = nactive; nactive++; i = 0; late = false; pc[c] = P_ENTER }
     /* enter.lua on node i, answered */
     :: atomic { pc[c] == P_ENTER && i < N && pend[c] != i + 1 ->
-           enter(i, c, true); maybe[c] = maybe[c] & ~BIT(i); ans++; i++ }
+           enter(i, c, true); maybe[c] = maybe[c] & ~BIT(i); rechecked[c] = rechecked[c] & ~BIT(i);
+           ans++; i++ }
     /* the round stops at a quorum of answers: the last node's enter.lua
-     * runs when that node gets to it. Once per call: with no time in the
-     * model, a node left behind by every round would hold the key its
-     * late enter.lua took for us for ever, where in time it expires
-     * (and a node that keeps missing the rounds opens its breaker). */
-    :: atomic { pc[c] == P_ENTER && i == N - 1 && pend[c] == 0 && ans >= Q && !late && !ROUNDS_HEAR_ALL ->
+     * runs when that node gets to it, before our next command there (one
+     * answer owed at most: a node owing more opens its breaker). With no
+     * time in the model, a late enter.lua that took the key for us holds
+     * it until we hear of it, where in time it expires. */
+    :: atomic { pc[c] == P_ENTER && i == N - 1 && pend[c] == 0 && ans >= Q && LATE_OK(late) ->
            late = true; pend[c] = N; maybe[c] = maybe[c] | BIT(N - 1); i++ }
-    :: atomic { pc[c] == P_ENTER && i == N -> i = 0; ans = 0; try_grant(c) }
+    :: atomic { pc[c] == P_ENTER && i == N ->
+           i = 0; ans = 0;
+           if :: rck[c] -> rechecked[c] = rechecked[c] | maybe[c]; rck[c] = false :: else fi;
+           try_grant(c) }
     /* a key that an unanswered enter.lua may have taken would make a
      * quorum with ours: enter again to find out (recheck) */
-    :: atomic { pc[c] == P_WAIT && own[c] != 0 && CNT(own[c] | maybe[c]) >= Q && !HANDED(c) ->
-           i = 0; pc[c] = P_ENTER }
+    :: atomic { pc[c] == P_WAIT && own[c] != 0 && CNT(own[c] | RECHECKABLE(c)) >= Q && !HANDED(c) ->
+           rck[c] = true; i = 0; pc[c] = P_ENTER }
     /* BLPOP on every node where we are listed returns every hand-off
      * waiting there (dlock__wake_pop_any) */
     :: atomic { pc[c] == P_WAIT && HANDED(c) ->
@@ -236,7 +257,7 @@ proctype client(byte c)
     /* a minority held for a hand-off window with no hand-off coming:
      * listed again at our score, then passed to the oldest waiter
      * (yield_minority), node by node */
-    :: atomic { pc[c] == P_WAIT && own[c] != 0 && CNT(own[c] | maybe[c]) < Q && !HANDED(c) ->
+    :: atomic { pc[c] == P_WAIT && own[c] != 0 && CNT(own[c] | RECHECKABLE(c)) < Q && !HANDED(c) ->
            i = 0;
            do
            :: i < N && (own[c] & BIT(i)) -> zadd(i, c); pass(i, c); own[c] = own[c] & ~BIT(i);
@@ -255,7 +276,8 @@ proctype client(byte c)
            :: else
            fi;
            i++ }
-    :: atomic { pc[c] == P_LEAVE && i == N -> i = 0; listed[c] = 0; maybe[c] = 0; pc[c] = P_HOLD }
+    :: atomic { pc[c] == P_LEAVE && i == N ->
+           i = 0; listed[c] = 0; maybe[c] = 0; rechecked[c] = 0; pc[c] = P_HOLD }
     /* the release: not held from the moment it is sent */
     :: atomic { pc[c] == P_HOLD -> holders--; i = 0; pc[c] = P_REL }
     :: atomic { pc[c] == P_REL && i < N && pend[c] != i + 1 -> pass(i, c); FENCE(hf[i * C + c] = 0); i++ }
