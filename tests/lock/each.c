@@ -42,35 +42,14 @@ typedef struct run {
     size_t n;
     int64_t stop_at;
     tc_sections hist;
-    int acquired[THREADS];
-    int failed[THREADS];  /* results that are neither OK, TAKEN nor an unavailable code */
-    int slow[THREADS];    /* calls that ended unavailable (a round timed out under load) */
-    int lost[THREADS];    /* releases that found a lock lost: a section ran unprotected */
-    dlock_err last_err[THREADS];
+    tc_tally tally[THREADS];
+    int lost[THREADS]; /* releases that found a lock lost: a section ran unprotected */
 } run;
-
-typedef struct worker {
-    run *r;
-    int id;
-} worker;
-
-static void count_result(run *r, int id, dlock_err rc)
-{
-    /* TAKEN is contention; an unavailable code a round the loaded machine
-     * could not finish in time (this suite is about exclusion); anything
-     * else (ARG, EXPIRED, NOMEM) is a bug. */
-    if (dlock_err_is_unavailable(rc)) {
-        r->slow[id]++;
-    } else if (rc != DLOCK_OK && rc != DLOCK_ERR_TAKEN) {
-        r->failed[id]++;
-        r->last_err[id] = rc;
-    }
-}
 
 static void *work(void *p)
 {
-    worker *w = p;
-    run *r = w->r;
+    tc_worker *w = p;
+    run *r = w->run;
     unsigned seed = (unsigned)(w->id * 2654435761u) ^ (unsigned)getpid();
     static const char *names[RESOURCES] = {"e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7"};
     redis_proc order[NODES];
@@ -85,7 +64,7 @@ static void *work(void *p)
     c = tc_patient_client(order, r->n, 1000);
 
     if (c == NULL) {
-        r->failed[w->id]++;
+        r->tally[w->id].failed++;
         return NULL;
     }
     while (dlock_now_ms() < r->stop_at) {
@@ -96,16 +75,9 @@ static void *work(void *p)
         dlock_err rcs[MAX_BATCH], rc;
         tc_section x[MAX_BATCH];
 
-        /* A random subset in a random order (partial Fisher-Yates). */
-        for (int i = 0; i < RESOURCES; i++)
-            idx[i] = i;
-        for (size_t i = 0; i < k; i++) {
-            size_t j = i + (size_t)rand_r(&seed) % (RESOURCES - i);
-            int t = idx[i];
-            idx[i] = idx[j];
-            idx[j] = t;
+        tc_pick_subset(&seed, RESOURCES, k, idx);
+        for (size_t i = 0; i < k; i++)
             set[i] = names[idx[i]];
-        }
         if (k == 1 && rand_r(&seed) % 2 == 0) {
             /* A single waiter: it queues on the key (wake_on_release) and
              * is handed it by a release_each, which a batch must not jump. */
@@ -115,12 +87,12 @@ static void *work(void *p)
             rc = dlock_try_acquire_each(c, set, k, TTL_MS, l, rcs);
         }
         if (rc != DLOCK_OK) {
-            count_result(r, w->id, rc);
+            tc_tally_result(&r->tally[w->id], rc);
             continue;
         }
         int64_t start = tc_now_ns();
         for (size_t i = 0; i < k; i++) {
-            count_result(r, w->id, rcs[i]);
+            tc_tally_result(&r->tally[w->id], rcs[i]);
             if (rcs[i] != DLOCK_OK)
                 continue;
             x[got].start_ns = start;
@@ -146,7 +118,7 @@ static void *work(void *p)
                 r->lost[w->id]++;
             dlock_lock_free(held[i]);
         }
-        r->acquired[w->id]++;
+        r->tally[w->id].acquired++;
         tc_sections_add(&r->hist, x, got);
     }
     dlock_client_free(c);
@@ -156,27 +128,15 @@ static void *work(void *p)
 static void history_check(const redis_proc *rs, size_t n)
 {
     run r = {.rs = rs, .n = n};
-    worker ws[THREADS];
-    pthread_t th[THREADS];
     char why[256];
-    int slow = 0;
+    int slow;
 
     cr_assert_eq(tc_sections_init(&r.hist, MAX_RECS), 0);
     r.stop_at = dlock_now_ms() + RUN_MS;
-    for (int i = 0; i < THREADS; i++) {
-        ws[i].r = &r;
-        ws[i].id = i;
-        cr_assert_eq(pthread_create(&th[i], NULL, work, &ws[i]), 0);
-    }
+    cr_assert_eq(tc_run_workers(THREADS, work, &r), 0, "a worker thread did not start");
+    cr_assert_eq(tc_tally_check(r.tally, THREADS, &slow, why, sizeof why), 0, "%s", why);
     for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    for (int i = 0; i < THREADS; i++) {
-        cr_assert_eq(r.failed[i], 0, "thread %d: %d results failed, last %s", i, r.failed[i],
-                     dlock_strerror(r.last_err[i]));
         cr_assert_eq(r.lost[i], 0, "thread %d: %d locks found lost at release", i, r.lost[i]);
-        cr_assert_gt(r.acquired[i], 0, "thread %d never acquired", i);
-        slow += r.slow[i];
-    }
     cr_assert_eq(tc_sections_check(&r.hist, "e", RESOURCES, 10, why, sizeof why), 0, "%s", why);
     cr_log_info("%zu sections on %zu node(s), %d calls unavailable", r.hist.n, n, slow);
     tc_sections_free(&r.hist);

@@ -479,3 +479,71 @@ int tc_sections_check(tc_sections *s, const char *prefix, int nres, size_t min_e
         }
     return 0;
 }
+
+void tc_pick_subset(unsigned *seed, int nres, size_t k, int *idx)
+{
+    int all[TC_MAX_RES];
+
+    if (nres > TC_MAX_RES)
+        nres = TC_MAX_RES;
+    if (k > (size_t)nres)
+        k = (size_t)nres;
+    for (int i = 0; i < nres; i++)
+        all[i] = i;
+    for (size_t i = 0; i < k; i++) {
+        size_t j = i + (size_t)rand_r(seed) % ((size_t)nres - i);
+        int t = all[i];
+
+        all[i] = all[j];
+        all[j] = t;
+        idx[i] = all[i];
+    }
+}
+
+void tc_tally_result(tc_tally *t, dlock_err rc)
+{
+    if (dlock_err_is_unavailable(rc)) {
+        t->slow++;
+    } else if (rc != DLOCK_OK && rc != DLOCK_ERR_TAKEN) {
+        t->failed++;
+        t->last_err = rc;
+    }
+}
+
+int tc_tally_check(const tc_tally *t, int n, int *slow, char *why, size_t whylen)
+{
+    int bad = -1;
+
+    *slow = 0;
+    for (int i = 0; i < n; i++) {
+        *slow += t[i].slow;
+        if (bad < 0 && (t[i].failed != 0 || t[i].acquired == 0))
+            bad = i;
+    }
+    if (bad < 0)
+        return 0;
+    if (t[bad].failed != 0)
+        snprintf(why, whylen, "thread %d: %d results failed, last %s", bad, t[bad].failed,
+                 dlock_strerror(t[bad].last_err));
+    else
+        snprintf(why, whylen, "thread %d never acquired", bad);
+    return -1;
+}
+
+int tc_run_workers(int n, void *(*fn)(void *), void *run)
+{
+    tc_worker ws[TC_MAX_WORKERS];
+    pthread_t th[TC_MAX_WORKERS];
+    int started = 0;
+
+    if (n > TC_MAX_WORKERS)
+        return -1;
+    for (; started < n; started++) {
+        ws[started] = (tc_worker){run, started};
+        if (pthread_create(&th[started], NULL, fn, &ws[started]) != 0)
+            break;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    return started == n ? 0 : -1;
+}

@@ -178,4 +178,33 @@ void tc_sections_free(tc_sections *s);
 int tc_sections_check(tc_sections *s, const char *prefix, int nres, size_t min_each, char *why,
                       size_t whylen);
 
+/* k distinct indices of 0..nres) in a random order into idx (a partial
+ * Fisher-Yates shuffle; k <= nres <= TC_MAX_RES). */
+#define TC_MAX_RES 16
+void tc_pick_subset(unsigned *seed, int nres, size_t k, int *idx);
+
+/* What one history thread's calls ended in. TAKEN is contention; an
+ * unavailable code a round the loaded machine could not finish in time
+ * (counted: these suites are about exclusion); anything else (ARG,
+ * EXPIRED, NOMEM) is a bug. */
+typedef struct tc_tally {
+    int acquired, failed, slow;
+    dlock_err last_err;
+} tc_tally;
+void tc_tally_result(tc_tally *t, dlock_err rc);
+/* 0 when none of t[0..n) failed and each acquired, else -1 with the first
+ * thread that did not in why; *slow gets the sum of slow. */
+int tc_tally_check(const tc_tally *t, int n, int *slow, char *why, size_t whylen);
+
+/* A history thread's argument: the run it shares, its index. */
+typedef struct tc_worker {
+    void *run;
+    int id;
+} tc_worker;
+/* Runs fn in n (<= TC_MAX_WORKERS) threads, each with its tc_worker, and
+ * joins them all: 0, or -1 when a thread could not start (those that did
+ * are joined). */
+#define TC_MAX_WORKERS 16
+int tc_run_workers(int n, void *(*fn)(void *), void *run);
+
 #endif /* TESTS_LOCK_COMMON_H */

@@ -45,27 +45,19 @@ typedef struct run {
     int64_t stop_at;
     tc_sections hist;
     _Atomic uint64_t fake_fence; /* broken mode only */
-    int acquired[THREADS];
-    int failed[THREADS];  /* calls that ended in neither OK, TAKEN nor an unavailable code */
-    int slow[THREADS];    /* calls that ended unavailable (a round timed out under load) */
-    dlock_err last_err[THREADS];
+    tc_tally tally[THREADS];
 } run;
-
-typedef struct worker {
-    run *r;
-    int id;
-} worker;
 
 static void *work(void *p)
 {
-    worker *w = p;
-    run *r = w->r;
+    tc_worker *w = p;
+    run *r = w->run;
     unsigned seed = (unsigned)(w->id * 2654435761u) ^ (unsigned)getpid();
     static const char *names[RESOURCES] = {"h0", "h1", "h2", "h3", "h4", "h5"};
     dlock_client *c = tc_patient_client(r->rs, r->n, 1000);
 
     if (c == NULL) {
-        r->failed[w->id]++;
+        r->tally[w->id].failed++;
         return NULL;
     }
     while (dlock_now_ms() < r->stop_at) {
@@ -76,32 +68,16 @@ static void *work(void *p)
         dlock_err rc = DLOCK_OK;
         tc_section x[MAX_SET];
 
-        /* A random subset in a random order (partial Fisher-Yates). */
-        for (int i = 0; i < RESOURCES; i++)
-            idx[i] = i;
-        for (size_t i = 0; i < k; i++) {
-            size_t j = i + (size_t)rand_r(&seed) % (RESOURCES - i);
-            int t = idx[i];
-            idx[i] = idx[j];
-            idx[j] = t;
+        tc_pick_subset(&seed, RESOURCES, k, idx);
+        for (size_t i = 0; i < k; i++)
             set[i] = names[idx[i]];
-        }
         if (!r->broken) {
             if (k == 1 && rand_r(&seed) % 2 == 0)
                 rc = dlock_acquire_for(c, set[0], TTL_MS, 3000, &l);
             else
                 rc = dlock_acquire_multi_for(c, set, k, TTL_MS, 3000, &l);
             if (rc != DLOCK_OK) {
-                /* TAKEN is contention; an unavailable code is a round the
-                 * loaded machine could not finish in time (counted, not a
-                 * failure: this suite is about exclusion); anything else
-                 * (ARG, EXPIRED after the wait, NOMEM) is a bug. */
-                if (dlock_err_is_unavailable(rc)) {
-                    r->slow[w->id]++;
-                } else if (rc != DLOCK_ERR_TAKEN) {
-                    r->failed[w->id]++;
-                    r->last_err[w->id] = rc;
-                }
+                tc_tally_result(&r->tally[w->id], rc);
                 continue;
             }
         }
@@ -126,7 +102,7 @@ static void *work(void *p)
             (void)dlock_release(c, l);
             dlock_lock_free(l);
         }
-        r->acquired[w->id]++;
+        r->tally[w->id].acquired++;
         tc_sections_add(&r->hist, x, k);
     }
     dlock_client_free(c);
@@ -136,31 +112,17 @@ static void *work(void *p)
 static void history_check(const redis_proc *rs, size_t n)
 {
     run r = {.rs = rs, .n = n};
-    worker ws[THREADS];
-    pthread_t th[THREADS];
     char why[256];
+    int slow;
 
     r.broken = getenv("DLOCK_TEST_BREAK_MULTI") != NULL;
     cr_assert_eq(tc_sections_init(&r.hist, MAX_RECS), 0);
     r.stop_at = dlock_now_ms() + RUN_MS;
-    for (int i = 0; i < THREADS; i++) {
-        ws[i].r = &r;
-        ws[i].id = i;
-        cr_assert_eq(pthread_create(&th[i], NULL, work, &ws[i]), 0);
-    }
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
     /* Every thread finished (the joins returned within the suite timeout:
      * no deadlock) and each got sets several times. */
-    for (int i = 0; i < THREADS; i++) {
-        cr_assert_eq(r.failed[i], 0, "thread %d: %d calls failed, last %s", i, r.failed[i],
-                     dlock_strerror(r.last_err[i]));
-        cr_assert_gt(r.acquired[i], 0, "thread %d never acquired", i);
-    }
+    cr_assert_eq(tc_run_workers(THREADS, work, &r), 0, "a worker thread did not start");
+    cr_assert_eq(tc_tally_check(r.tally, THREADS, &slow, why, sizeof why), 0, "%s", why);
     cr_assert_eq(tc_sections_check(&r.hist, "h", RESOURCES, 10, why, sizeof why), 0, "%s", why);
-    int slow = 0;
-    for (int i = 0; i < THREADS; i++)
-        slow += r.slow[i];
     cr_log_info("%zu sections on %zu node(s), %d calls unavailable", r.hist.n, n, slow);
     tc_sections_free(&r.hist);
 }
