@@ -368,10 +368,14 @@ dlock_err dlock_release_each(dlock_client *c, dlock_lock **locks, size_t n, dloc
         return DLOCK_ERR_ARG;
     if (dlock__enter(c, "release_each") != 0)
         return DLOCK_ERR_ARG;
-    if (locks == NULL || rc_out == NULL || n == 0 || n > DLOCK_MAX_MULTI) {
+    if (locks == NULL || rc_out == NULL || n == 0) {
         dlock__errf(c->errstr, "release_each: %s", locks == NULL ? "locks is NULL"
-                    : rc_out == NULL ? "rc_out is NULL" : n == 0 ? "n is 0"
-                    : "n is larger than DLOCK_MAX_MULTI (64)");
+                    : rc_out == NULL ? "rc_out is NULL" : "n is 0");
+        goto out;
+    }
+    if (n > DLOCK_MAX_MULTI) {
+        dlock__errf(c->errstr, "release_each: n is %zu, larger than DLOCK_MAX_MULTI (%d)", n,
+                    DLOCK_MAX_MULTI);
         goto out;
     }
     /* Every handle is checked before anything is sent or marked: a bad one

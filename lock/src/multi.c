@@ -230,8 +230,11 @@ int dlock__names_check(dlock_client *c, const char *op, const char *const *names
                        uint32_t ttl_ms)
 {
     if (names == NULL || n == 0 || n > DLOCK_MAX_MULTI) {
-        dlock__errf(c->errstr, "%s: %s", op, names == NULL ? "resources is NULL"
-                    : n == 0 ? "n is 0" : "n is larger than DLOCK_MAX_MULTI (64)");
+        if (names == NULL || n == 0)
+            dlock__errf(c->errstr, "%s: %s", op, names == NULL ? "resources is NULL" : "n is 0");
+        else
+            dlock__errf(c->errstr, "%s: n is %zu, larger than DLOCK_MAX_MULTI (%d)", op, n,
+                        DLOCK_MAX_MULTI);
         return -1;
     }
     if (dlock__ttl_check(ttl_ms, op, c->errstr) != 0) {
