@@ -247,6 +247,8 @@ Test(lock_handoff_faults, multi_release_into_a_stall_hands_over, .timeout = 30)
                  TC_ERR(holder));
     cr_assert_eq(pthread_create(&th, NULL, wait_for_lock, &w), 0);
     wait_listed(1, "s1", 1);
+    /* In its BLPOP: the answer to its listing has reached it. */
+    cr_assert_eq(tc_wait_blocked(&nodes[0], 1, 5000), 1, "the waiter never blocked in its BLPOP");
     cr_assert_eq(redis_pause(&nodes[0]), 0);
     cr_assert_eq(pthread_create(&rt, NULL, resume_later, &r), 0);
     (void)dlock_release(holder, m); /* an unknown outcome in the stall: no code to assert */

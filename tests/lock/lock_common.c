@@ -547,3 +547,21 @@ int tc_run_workers(int n, void *(*fn)(void *), void *run)
         pthread_join(th[i], NULL);
     return started == n ? 0 : -1;
 }
+
+long long tc_wait_blocked(const redis_proc *r, long long expect, int64_t timeout_ms)
+{
+    int64_t end = test_now_ms() + timeout_ms;
+    long long got = -1;
+
+    for (;;) {
+        char out[4096];
+        const char *argv[] = {"INFO", "clients"}, *at;
+
+        got = -1;
+        if (redis_cmd(r, out, sizeof out, 2, argv) == 0 && (at = strstr(out, "blocked_clients:")) != NULL)
+            got = strtoll(at + strlen("blocked_clients:"), NULL, 10);
+        if (got == expect || test_now_ms() >= end)
+            return got;
+        test_sleep_ms(5);
+    }
+}

@@ -104,6 +104,11 @@ int tc_count_holding(const redis_proc *rs, size_t n, const char *res);
 int tc_wait_holding(const redis_proc *rs, size_t n, const char *res, int expect,
                     int64_t timeout_ms);
 int tc_wait_exists(const redis_proc *r, const char *res, int expect, int64_t timeout_ms);
+/* The node's blocked clients (INFO clients: a waiter in its BLPOP) until
+ * expect show; the last count seen, -1 when the node did not answer. A
+ * waiter listed on a node is not yet blocked there: the answer to its
+ * listing may still be on its way, and a pause then would stall that. */
+long long tc_wait_blocked(const redis_proc *r, long long expect, int64_t timeout_ms);
 #define TC_SETTLE_MS 300
 
 /* The wake queue: how many waiters are listed on res on node r (ZCARD of
