@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -17,7 +18,19 @@
 const app_suite_plan app_plan = {.db_name = "prober.db", .flags = APP_ENV_CURL, .nredis = 3, .nservers = 0};
 TestSuite(app_health_prober, .init = app_suite_init, .fini = app_suite_fini, .timeout = 120);
 
-enum { HEALTH_CALLS = 64, READS = 10, READ_BOUND_MS = 300 };
+/* A /healthz that probed the store on a request's db slot would hold the
+ * slots for the store's busy timeout (5 s) at a time, so every read would
+ * wait (broken so on purpose: reads took 4.7-4.9 s, then failed): the
+ * median read is held to READ_BOUND_MS, and the slowest to a bound under
+ * that 5 s, which leaves room for one read that a 2-core machine under
+ * other suites' load schedules late (737 ms once in CI). */
+enum { HEALTH_CALLS = 64, READS = 10, READ_BOUND_MS = 300, SLOWEST_BOUND_MS = 2500 };
+
+static int cmp_ms(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
 
 static atomic_int g_stop;
 static atomic_int g_health_answers; /* /healthz answered, any status */
@@ -74,7 +87,7 @@ Test(app_health_prober, reads_stay_fast_while_healthz_is_asked_with_redis_and_th
         cr_assert_eq(pthread_create(&th[i], NULL, health_caller, NULL), 0);
     test_sleep_ms(300); /* the callers are in */
 
-    int64_t slowest = 0;
+    int64_t took_ms[READS];
     long statuses[READS];
     for (int i = 0; i < READS; i++) {
         http_reply r;
@@ -82,9 +95,8 @@ Test(app_health_prober, reads_stay_fast_while_healthz_is_asked_with_redis_and_th
         app_request(g_srv, "GET", path, NULL, NULL, &r);
         int64_t took = test_now_ms() - t0;
         statuses[i] = r.status;
+        took_ms[i] = took;
         http_reply_free(&r);
-        if (took > slowest)
-            slowest = took;
         fprintf(stderr, "read %d: %ld after %lld ms (%d /healthz answered so far)\n", i, statuses[i], (long long)took,
                 atomic_load(&g_health_answers));
         test_sleep_ms(100);
@@ -112,14 +124,16 @@ Test(app_health_prober, reads_stay_fast_while_healthz_is_asked_with_redis_and_th
     cr_assert_eq(redis_resume(&g_app.redis[1]), 0);
     cr_assert_eq(redis_resume(&g_app.redis[2]), 0);
 
-    cr_log_info("app_health_prober: slowest of %d reads %lld ms under %d concurrent /healthz", READS,
-                (long long)slowest, HEALTH_CALLS);
-    fprintf(stderr, "app_health_prober: slowest of %d reads %lld ms under %d concurrent /healthz\n", READS,
-            (long long)slowest, HEALTH_CALLS);
+    qsort(took_ms, READS, sizeof took_ms[0], cmp_ms);
+    int64_t median = took_ms[READS / 2], slowest = took_ms[READS - 1];
+    fprintf(stderr, "app_health_prober: %d reads, median %lld ms, slowest %lld ms under %d concurrent /healthz\n",
+            READS, (long long)median, (long long)slowest, HEALTH_CALLS);
     for (int i = 0; i < READS; i++)
         cr_assert_eq(statuses[i], 200, "read %d answered %ld", i, statuses[i]);
-    cr_assert_lt(slowest, READ_BOUND_MS, "a coupon read took %lld ms while /healthz was asked (bound %d ms)",
-                 (long long)slowest, READ_BOUND_MS);
+    cr_assert_lt(median, READ_BOUND_MS, "the median coupon read took %lld ms while /healthz was asked (bound %d ms)",
+                 (long long)median, READ_BOUND_MS);
+    cr_assert_lt(slowest, SLOWEST_BOUND_MS, "a coupon read took %lld ms while /healthz was asked (bound %d ms)",
+                 (long long)slowest, SLOWEST_BOUND_MS);
     json_t *root = app_expect(&h, 503, 1006);
     json_t *data = json_object_get(root, "data");
     cr_assert_str_eq(app_jstr(data, "db"), "down", "%s", h.body);
