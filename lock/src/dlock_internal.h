@@ -319,13 +319,15 @@ int dlock__fence_key(const dlock_client *c, const char *resource, char *out, siz
 int dlock__wake_key(const dlock_client *c, const char *kind, const char *resource, char *out,
                     size_t outlen);
 /* Keys and arguments of pass.lua for one resource: keys[3] (lock, fence,
- * waiters), args[3] (token, the waiters' list prefix and suffix); the
- * buffers belong to the caller. 0, or -1 when a key is too long. */
+ * waiters), args[4] (token, the waiters' list prefix and suffix, and "1"
+ * when the releaser's own list may hold an announcement of rqueue.c's:
+ * Redlock with wake_on_release); the buffers belong to the caller. 0, or
+ * -1 when a key is too long. */
 typedef struct dlock__pass_buf {
     char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF], waiters[DLOCK__KEY_BUF + 16];
     char list_prefix[DLOCK__KEY_BUF], list_suffix[DLOCK__KEY_BUF];
     const char *keys[3];
-    const char *args[3];
+    const char *args[4];
 } dlock__pass_buf;
 int dlock__pass_prepare(const dlock_client *c, const char *resource, const char *token,
                         dlock__pass_buf *b);

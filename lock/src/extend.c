@@ -135,7 +135,7 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
         dlock__pass_buf pb;
 
         if (dlock__pass_prepare(c, lock->resource, lock->token, &pb) == 0)
-            dlock__script_send_only(c, ones_mask, DLOCK__SCRIPT_PASS, pb.keys, 3, pb.args, 3);
+            dlock__script_send_only(c, ones_mask, DLOCK__SCRIPT_PASS, pb.keys, 3, pb.args, 4);
     }
 out:
     free(mk);

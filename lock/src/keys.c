@@ -61,6 +61,7 @@ int dlock__pass_prepare(const dlock_client *c, const char *resource, const char 
     b->args[0] = token;
     b->args[1] = b->list_prefix;
     b->args[2] = b->list_suffix;
+    b->args[3] = c->n > 1 && c->wake_on_release ? "1" : "0";
     return 0;
 }
 

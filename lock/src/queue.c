@@ -46,7 +46,7 @@ static int64_t drift_of(const dlock_client *c, int64_t span_ms)
  * wait for it to expire. Nobody waits for the answer. */
 static void pass_on(queue_run *q)
 {
-    dlock__script_send_only(q->c, 1, DLOCK__SCRIPT_PASS, q->pb.keys, 3, q->pb.args, 3);
+    dlock__script_send_only(q->c, 1, DLOCK__SCRIPT_PASS, q->pb.keys, 3, q->pb.args, 4);
 }
 
 /* The key holds our token: make the handle. base_ms: when the key's TTL

@@ -49,7 +49,7 @@ void dlock__release_round(dlock_client *c, const char *resource, const char *tok
         kv = pb.keys;
         av = pb.args;
         nkeys = 3;
-        nargs = 3;
+        nargs = 4;
     }
     /* On every node, not only those that granted the lock: a node that timed
      * out during acquire may still have set the key (distlock page,

@@ -64,7 +64,7 @@ static int64_t drift_of(const dlock_client *c, int64_t span_ms)
 static void pass_on(rq_run *q, uint32_t mask)
 {
     if (mask != 0)
-        dlock__script_send_only(q->c, mask, DLOCK__SCRIPT_PASS, q->pb.keys, 3, q->pb.args, 3);
+        dlock__script_send_only(q->c, mask, DLOCK__SCRIPT_PASS, q->pb.keys, 3, q->pb.args, 4);
     q->owned &= ~mask;
     q->minority_since = 0;
 }
@@ -244,8 +244,9 @@ static int answered_quorum(const dlock__result *res, size_t n, void *arg)
  * A node that did not answer (paused, cut off, slower than the grace, or
  * skipped with its breaker open) is unknown, never guessed: its enter.lua
  * may still run there, late. It is not counted as ours (a key it sets for
- * us counts only once a later round reads it, which the wait asks for
- * early when that key would complete a quorum); its listing bound keeps
+ * us counts once its announcement on our list arrives, or a later round
+ * reads it, which the wait asks for early when that key would complete a
+ * quorum); its listing bound keeps
  * the last answered one; the wait listens there too (wait_handoffs),
  * unless its breaker is open. If the late
  * enter.lua lists us, what we send later on that connection runs after
@@ -510,7 +511,7 @@ static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_
 static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resource,
                                  uint32_t ttl_ms, int64_t deadline_ms, dlock_lock **out)
 {
-    const char *args[8];
+    const char *args[9];
     unsigned attempt = 0;
     dlock_err rc = setup(q, c, resource, ttl_ms, deadline_ms);
 
@@ -524,6 +525,11 @@ static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resourc
     args[5] = q->score_s;
     args[6] = q->sent_s;
     args[7] = q->slack_s;
+    /* A key that enter.lua finds or makes ours is announced on our list
+     * like a hand-off: a round that stopped at a quorum of answers never
+     * reads the late node's, and a key its enter.lua took for us there
+     * would otherwise sit unused, unknown to us, until it expired. */
+    args[8] = "1";
     for (;;) {
         int64_t pttl = 0, now, block;
         dlock_err got;
@@ -537,7 +543,7 @@ static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resourc
         /* This round's send time, our wall clock: what each node measures
          * our clock's offset by (setup checked that the clock works). */
         snprintf(q->sent_s, sizeof(q->sent_s), "%lld", wall_us());
-        rc = round_of(q, DLOCK__SCRIPT_ENTER, args, 8, 0, &pttl);
+        rc = round_of(q, DLOCK__SCRIPT_ENTER, args, 9, 0, &pttl);
         if (try_grant(q, &got, out))
             return got;
         if (rc == DLOCK_ERR_TAKEN)

@@ -44,9 +44,12 @@
  * waiter never counts its validity from Redis TIME, queue.c says why;
  * with Redlock, ARGV[6] proposes the waiter's wall-clock score, which the
  * node moves by its offset from the waiter's clock, measured from the send
- * time ARGV[7], when that is beyond ARGV[8] us: rqueue.c says why), its
+ * time ARGV[7], when that is beyond ARGV[8] us: rqueue.c says why; and
+ * ARGV[9] = "1" announces a key found or made ours on the caller's list,
+ * as a hand-off is, for the caller that never reads a late answer), its
  * member "<token>:<ttl>:<stay ms>" (ARGV[3]) saying what the release needs
- * to hand over. pass.lua is the release: after the token check,
+ * to hand over. pass.lua is the release: after the token check, the
+ * releaser's own list goes (an announcement nobody will read), then
  * hand_over (handoff.lua, the one hand-off rule, which the build puts in
  * front of pass.lua and multi_release.lua) runs: if the
  * waiters set exists (EXISTS: with nobody waiting the release is GET,

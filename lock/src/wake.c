@@ -223,6 +223,7 @@ uint32_t dlock__wake_pop_any(const dlock_client *c, dlock__waker *w, uint32_t ma
             size_t i = at[j];
             void *rv = NULL;
             redisReply *r;
+            int timed_out;
 
             if (p[j].revents == 0)
                 continue;
@@ -242,9 +243,16 @@ uint32_t dlock__wake_pop_any(const dlock_client *c, dlock__waker *w, uint32_t ma
                 msgs[i][r->element[1]->len] = '\0';
                 got |= 1u << i;
             }
+            timed_out = r->type == REDIS_REPLY_NIL;
             if (dlock__sentinel_demoted(&c->nodes[i].addr, r))
                 waker_close(w, i);
             freeReplyObject(r);
+            /* A BLPOP that an earlier, shorter wait sent timed out: this
+             * wait listens there again until its own end, or a key handed
+             * to us there would go unheard until then (an error reply is
+             * not retried here: it would come straight back). */
+            if (timed_out && w->ctx[i] != NULL && end - dlock_now_ms() > 0)
+                (void)pop_send(c, w, i, list, end - dlock_now_ms());
         }
     }
     return got;

@@ -455,3 +455,76 @@ Test(lock_handoff_faults, a_master_always_a_little_late_stalls_no_waiter, .timeo
     dlock_client_free(w3.c);
     dlock_client_free(h);
 }
+
+/* A key that a waiter's late enter.lua takes is announced on its list, as
+ * a hand-off is. H holds A and B (C's key gone, as after a restart); W's
+ * listing round stops at A's and B's answers, and its enter.lua on C,
+ * held back by the relay, takes the free key for W after the round. X
+ * queues behind on C. W hears of C, holds it alone for a hand-off window
+ * and yields it: C's key goes to X (C's fence rises), long before W's key
+ * there would expire (2 s). Before, W never read the late answer and C's
+ * key sat unused, unknown to its owner, for its whole TTL (C's fence did
+ * not move in 5 s): with the other nodes' queues in different orders
+ * nobody had a quorum meanwhile (the stall of the 64-worker history). */
+Test(lock_handoff_faults, a_key_a_late_listing_took_is_heard_of_at_once, .timeout = 60)
+{
+    static const char *addrs[NODES];
+    char addr[64], lkey[TC_KEY_LEN], fkey[TC_KEY_LEN], out[128];
+    const char *del[2] = {"DEL", tc_lock_key(lkey, "r")};
+    dlock_client *h = client_on(NULL, NODES, 1, 0);
+    dlock_lock *held = NULL;
+    waiter w, x;
+    pthread_t tw, tx;
+    long long fence_c;
+    int64_t taken, end;
+
+    proxy = delay_proxy_start(nodes[2].port);
+    cr_assert_not_null(proxy);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", delay_proxy_port(proxy));
+    addrs[0] = nodes[0].addr;
+    addrs[1] = nodes[1].addr;
+    addrs[2] = addr;
+    delay_proxy_lag(proxy, 30);
+    w = (waiter){client_on(addrs, NODES, 1, 0), "r", DLOCK_ERR_ARG, 0};
+    x = (waiter){client_on(NULL, NODES, 1, 0), "r", DLOCK_ERR_ARG, 0};
+
+    cr_assert_eq(dlock_try_acquire(h, "r", 10000, &held), DLOCK_OK, "%s", TC_ERR(h));
+    tc_cmd(&nodes[2], out, sizeof out, 2, del);
+    cr_assert_eq(pthread_create(&tw, NULL, wait_for_lock, &w), 0);
+    /* W's late enter.lua takes C. */
+    cr_assert_eq(tc_wait_exists(&nodes[2], "r", 1, 2000), 1, "W's late enter.lua did not take C");
+    taken = test_now_ms();
+    tc_fence_key(fkey, "r");
+    fence_c = tc_get_ll(&nodes[2], fkey);
+    cr_assert_eq(pthread_create(&tx, NULL, wait_for_lock, &x), 0);
+    end = taken + 5000;
+    while (tc_get_ll(&nodes[2], fkey) == fence_c && test_now_ms() < end)
+        test_sleep_ms(2);
+    cr_log_info("C's key left W %lld ms after W's late enter.lua took it", (long long)(test_now_ms() - taken));
+    /* A hand-off window (200 ms here) and the relay's lag, not W's 2 s. */
+    cr_assert_lt(test_now_ms() - taken, 1000, "C's key stayed W's, unused, for %lld ms",
+                 (long long)(test_now_ms() - taken));
+    cr_assert_eq(dlock_release(h, held), DLOCK_OK, "%s", TC_ERR(h));
+    pthread_join(tw, NULL);
+    pthread_join(tx, NULL);
+    cr_assert_eq(w.rc, DLOCK_OK, "%s", TC_ERR(w.c));
+    cr_assert_eq(x.rc, DLOCK_OK, "%s", TC_ERR(x.c));
+    /* No announcement outlives its call: the releases take the lists (on
+     * C, once the relay has passed the last release on: bounded). */
+    for (size_t i = 0; i < NODES; i++) {
+        const char *count[] = {"EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "*" DLOCK_WAITER_NS "*"};
+        int64_t until = test_now_ms() + 2000;
+
+        for (;;) {
+            tc_cmd(&nodes[i], out, sizeof out, 4, count);
+            if (strcmp(out, "0") == 0 || test_now_ms() >= until)
+                break;
+            test_sleep_ms(10);
+        }
+        cr_assert_str_eq(out, "0", "node %zu keeps %s waiter lists", i, out);
+    }
+    dlock_lock_free(held);
+    dlock_client_free(w.c);
+    dlock_client_free(x.c);
+    dlock_client_free(h);
+}

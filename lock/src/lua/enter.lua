@@ -3,12 +3,23 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     redis.call('ZREM', KEYS[3], ARGV[3])
     redis.call('DEL', KEYS[4])
   end
-  return {1, redis.call('INCR', KEYS[2]), -1}
+  local fence = redis.call('INCR', KEYS[2])
+  if ARGV[9] == '1' then
+    redis.call('DEL', KEYS[4])
+    redis.call('RPUSH', KEYS[4], tostring(fence))
+    redis.call('PEXPIRE', KEYS[4], ARGV[2])
+  end
+  return {1, fence, -1}
 end
 local v = redis.call('GET', KEYS[1])
 redis.call('DEL', KEYS[4])
 if v == ARGV[1] then
-  return {1, tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])}
+  local fence = tonumber(redis.call('GET', KEYS[2]))
+  if ARGV[9] == '1' then
+    redis.call('RPUSH', KEYS[4], tostring(fence))
+    redis.call('PEXPIRE', KEYS[4], ARGV[2])
+  end
+  return {1, fence, redis.call('PTTL', KEYS[1])}
 end
 local fence = tonumber(redis.call('GET', KEYS[2])) or 0
 local t = redis.call('TIME')
