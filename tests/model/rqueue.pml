@@ -4,8 +4,9 @@
  * waiter is listed, the grant on a quorum with its fence sync, a minority
  * yielded to the oldest waiter, the release. A listing round stops at a
  * quorum of answers: the third node's enter.lua may run later, unknown to
- * the waiter (it may even take the free key for it), until the waiter's
- * next command there; a waiter whose keys and unanswered nodes could make
+ * the waiter (it may even take the free key for it, and then announces it
+ * on the waiter's list), until the waiter's next command there; a waiter
+ * whose keys and unanswered nodes could make
  * a quorum enters again to find out (the recheck). docs/model.md maps
  * every step to the code.
  *
@@ -43,9 +44,8 @@
 #endif
 /* Which rounds may leave the third node's answer behind: one per call
  * (the safety runs); any round with LATE_EVERY_ROUND (a node slower than
- * the grace every time); none in the other LIVE runs, where a late
- * enter.lua that took the key for a waiter that never hears of it would
- * hold the key for ever (in time it expires). */
+ * the grace every time); none in the other LIVE runs (the three-client
+ * search with late rounds does not complete in memory). */
 #if defined(LATE_EVERY_ROUND)
 #define LATE_OK(late) true
 #elif defined(LIVE)
@@ -99,6 +99,7 @@ byte pc[C];
 byte own[C];           /* bit n: node n's key is ours */
 byte listed[C];        /* bit n: listed on node n */
 byte holders;          /* ghost: granted and not yet released */
+bool key_unknown;      /* ghost: a waiting client holds a key it has not heard of */
 byte sj, sk;           /* scratch (0 between steps) */
 
 #define BIT(n) (1 << (n))
@@ -154,16 +155,18 @@ inline zrem(n, c) {
     sj = 0
 }
 
-/* pass.lua (with handoff.lua's hand_over): token-checked; the key goes to
- * the oldest listing, with a message on its list, or is deleted. */
+/* pass.lua (with handoff.lua's hand_over): token-checked; our own list
+ * goes (an announcement of a key we no longer hold: ARGV[4]); the key
+ * goes to the oldest listing, with a message on its list, or is deleted. */
 inline pass(n, c) {
     if
     :: owner[n] == c + 1 && qn[n] > 0 ->
+        MSG(n, c) = false; FENCE(mf[(n) * C + (c)] = 0);
         sk = Q_AT(n, 0); zrem(n, sk - 1);
         owner[n] = sk; MSG(n, sk - 1) = true;
         FENCE(INCR(n); mf[(n) * C + sk - 1] = fctr[n]);
         sk = 0
-    :: owner[n] == c + 1 && qn[n] == 0 -> owner[n] = 0
+    :: owner[n] == c + 1 && qn[n] == 0 -> MSG(n, c) = false; FENCE(mf[(n) * C + (c)] = 0); owner[n] = 0
     :: else
     fi
 }
@@ -198,16 +201,29 @@ inline try_grant(c) {
 }
 
 /* enter.lua on node n for client c: SET NX for us (and INCR), or ours
- * already, or ZADD NX at our score; our list emptied. `answered`: the
- * client reads the answer (else it is dropped: a late reply). */
+ * already, or ZADD NX at our score; our list emptied, and a key that is
+ * ours announced on it (ARGV[9]: a message like a hand-off's, which a
+ * client that read the answer finds stale and drops). `answered`: the
+ * client reads the answer (else it is dropped: a late reply). The mutant
+ * announces nothing: a late enter.lua's key is ours unknown to us. */
+#ifdef MUT_LATE_UNANNOUNCED
+#define ANNOUNCE(n, c)
+#else
+#define ANNOUNCE(n, c) MSG(n, c) = true; FENCE(mf[(n) * C + (c)] = fctr[n])
+#endif
+inline ours(n, c, answered) {
+    if :: answered -> own[c] = own[c] | BIT(n); FENCE(hf[n * C + c] = fctr[n])
+       :: else -> ANNOUNCE(n, c)
+    fi
+}
+
 inline enter(n, c, answered) {
     MSG(n, c) = false;
     if
     :: owner[n] == 0 -> owner[n] = c + 1; zrem(n, c);
        FENCE(INCR(n));
-       if :: answered -> own[c] = own[c] | BIT(n); FENCE(hf[n * C + c] = fctr[n]) :: else fi
-    :: owner[n] == c + 1 ->
-       if :: answered -> own[c] = own[c] | BIT(n); FENCE(hf[n * C + c] = fctr[n]) :: else fi
+       ours(n, c, answered)
+    :: owner[n] == c + 1 -> ours(n, c, answered)
     :: else -> zadd(n, c); if :: answered -> listed[c] = listed[c] | BIT(n) :: else fi
     fi
 }
@@ -292,6 +308,24 @@ proctype client(byte c)
            sj = 0; rank[c] = 0; nactive--;
            pc[c] = P_IDLE }
     :: atomic { pc[c] == P_IDLE && calls == CALLS -> pc[c] = P_DONE }
+    od
+}
+
+/* Every key a waiting client holds is known to it, or announced on its
+ * list, or its enter.lua there has yet to run: no key sits unused, unknown
+ * to its holder, until it expires (with MUT_LATE_UNANNOUNCED one does). */
+#define UNKNOWN(c, n) (pc[c] == P_WAIT && owner[n] == (c) + 1 && !(own[c] & BIT(n)) && \
+                       !MSG(n, c) && pend[c] != (n) + 1)
+#if C > 2
+#define UNKNOWN_AT(n) (UNKNOWN(0, n) || UNKNOWN(1, n) || UNKNOWN(2, n))
+#else
+#define UNKNOWN_AT(n) (UNKNOWN(0, n) || UNKNOWN(1, n))
+#endif
+active proctype known_keys()
+{
+end:
+    do
+    :: atomic { UNKNOWN_AT(0) || UNKNOWN_AT(1) || UNKNOWN_AT(2) -> key_unknown = true; assert(!key_unknown) }
     od
 }
 
