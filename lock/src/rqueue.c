@@ -193,8 +193,12 @@ static int try_grant(rq_run *q, dlock_err *rc, dlock_lock **out)
         /* Spent before it was ours, with time left to wait: back in line
          * where we were (each node's score, behind the leave.lua above on
          * the same connections), the keys passed on, and the caller enters
-         * again, as the plain path retries. */
-        yield_minority(q, dlock__all_nodes(c));
+         * again, as the plain path retries. Only the keys we know: one
+         * handed to us unknown (its message not read yet, perhaps already
+         * popped into our BLPOP's reply) stays ours for the next round to
+         * find; passed on, that message would later read as ours a key
+         * that is another's, wherever that round went unanswered. */
+        yield_minority(q, own);
         q->recheck = 1;
         return 0;
     }
