@@ -46,7 +46,8 @@
  * node moves by its offset from the waiter's clock, measured from the send
  * time ARGV[7], when that is beyond ARGV[8] us: rqueue.c says why; and
  * ARGV[9] = "1" announces a key found or made ours on the caller's list,
- * as a hand-off is, for the caller that never reads a late answer), its
+ * as a hand-off is, for the caller that never reads a late answer; after
+ * a SET NX that list is a new call's or was just emptied, so no DEL), its
  * member "<token>:<ttl>:<stay ms>" (ARGV[3]) saying what the release needs
  * to hand over. pass.lua is the release: after the token check, the
  * releaser's own list goes (an announcement nobody will read), then

@@ -5,7 +5,6 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   local fence = redis.call('INCR', KEYS[2])
   if ARGV[9] == '1' then
-    redis.call('DEL', KEYS[4])
     redis.call('RPUSH', KEYS[4], tostring(fence))
     redis.call('PEXPIRE', KEYS[4], ARGV[2])
   end
