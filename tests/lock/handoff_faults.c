@@ -92,25 +92,35 @@ static void wait_listed(size_t n, const char *res, long long want)
  * node C's counter behind and reached through the relay: a grant on {A, C}
  * needs a fence-sync round to C, and the relay holds that round 500 ms,
  * longer than the 300 ms TTL. */
-static dlock_client *slow_sync_client(void)
+/* The nodes' addresses with C (node 2) reached through a fresh delay
+ * proxy (the suite's `proxy`, stopped by teardown). */
+static const char *const *addrs_with_c_proxied(void)
 {
-    char fkey[TC_KEY_LEN], lkey[TC_KEY_LEN], addr[64], pat[64];
-    const char *a100[] = {"SET", tc_fence_key(fkey, "r"), "100"};
-    const char *c5[] = {"SET", fkey, "5"};
-    const char *held[] = {"SET", tc_lock_key(lkey, "r"), "someone-else", "PX", "60000"};
+    static char addr[64];
     static const char *addrs[NODES];
-    int n;
 
-    cmd(&nodes[0], 3, a100);
-    cmd(&nodes[1], 5, held);
-    cmd(&nodes[2], 3, c5);
     proxy = delay_proxy_start(nodes[2].port);
     cr_assert_not_null(proxy);
     snprintf(addr, sizeof addr, "127.0.0.1:%d", delay_proxy_port(proxy));
     addrs[0] = nodes[0].addr;
     addrs[1] = nodes[1].addr;
-    addrs[2] = strdup(addr);
-    cr_assert_not_null(addrs[2]);
+    addrs[2] = addr;
+    return addrs;
+}
+
+static dlock_client *slow_sync_client(void)
+{
+    char fkey[TC_KEY_LEN], lkey[TC_KEY_LEN], pat[64];
+    const char *a100[] = {"SET", tc_fence_key(fkey, "r"), "100"};
+    const char *c5[] = {"SET", fkey, "5"};
+    const char *held[] = {"SET", tc_lock_key(lkey, "r"), "someone-else", "PX", "60000"};
+    const char *const *addrs;
+    int n;
+
+    cmd(&nodes[0], 3, a100);
+    cmd(&nodes[1], 5, held);
+    cmd(&nodes[2], 3, c5);
+    addrs = addrs_with_c_proxied();
     /* fence_sync.lua is the only script sent with one key, the fence key:
      * "... numkeys 1, then fence:r". */
     n = snprintf(pat, sizeof pat, "$1\r\n1\r\n$%zu\r\n%s\r\n", strlen(fkey), fkey);
@@ -409,8 +419,8 @@ Test(lock_handoff_faults, waiter_with_a_clock_60s_ahead_gets_the_lock, .timeout 
  * W1 yields A like any minority (to W3, the head of A's queue). */
 Test(lock_handoff_faults, a_master_always_a_little_late_stalls_no_waiter, .timeout = 60)
 {
-    static const char *addrs[NODES];
-    char addr[64], lkey[TC_KEY_LEN], out[128];
+    char lkey[TC_KEY_LEN], out[128];
+    const char *const *addrs;
     const char *del[2] = {"DEL", tc_lock_key(lkey, "r")};
     dlock_client *h = client_on(NULL, NODES, 1, 0);
     dlock_lock *held = NULL;
@@ -418,12 +428,7 @@ Test(lock_handoff_faults, a_master_always_a_little_late_stalls_no_waiter, .timeo
     pthread_t t3, t1;
     int64_t released;
 
-    proxy = delay_proxy_start(nodes[2].port);
-    cr_assert_not_null(proxy);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", delay_proxy_port(proxy));
-    addrs[0] = nodes[0].addr;
-    addrs[1] = nodes[1].addr;
-    addrs[2] = addr;
+    addrs = addrs_with_c_proxied();
     delay_proxy_lag(proxy, 30);
     w3 = (waiter){client_on(addrs, NODES, 1, 0), "r", DLOCK_ERR_ARG, 0};
     w1 = (waiter){client_on(addrs, NODES, 1, 0), "r", DLOCK_ERR_ARG, 0};
@@ -468,8 +473,8 @@ Test(lock_handoff_faults, a_master_always_a_little_late_stalls_no_waiter, .timeo
  * nobody had a quorum meanwhile (the stall of the 64-worker history). */
 Test(lock_handoff_faults, a_key_a_late_listing_took_is_heard_of_at_once, .timeout = 60)
 {
-    static const char *addrs[NODES];
-    char addr[64], lkey[TC_KEY_LEN], fkey[TC_KEY_LEN], out[128];
+    char lkey[TC_KEY_LEN], fkey[TC_KEY_LEN], out[128];
+    const char *const *addrs;
     const char *del[2] = {"DEL", tc_lock_key(lkey, "r")};
     dlock_client *h = client_on(NULL, NODES, 1, 0);
     dlock_lock *held = NULL;
@@ -478,12 +483,7 @@ Test(lock_handoff_faults, a_key_a_late_listing_took_is_heard_of_at_once, .timeou
     long long fence_c;
     int64_t taken, end;
 
-    proxy = delay_proxy_start(nodes[2].port);
-    cr_assert_not_null(proxy);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", delay_proxy_port(proxy));
-    addrs[0] = nodes[0].addr;
-    addrs[1] = nodes[1].addr;
-    addrs[2] = addr;
+    addrs = addrs_with_c_proxied();
     delay_proxy_lag(proxy, 30);
     w = (waiter){client_on(addrs, NODES, 1, 0), "r", DLOCK_ERR_ARG, 0};
     x = (waiter){client_on(NULL, NODES, 1, 0), "r", DLOCK_ERR_ARG, 0};
@@ -512,16 +512,12 @@ Test(lock_handoff_faults, a_key_a_late_listing_took_is_heard_of_at_once, .timeou
     /* No announcement outlives its call: the releases take the lists (on
      * C, once the relay has passed the last release on: bounded). */
     for (size_t i = 0; i < NODES; i++) {
-        const char *count[] = {"EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "*" DLOCK_WAITER_NS "*"};
         int64_t until = test_now_ms() + 2000;
+        long long lists;
 
-        for (;;) {
-            tc_cmd(&nodes[i], out, sizeof out, 4, count);
-            if (strcmp(out, "0") == 0 || test_now_ms() >= until)
-                break;
+        while ((lists = tc_waiter_lists(&nodes[i])) != 0 && test_now_ms() < until)
             test_sleep_ms(10);
-        }
-        cr_assert_str_eq(out, "0", "node %zu keeps %s waiter lists", i, out);
+        cr_assert_eq(lists, 0, "node %zu keeps %lld waiter lists", i, lists);
     }
     dlock_lock_free(held);
     dlock_client_free(w.c);

@@ -141,6 +141,16 @@ long long tc_get_ll(const redis_proc *r, const char *key)
     return atoll(out);
 }
 
+long long tc_waiter_lists(const redis_proc *r)
+{
+    char out[64];
+    const char *argv[] = {"EVAL", "return #redis.call('KEYS', ARGV[1])", "0", "*" DLOCK_WAITER_NS "*"};
+
+    if (redis_cmd(r, out, sizeof out, 4, argv) != 0)
+        return -1;
+    return strtoll(out, NULL, 10);
+}
+
 int tc_count_holding(const redis_proc *rs, size_t n, const char *res)
 {
     int k = 0;

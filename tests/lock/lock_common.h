@@ -94,6 +94,8 @@ long long tc_pttl(const redis_proc *r, const char *res);
 void tc_get(const redis_proc *r, const char *key, char *out, size_t outlen);
 /* GET key as a number (0 when missing or not answered). */
 long long tc_get_ll(const redis_proc *r, const char *key);
+/* Waiters' own lists (<prefix>waiter:*) on r; -1 when r did not answer. */
+long long tc_waiter_lists(const redis_proc *r);
 /* How many of rs[0..n) hold the lock of res (nodes that do not answer
  * count as 0). */
 int tc_count_holding(const redis_proc *rs, size_t n, const char *res);

@@ -1,26 +1,25 @@
+local fence, pttl
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[5] == '1' then
     redis.call('ZREM', KEYS[3], ARGV[3])
     redis.call('DEL', KEYS[4])
   end
-  local fence = redis.call('INCR', KEYS[2])
+  fence, pttl = redis.call('INCR', KEYS[2]), -1
+else
+  local v = redis.call('GET', KEYS[1])
+  redis.call('DEL', KEYS[4])
+  if v == ARGV[1] then
+    fence, pttl = tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])
+  end
+end
+if fence then
   if ARGV[9] == '1' then
     redis.call('RPUSH', KEYS[4], tostring(fence))
     redis.call('PEXPIRE', KEYS[4], ARGV[2])
   end
-  return {1, fence, -1}
+  return {1, fence, pttl}
 end
-local v = redis.call('GET', KEYS[1])
-redis.call('DEL', KEYS[4])
-if v == ARGV[1] then
-  local fence = tonumber(redis.call('GET', KEYS[2]))
-  if ARGV[9] == '1' then
-    redis.call('RPUSH', KEYS[4], tostring(fence))
-    redis.call('PEXPIRE', KEYS[4], ARGV[2])
-  end
-  return {1, fence, redis.call('PTTL', KEYS[1])}
-end
-local fence = tonumber(redis.call('GET', KEYS[2])) or 0
+fence = tonumber(redis.call('GET', KEYS[2])) or 0
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local score = now
