@@ -211,7 +211,10 @@ static void one_claim_start(one_claim *c, const server_proc *srv, long long id, 
 }
 
 /* TTL 1000 ms, each batch's business step 300 ms, a hold bound of a minute
- * (so half the lease, 500 ms, ends it). A's claim x at 0 takes the lock and
+ * (so half the lease, 500 ms, ends it). A's claim x takes the lock at 0
+ * (the plan is timed from the lock key's appearance, not from the request:
+ * a loaded machine once took 150 ms more to get there, and the stop then
+ * caught batch 1 in its write, holding the store's write lock) and
  * runs batch 1 over [~0, ~300]; y, sent to A at 100, waits and becomes
  * batch 2 of the same hold over [~300, ~600] (half the lease is still left
  * when it starts). A is SIGSTOPped at 450, inside batch 2's business step,
@@ -227,8 +230,18 @@ Test(app_hold, sigstop_mid_hold_is_refused_by_the_fence)
                           "--lock-wait", "8000", "--threads", "2", NULL);
     long long id = app_create_coupon(&g_app.srv[0], "held", 5, 0);
 
-    int64_t t0 = test_now_ms();
+    char key[64], out[64];
+    const char *exists[] = {"EXISTS", key};
+    snprintf(key, sizeof key, APP_LOCK_KEY_FMT, id);
     one_claim_start(&x, &g_app.srv[0], id, "x", 0);
+    for (int i = 0; i < 2500; i++) {
+        app_redis(&g_app.redis[0], out, sizeof out, 2, exists);
+        if (strcmp(out, "1") == 0)
+            break;
+        test_sleep_ms(2);
+    }
+    cr_assert_str_eq(out, "1", "x never took the coupon's lock");
+    int64_t t0 = test_now_ms();
     one_claim_start(&y, &g_app.srv[0], id, "y", 100);
     test_sleep_ms(450);
     cr_assert_eq(server_pause(&g_app.srv[0]), 0);
