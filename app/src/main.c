@@ -26,6 +26,7 @@
 #include "core/lockwatch.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "http/peer.h"
 #include "http/routes.h"
 #include "http/server.h"
 
@@ -171,7 +172,7 @@ static step read_options(process *p)
     if (stock_view_setup(p->cfg.stock_view_ms, falls, p->cfg.db_busy_ms) != 0)
         return fail(p, STEP_FAILED, "cannot set up the stock view's clock");
     /* A bad --trusted-proxy is a usage error, before anything starts. */
-    if (admin_trust_proxies(p->cfg.trusted_proxy, p->err, sizeof p->err) != 0)
+    if (peer_trust(p->cfg.trusted_proxy, p->err, sizeof p->err) != 0)
         return STEP_USAGE;
     atomic_init(&p->a.in_flight, 0);
     atomic_init(&p->a.stopping, 0);

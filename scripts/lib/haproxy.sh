@@ -15,6 +15,7 @@ haproxy_errorfiles() { # dir
   done <<'ROWS'
 400|Bad Request|1001|malformed request (refused by the proxy)
 403|Forbidden|1007|forbidden (refused by the proxy)
+429|Too Many Requests|1011|too many requests from this client address (refused by the proxy)
 408|Request Timeout|1001|request not received in time (refused by the proxy)
 500|Internal Server Error|1500|internal error in the proxy
 502|Bad Gateway|1006|service unavailable: a server gave no valid answer
@@ -50,26 +51,36 @@ defaults
     retries 2
     option redispatch
 CFG
-    for s in 400 403 408 500 502 503 504; do echo "    errorfile $s $dir/errors/$s.http"; done
+    for s in 400 403 408 429 500 502 503 504; do echo "    errorfile $s $dir/errors/$s.http"; done
     cat <<CFG
 
 frontend coupon
     bind $bind
+    # Per client address, where it is known (here, not behind): an IPv4
+    # address whole, an IPv6 client by its /64 (one host owns a whole /64).
+    # One address holds at most 256 of the 4096 connections (16 addresses to
+    # fill them) and sends at most 100000 requests in 10 s; past that its
+    # new connections are closed and its requests get 429 (the errorfile).
+    stick-table type ipv6 size 100k expire 60s store conn_cur,http_req_rate(10s)
+    tcp-request connection track-sc0 src,ipmask(32,64)
+    tcp-request connection reject if { sc0_conn_cur gt 256 }
+    http-request deny deny_status 429 if { sc0_http_req_rate gt 100000 }
     default_backend coupon_servers
 
 backend coupon_servers
     balance roundrobin
-    option prefer-last-server
-    # One server connection per client connection: a coupon-server connection
-    # serves one request at a time, so HAProxy's default reuse (idle server
-    # connections shared across clients) queued claims behind each other while
-    # a master was cut (phase a: 74-206 claims/s against 850-1068 without reuse).
-    http-reuse never
+    # The server connection closes after each answer (the client's stays
+    # kept alive): no idle server connection is left per idle client, so
+    # maxconn below bounds every connection a server sees from the proxy,
+    # and each request's new connection is accepted by whichever of the
+    # server's threads is free (no claim queues behind another's on one).
+    option http-server-close
     option httpchk GET /healthz
     http-check expect status 200
-    # maxconn 100 per server, below the servers' --max-connections-per-ip
-    # (128): every proxied connection is the proxy's address to a server;
-    # past it HAProxy queues (timeout queue), the servers never refuse it.
+    # At most 100 requests on a server at once; more wait in the proxy's
+    # queue (timeout queue). The servers exempt the proxy's address
+    # (--trusted-proxy) from their per-address cap, so neither clients nor
+    # health checks are ever refused by the server for being the proxy.
     default-server inter 1s fall 2 rise 2 check maxconn 100
 CFG
     for s in "$@"; do

@@ -16,7 +16,7 @@
 #include "procs.h"
 
 /* The admin token every suite starts its servers with. */
-#define APP_TOKEN "app-suite-token-7f3a"
+#define APP_TOKEN "app-suite-token-7f3a0c9e51d28b46"
 /* Keys of the server's lock on one coupon: the resource "coupon:<id>" under
  * libdlock's namespaces (dlock.h, "Keys"): the lock and its fence counter. */
 #define APP_LOCK_KEY_FMT "lock:coupon:%lld"

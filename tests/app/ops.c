@@ -198,7 +198,7 @@ static void expect_health(const spawned *s, long status, const char *state, char
     http_reply_free(&r);
 }
 
-#define SECRET "ops-secret-token-4242"
+#define SECRET "ops-secret-token-4242b17c9e05d3a8"
 
 Test(app_ops, log_tells_node_and_quorum_changes_and_hides_secrets)
 {

@@ -10,7 +10,7 @@
 
 #include "procs.h"
 
-#define LT_TEST_TOKEN "loadtest-suite-token-5c1e"
+#define LT_TEST_TOKEN "loadtest-suite-token-5c1e8a7d3f06"
 
 /* Runs $COUPON_LOADTEST_BIN with the NULL-terminated args (60 s limit);
  * returns its exit status, *output (malloc'd) gets stdout+stderr. */

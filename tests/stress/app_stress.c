@@ -62,7 +62,7 @@ int main(void)
     snprintf(db, sizeof(db), "%s/coupon.db", dir);
     redis_addrs_csv(nodes, NODES, redis_csv, sizeof(redis_csv));
     {
-        const char *args[] = {"--db", db, "--redis", redis_csv, "--admin-token", "stress-suite-token-9d2b",
+        const char *args[] = {"--db", db, "--redis", redis_csv, "--admin-token", "stress-suite-token-9d2b41c7e0f83a65",
                               "--threads", "4", "--lock-wait", "5000", NULL};
         if (server_start(&servers[0], args) != 0 || server_start(&servers[1], args) != 0)
             goto out;

@@ -22,7 +22,7 @@
  * 2^96 tokens, beyond reach of any rate of guessing the server can answer.
  * The token's length is the defence: the admin back-off answers wrong
  * guesses 429 but never refuses the right token (http/admin_guard.h). */
-#define CONFIG_MIN_ADMIN_TOKEN 16
+#define CONFIG_MIN_ADMIN_TOKEN 32
 #define CONFIG_STR_(x) #x
 #define CONFIG_STR(x) CONFIG_STR_(x)
 
@@ -68,7 +68,7 @@
     X(NUM,    int,      claim_queue,      "claim-queue",       "COUPON_CLAIM_QUEUE",       "N",              1, 100000,            1024,                             \
       "claims accepted and waiting for a claim worker; one more is answered 503 / 1005 at once")                                                                \
     X(CUSTOM, -,        admin_token,      "admin-token",       "COUPON_ADMIN_TOKEN",       "TOKEN",          0, 0,                 NULL,                             \
-      "bearer token for the admin endpoints (a warning below " CONFIG_STR(CONFIG_MIN_ADMIN_TOKEN) " characters) of [A-Za-z0-9-._~+/=] (unset: they answer 403)")                                                                                          \
+      "bearer token for the admin endpoints: at least " CONFIG_STR(CONFIG_MIN_ADMIN_TOKEN) " characters of [A-Za-z0-9-._~+/=] (e.g. openssl rand -hex 16; unset: they answer 403)")                                                                                          \
     X(STR,    char *,   bundle_lock,      "bundle-lock",       "COUPON_BUNDLE_LOCK",       "NAME",           0, 0,                 NULL,                             \
       "how a bundle (POST /api/v1/coupon/bundle) locks its coupons: request-order, sorted, multi, atomic-sql "           \
       "(default multi; atomic-sql under a --strategy without a lock)")                                                     \
@@ -99,8 +99,8 @@
       "largest request line + headers; larger: 431 / 1009")                                                                                                      \
     X(NUM,    unsigned, max_connections,  "max-connections",   "COUPON_MAX_CONNECTIONS",   "N",              1, 100000,            1024,                             \
       "simultaneous connections")                                                                                                                                \
-    X(NUM,    unsigned, max_conn_per_ip,  "max-connections-per-ip", "COUPON_MAX_CONNECTIONS_PER_IP", "N",       0, 100000,            128,                              \
-      "simultaneous connections from one client address (0 = no cap); the rest stay free for others (behind a proxy every connection is the proxy's: keep its per-server maxconn below this)")                                                             \
+    X(NUM,    unsigned, max_conn_per_ip,  "max-connections-per-ip", "COUPON_MAX_CONNECTIONS_PER_IP", "N",       0, 100000,            64,                               \
+      "simultaneous connections from one client address, an IPv6 client by its /64 (0 = no cap): 9 addresses at the cap hold 576 of the default 1024, the rest stay free for others; a --trusted-proxy peer is not capped (the proxy caps each client by its address)")                                                             \
     X(NUM,    unsigned, conn_timeout_s,   "conn-timeout-s",    "COUPON_CONN_TIMEOUT_S",    "S",              1, 3600,              30,                               \
       "idle timeout of a connection that is being answered or sending its body (libmicrohttpd's, reset by every byte)")                                                                                                                                 \
     X(NUM,    unsigned, header_timeout_s, "header-timeout-s",  "COUPON_HEADER_TIMEOUT_S",  "S",              0, 3600,              5,                                \
@@ -109,6 +109,8 @@
       "longest a connection may take to send its whole request (head and body), from its accept or its previous answer; later: closed") \
     X(NUM,    unsigned, min_body_rate,    "min-body-rate",     "COUPON_MIN_BODY_RATE",     "BYTES/S",        0, 1048576,           512,                              \
       "slowest a request body may arrive, after a 1 s grace from the end of its head; slower: closed (0 = off)") \
+    X(NUM,    unsigned, min_send_rate,    "min-send-rate",     "COUPON_MIN_SEND_RATE",     "BYTES/S",        0, 1048576,           1024,                             \
+      "slowest a client may read what it is owed, over every 2 s while it owes answer bytes; slower: reset (a client that pipelines and does not read; 0 = off)") \
     X(STR,    char *,   trusted_proxy,    "trusted-proxy",     "COUPON_TRUSTED_PROXY",     "CIDR[,CIDR...]", 0, 0,                 NULL,                             \
       "proxies in front (HAProxy option forwardfor): from these networks the client address that X-Forwarded-For names (its rightmost entry that is not itself a trusted proxy) is the one the admin back-off counts; from any other peer the header is ignored (unset: always ignored)") \
     X(NUM,    unsigned, health_interval_ms, "health-interval-ms", "COUPON_HEALTH_INTERVAL_MS", "MS",         50, 60000,            500,                              \

@@ -1,9 +1,13 @@
-/* admin_guard.h - a back-off for failed admin authentication: per client
- * address (an IPv6 /64 counts as one; a wait that doubles after a few
- * failures), and for all addresses together (a cap on failures per
- * second), since a guesser may own many addresses. It answers wrong
- * guesses only: the right token is compared first and always served, so
- * guesses from anywhere can never lock the admin out. */
+/* admin_guard.h - a back-off for failed admin authentication, per client
+ * address (peer.h's key: an IPv6 client by its /64; behind a trusted
+ * proxy, the client it names): after a few failures an address must wait
+ * (a wait that doubles with every further failure), and while it waits
+ * every attempt from it is refused, the right token too, so a 429 tells a
+ * guesser nothing and the back-off bounds how fast one address can guess.
+ * The real admin is never locked out by others: the wait is per address.
+ * There is no cap over all addresses (it would let guessers lock the admin
+ * out): what makes guessing hopeless across many addresses is the token's
+ * length (config.h, CONFIG_MIN_ADMIN_TOKEN). */
 #ifndef APP_ADMIN_GUARD_H
 #define APP_ADMIN_GUARD_H
 
@@ -15,29 +19,17 @@
 /* The first wait, doubled by every further failure, up to the cap. */
 #define ADMIN_GUARD_FIRST_WAIT_MS 1000
 #define ADMIN_GUARD_MAX_WAIT_MS 60000
-/* Addresses remembered; when full, the one whose last failure is oldest
- * is forgotten. With the global cap, filling the table takes at least
- * ADMIN_GUARD_ADDRESSES / ADMIN_GUARD_GLOBAL_PER_S s (204 s), longer than
- * the longest wait, so no address can be pushed out while it waits. */
+/* Addresses remembered; when full, a record that is not waiting (the one
+ * whose last failure is oldest) is reused first. */
 #define ADMIN_GUARD_ADDRESSES 4096
-/* Failed attempts per second from all addresses together (a bucket that
- * holds this many and refills at this rate): once spent, every wrong guess
- * is answered 429, whatever its address. */
-#define ADMIN_GUARD_GLOBAL_PER_S 20
-typedef enum admin_guard_verdict {
-    ADMIN_GUARD_OPEN = 0,    /* a plain wrong token: 401 */
-    ADMIN_GUARD_ADDRESS = 1, /* this address failed too often: 429, it waits */
-    ADMIN_GUARD_GLOBAL = 2   /* all addresses together failed too often: 429 */
-} admin_guard_verdict;
 
-/* Called only after the token was compared and found wrong: a right token
- * is never refused, whoever else guesses (the token's length is what makes
- * guessing hopeless: config.h, CONFIG_MIN_ADMIN_TOKEN). Counts the failure
- * for addr (an IPv6 address by its /64: one host owns a whole /64) and for
- * all addresses, and says how to answer; *retry_s gets the whole seconds
- * to wait (at least 1) unless OPEN. A NULL addr (unknown) counts for all
- * addresses only. Thread-safe. */
-admin_guard_verdict admin_guard_failed(const struct sockaddr *addr, int64_t now_ms, unsigned *retry_s);
+/* Before the token is compared: 0 when addr may try, or -1 while it waits,
+ * with *retry_s the whole seconds left (at least 1). A NULL addr (unknown)
+ * may always try. Thread-safe. */
+int admin_guard_check(const struct sockaddr *addr, int64_t now_ms, unsigned *retry_s);
+/* A wrong token from addr: counted, and from the ADMIN_GUARD_FREE_TRIES-th
+ * failure on addr waits. Thread-safe. */
+void admin_guard_failed(const struct sockaddr *addr, int64_t now_ms);
 /* The right token: addr starts again from zero. */
 void admin_guard_succeeded(const struct sockaddr *addr);
 

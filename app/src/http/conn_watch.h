@@ -11,9 +11,14 @@
  *         head's end (measured in the upload callback, and by the sweeper
  *         for a body that stopped coming), and the whole request within
  *         --request-timeout-s.
- * A request being served, or an answer being sent, has no deadline here
- * (--conn-timeout-s, libmicrohttpd's idle timeout, bounds a client that
- * stops reading). Every cut is counted and logged, once a second at most.
+ *   send  while the client owes acknowledgements of answer bytes, at
+ *         least --min-send-rate bytes/s acknowledged over every 2 s
+ *         (the kernel's counts: whatever the connection is doing, a
+ *         client that stops reading is reset within 2-4 s).
+ * A request being served has no deadline here: its answer takes as long
+ * as the claim's own deadlines (--lock-wait, --db-busy-ms). The per-client
+ * connection cap is kept here too, at each start and close (conn_cap.h).
+ * Every cut is counted and logged, once a second at most.
  *
  * Thread safety: every call may come from any libmicrohttpd thread; the
  * sweeper runs on its own. The list is guarded by one mutex, which the

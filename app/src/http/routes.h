@@ -16,9 +16,6 @@ int route_bundle_resumed(request *rq); /* routes_bundle.c: answers the offloaded
 int route_coupon_get(request *rq);    /* routes_coupon.c */
 int route_coupon_list(request *rq);   /* routes_coupon.c */
 int route_admin_create(request *rq);  /* routes_admin.c */
-/* --trusted-proxy (NULL: none): whose X-Forwarded-For the admin back-off
- * believes. Once, before the server starts; 0, or -1 with err set. */
-int admin_trust_proxies(const char *cidrs, char *err, size_t errlen);
 int route_health(request *rq);        /* routes_health.c */
 int route_metrics(request *rq);       /* routes_health.c */
 

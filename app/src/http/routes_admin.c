@@ -1,6 +1,6 @@
-/* routes_admin.c - POST /api/v1/admin/coupon: bearer-token check in constant
- * time, then the back-off of wrong guesses by client address (behind a
- * trusted proxy, the one its X-Forwarded-For names), the body
+/* routes_admin.c - POST /api/v1/admin/coupon: the back-off by client
+ * address (behind a trusted proxy, the one its X-Forwarded-For names:
+ * peer.h), the bearer token compared in constant time, the body
  * (admin_body.c), coupon creation. */
 #include "http/routes.h"
 
@@ -11,7 +11,7 @@
 #include "common.h"
 #include "http/admin_body.h"
 #include "http/admin_guard.h"
-#include "http/forwarded.h"
+#include "http/peer.h"
 #include "http/reply.h"
 
 /* Compares in time that depends only on the length of the guess, never on
@@ -26,48 +26,6 @@ static int token_equal(const char *given, const char *expected)
     for (size_t i = 0; i < gl; i++)
         diff |= (unsigned char)((unsigned char)given[i] ^ (unsigned char)expected[i % el]);
     return diff == 0;
-}
-
-/* The --trusted-proxy networks, set once at start (admin_trust_proxies). */
-static trusted_cidr trusted[FORWARDED_MAX_CIDRS];
-static size_t n_trusted;
-
-int admin_trust_proxies(const char *cidrs, char *err, size_t errlen)
-{
-    return cidrs == NULL ? 0 : trusted_cidrs_parse(cidrs, trusted, &n_trusted, err, errlen);
-}
-
-typedef struct xff_values {
-    const char *v[16]; /* more lines than this: the last 16 count (the right end) */
-    size_t n;
-} xff_values;
-
-static enum MHD_Result collect_xff(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-    xff_values *x = cls;
-    (void)kind;
-    if (key == NULL || value == NULL || strcasecmp(key, "X-Forwarded-For") != 0)
-        return MHD_YES;
-    if (x->n == sizeof x->v / sizeof x->v[0]) {
-        memmove(x->v, x->v + 1, sizeof x->v - sizeof x->v[0]);
-        x->n--;
-    }
-    x->v[x->n++] = value;
-    return MHD_YES;
-}
-
-/* The client's address for the back-off: the peer's, or, from a
- * --trusted-proxy peer, the client its X-Forwarded-For names (forwarded.h).
- * NULL if unknown. */
-static const struct sockaddr *client_addr(request *rq, struct sockaddr_storage *buf)
-{
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    const struct sockaddr *peer = ci != NULL ? ci->client_addr : NULL;
-    xff_values x = {.n = 0};
-    if (peer == NULL || n_trusted == 0 || !trusted_cidrs_match(trusted, n_trusted, peer))
-        return peer;
-    (void)MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, collect_xff, &x);
-    return forwarded_client(x.v, x.n, trusted, n_trusted, buf) == 0 ? (const struct sockaddr *)buf : peer;
 }
 
 /* Counts the request's Authorization headers. */
@@ -111,7 +69,7 @@ static int check_auth(request *rq, int *ret)
 {
     const char *token = rq->app->cfg->admin_token;
     struct sockaddr_storage buf;
-    const struct sockaddr *addr = client_addr(rq, &buf);
+    const struct sockaddr *addr = peer_client(rq->conn, &buf);
     const char *why = NULL;
     unsigned retry_s = 0;
 
@@ -119,30 +77,25 @@ static int check_auth(request *rq, int *ret)
         *ret = reply_error(rq, MHD_HTTP_FORBIDDEN, API_AUTH, "admin endpoints are disabled (no --admin-token)");
         return -1;
     }
+    /* The back-off before the token: while an address waits, the right
+     * token is refused too, so a 429 does not mean "wrong" and the wait
+     * bounds guessing (admin_guard.h). */
+    if (admin_guard_check(addr, cm_now_ms(), &retry_s) != 0) {
+        *ret = reply_error_retry(rq, MHD_HTTP_TOO_MANY_REQUESTS, API_AUTH, retry_s,
+                                 "too many failed admin attempts from this address; retry in %u s", retry_s);
+        return -1;
+    }
     const char *given = bearer_token(rq, &why);
     if (given == NULL) {
         *ret = reply_error(rq, MHD_HTTP_UNAUTHORIZED, API_AUTH, "%s", why);
         return -1;
     }
-    /* The token first, so that the right one is never refused, however
-     * many addresses guess meanwhile (the back-off answers wrong guesses). */
     if (token_equal(given, token)) {
         admin_guard_succeeded(addr);
         return 0;
     }
-    switch (admin_guard_failed(addr, cm_now_ms(), &retry_s)) {
-    case ADMIN_GUARD_OPEN:
-        *ret = reply_error(rq, MHD_HTTP_UNAUTHORIZED, API_AUTH, "wrong admin token");
-        break;
-    case ADMIN_GUARD_ADDRESS:
-        *ret = reply_error_retry(rq, MHD_HTTP_TOO_MANY_REQUESTS, API_AUTH, retry_s,
-                                 "too many failed admin attempts from this address; retry in %u s", retry_s);
-        break;
-    case ADMIN_GUARD_GLOBAL:
-        *ret = reply_error_retry(rq, MHD_HTTP_TOO_MANY_REQUESTS, API_AUTH, retry_s,
-                                 "too many failed admin attempts from all addresses; retry in %u s", retry_s);
-        break;
-    }
+    admin_guard_failed(addr, cm_now_ms());
+    *ret = reply_error(rq, MHD_HTTP_UNAUTHORIZED, API_AUTH, "wrong admin token");
     return -1;
 }
 
