@@ -68,20 +68,27 @@ frontend coupon
     default_backend coupon_servers
 
 backend coupon_servers
-    balance roundrobin
-    # The server connection closes after each answer (the client's stays
-    # kept alive): no idle server connection is left per idle client, so
-    # maxconn below bounds every connection a server sees from the proxy,
-    # and each request's new connection is accepted by whichever of the
-    # server's threads is free (no claim queues behind another's on one).
-    option http-server-close
+    # The server with the fewest requests in flight: one that turns slow
+    # (cut from its database, a master late) gathers the requests it holds
+    # and the others get the rest, before its health checks take it out.
+    balance leastconn
+    # Server connections are kept alive and shared (a client's first
+    # request always gets one of its own; HAProxy's default), and at most
+    # pool-max-conn of them idle per server, closed after pool-purge-delay
+    # when not needed: idle clients hold no server connection, so one
+    # client with many idle connections cannot fill a server's slots
+    # (with http-reuse never each held one: 300 from one address took both
+    # servers down), and a request does not pay a new connection.
+    http-reuse safe
     option httpchk GET /healthz
     http-check expect status 200
-    # At most 100 requests on a server at once; more wait in the proxy's
-    # queue (timeout queue). The servers exempt the proxy's address
-    # (--trusted-proxy) from their per-address cap, so neither clients nor
-    # health checks are ever refused by the server for being the proxy.
-    default-server inter 1s fall 2 rise 2 check maxconn 100
+    # At most 100 requests on a server at once (more wait in the proxy's
+    # queue, timeout queue) and 64 idle connections: with the checks, a
+    # server sees at most about 165 connections from the proxy, far below
+    # its 1024. The servers exempt the proxy's address (--trusted-proxy)
+    # from their per-address cap, so neither clients nor health checks are
+    # refused by a server for coming from the proxy.
+    default-server inter 1s fall 2 rise 2 check maxconn 100 pool-max-conn 64 pool-purge-delay 1s
 CFG
     for s in "$@"; do
       i=$((i + 1))
