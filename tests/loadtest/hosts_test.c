@@ -95,10 +95,10 @@ Test(loadtest_hosts, three_partitions_then_no_oversell, .timeout = 240)
     cr_assert_eq(st, 0, "hosts exit %d:\n%s", st, out);
 
     /* HAProxy in front: its configuration passed
-     * haproxy -c, with the seven JSON errorfiles and the /healthz checks,
+     * haproxy -c, with the eight JSON errorfiles and the /healthz checks,
      * and the load went through it. */
     char pline[512];
-    cr_assert_eq(text_line(out, "hosts: haproxy -c: configuration valid (7 JSON errorfiles, health checks: option "
+    cr_assert_eq(text_line(out, "hosts: haproxy -c: configuration valid (8 JSON errorfiles, health checks: option "
                                 "httpchk GET /healthz)", NULL, pline, sizeof pline),
                  0, "%s", out);
     cr_assert_eq(text_line(out, "hosts: host lt: coupon-loadtest pid ", "connections to http://127.10.0.10:8080", pline,

@@ -100,7 +100,7 @@
     X(NUM,    unsigned, max_connections,  "max-connections",   "COUPON_MAX_CONNECTIONS",   "N",              1, 100000,            1024,                             \
       "simultaneous connections")                                                                                                                                \
     X(NUM,    unsigned, max_conn_per_ip,  "max-connections-per-ip", "COUPON_MAX_CONNECTIONS_PER_IP", "N",       0, 100000,            64,                               \
-      "simultaneous connections from one client address, an IPv6 client by its /64 (0 = no cap): 9 addresses at the cap hold 576 of the default 1024, the rest stay free for others; a --trusted-proxy peer is not capped (the proxy caps each client by its address)")                                                             \
+      "simultaneous connections from one client address, an IPv6 client by its /64 (0 = no cap): 9 addresses at the cap hold 576 of 1024 slots, the rest stay free for others; a --trusted-proxy peer is not capped (the proxy caps each client by its address)")                                                             \
     X(NUM,    unsigned, conn_timeout_s,   "conn-timeout-s",    "COUPON_CONN_TIMEOUT_S",    "S",              1, 3600,              30,                               \
       "idle timeout of a connection that is being answered or sending its body (libmicrohttpd's, reset by every byte)")                                                                                                                                 \
     X(NUM,    unsigned, header_timeout_s, "header-timeout-s",  "COUPON_HEADER_TIMEOUT_S",  "S",              0, 3600,              5,                                \
@@ -112,7 +112,7 @@
     X(NUM,    unsigned, min_send_rate,    "min-send-rate",     "COUPON_MIN_SEND_RATE",     "BYTES/S",        0, 1048576,           1024,                             \
       "slowest a client may read what it is owed, over every 2 s while it owes answer bytes; slower: reset (a client that pipelines and does not read; 0 = off)") \
     X(STR,    char *,   trusted_proxy,    "trusted-proxy",     "COUPON_TRUSTED_PROXY",     "CIDR[,CIDR...]", 0, 0,                 NULL,                             \
-      "proxies in front (HAProxy option forwardfor): from these networks the client address that X-Forwarded-For names (its rightmost entry that is not itself a trusted proxy) is the one the admin back-off counts; from any other peer the header is ignored (unset: always ignored)") \
+      "proxies in front (HAProxy option forwardfor): from these networks the client address that X-Forwarded-For names (its rightmost entry that is not itself a trusted proxy) is the one the admin back-off counts, and these peers are not capped by --max-connections-per-ip; from any other peer the header is ignored (unset: always ignored)") \
     X(NUM,    unsigned, health_interval_ms, "health-interval-ms", "COUPON_HEALTH_INTERVAL_MS", "MS",         50, 60000,            500,                              \
       "how often the health prober checks the lock quorum and the store's writes; /healthz answers from its last result") \
     X(NUM,    int,      shutdown_grace_ms, "shutdown-grace-ms", "COUPON_SHUTDOWN_GRACE_MS", "MS",            0, 600000,            5000,                             \
