@@ -65,6 +65,10 @@ frontend coupon
     tcp-request connection track-sc0 src,ipmask(32,64)
     tcp-request connection reject if { sc0_conn_cur gt 256 }
     http-request deny deny_status 429 if { sc0_http_req_rate gt 100000 }
+    # A control byte in a header (NUL, \x01, DEL; not HTAB): HAProxy 2.6
+    # forwards them, and libmicrohttpd ends a value at a NUL, so the two
+    # would read one header two ways. CR and LF its parser refuses itself.
+    http-request deny deny_status 400 if { req.hdrs -m reg '[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]' }
     default_backend coupon_servers
 
 backend coupon_servers
