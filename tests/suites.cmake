@@ -42,6 +42,9 @@ function(dlock_add_suite name)
     return()
   endif()
   # --jobs: suites that time things or kill servers run one test at a time.
-  add_test(NAME ${name} COMMAND ${name} --jobs ${S_JOBS} --verbose=0)
+  # --tap: a report per suite, from which scripts/test lists the skips.
+  file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/tests/reports)
+  add_test(NAME ${name} COMMAND ${name} --jobs ${S_JOBS} --verbose=0
+                                 --tap=${CMAKE_BINARY_DIR}/tests/reports/${name}.tap)
   set_tests_properties(${name} PROPERTIES TIMEOUT ${S_TIMEOUT} ENVIRONMENT "${DLOCK_SUITE_ENV}")
 endfunction()

@@ -21,8 +21,8 @@ TestSuite(app_page, .init = app_suite_init, .fini = app_suite_fini, .timeout = 1
 static void need_chromium(void)
 {
     if (access(CHROMIUM, X_OK) != 0)
-        cr_skip_test(CHROMIUM " is not installed (apt-get install chromium; scripts/test "
-                              "installs it): the page test cannot run");
+        cr_skip_test(CHROMIUM " is not installed (DLOCK_TEST_BROWSER=1 ./scripts/test installs it, "
+                              "as CI does): the page test cannot run");
 }
 
 /* Runs headless Chromium on url with the output option (DOM or screenshot)
