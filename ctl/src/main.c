@@ -14,7 +14,8 @@
 static const cm_option OPTIONS[] = {
     {.name = "redis", .kind = CM_ARG_STRING, .offset = OPT(redis), .metavar = "ADDR[,ADDR...]",
      .help = "the lock's Redis masters, as the applications' --redis:\n"
-             "host:port, [v6]:port or unix:/path (default 127.0.0.1:6379)"},
+             "host:port, [v6]:port, redis://[[user]:password@]host:port\n"
+             "or unix:/path (default 127.0.0.1:6379)"},
     {.name = "password", .kind = CM_ARG_STRING, .offset = OPT(password), .metavar = "PW",
      .help = "AUTH password (or $DLOCKCTL_PASSWORD, which ps does not show)"},
     {.name = "user", .kind = CM_ARG_STRING, .offset = OPT(user), .metavar = "NAME",

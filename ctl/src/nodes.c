@@ -88,8 +88,10 @@ static void node_down(ctl_node *n, const char *what, const char *why)
 
 void ctl_node_bad_reply(ctl_node *n, const char *what, const redisReply *r)
 {
+    /* A node that wants a password says NOAUTH: name the option that gives one. */
     if (r != NULL && r->type == REDIS_REPLY_ERROR)
-        snprintf(n->err, sizeof(n->err), "%s: %.*s", what, (int)r->len, r->str);
+        snprintf(n->err, sizeof(n->err), "%s: %.*s%s", what, (int)r->len, r->str,
+                 r->len >= 6 && strncmp(r->str, "NOAUTH", 6) == 0 ? " (give --password, or $DLOCKCTL_PASSWORD)" : "");
     else
         snprintf(n->err, sizeof(n->err), "%s: unexpected reply (type %d)", what,
                  r != NULL ? r->type : -1);

@@ -46,10 +46,15 @@ static int parse_tcp(const char *item, const char *whole, int defport, char *hos
         h = item;
         host_len = colon != NULL ? (size_t)(colon - item) : strlen(item);
         port_s = colon != NULL ? colon + 1 : NULL;
-        /* A bare IPv6 address is ambiguous (is the last group the port?). */
+        /* A bare IPv6 address is ambiguous (is the last group the port?);
+         * two colons around anything else are no address at all, most
+         * likely a misspelt URL ("redis:/h:6379"). */
         if (colon != NULL && strchr(colon + 1, ':') != NULL) {
-            snprintf(err, errlen, "address \"%s\": write IPv6 hosts as [addr] or [addr]:port",
-                     whole);
+            if (strspn(item, "0123456789abcdefABCDEF:.") == strlen(item))
+                snprintf(err, errlen, "address \"%s\": write IPv6 hosts as [addr] or [addr]:port", whole);
+            else
+                snprintf(err, errlen, "address \"%s\": not host:port (a URL is written redis://host:port)",
+                         whole);
             return -1;
         }
     }
@@ -58,15 +63,22 @@ static int parse_tcp(const char *item, const char *whole, int defport, char *hos
                  host_len == 0 ? "none given" : "too long");
         return -1;
     }
+    /* What a host can hold: a name's letters, digits, '-', '.', '_'; an
+     * IPv6 literal's hex digits, ':' and '.', and a zone after '%'. Any
+     * other byte is a typo, refused here rather than at connect. */
+    const char *allowed = item[0] == '[' ? "0123456789abcdefABCDEF:.%" : "-._";
+    int zone = 0;
     for (size_t k = 0; k < host_len; k++) {
-        /* A host name or address literal never holds these; seen here they
-         * are a typo or a URL this parser does not take (say which). */
         unsigned char ch = (unsigned char)h[k];
-        if (ch <= ' ' || ch == 0x7f || ch == '/' || ch == '@' || ch == '[' || ch == ']' ||
-            ch == ',') {
-            snprintf(err, errlen, "address \"%s\": bad character in host", whole);
-            return -1;
-        }
+        zone |= item[0] == '[' && ch == '%';
+        if ((ch < 0x80 && strchr(allowed, ch) != NULL && ch != '\0') ||
+            ((item[0] != '[' || zone) && ((ch >= '0' && ch <= '9') || ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z'))))
+            continue;
+        if (ch > ' ' && ch < 0x7f)
+            snprintf(err, errlen, "address \"%s\": bad character '%c' in host", whole, ch);
+        else
+            snprintf(err, errlen, "address \"%s\": bad character (byte 0x%02x) in host", whole, ch);
+        return -1;
     }
     if (port_s == NULL) {
         memcpy(host, h, host_len);

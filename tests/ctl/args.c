@@ -43,6 +43,10 @@ Test(ctl_args, bad_addresses_use_libdlock_rules)
                  "ping");
     EXPECT_USAGE("TLS (rediss://) is not supported", "--redis", "rediss://:pw@h", "ping");
     EXPECT_USAGE("--redis", "--redis", "127.0.0.1:99999", "ping");
+    /* A byte no host holds is refused at once, and a misspelt URL is not
+     * called an IPv6 mistake (exit 2, no connection tried). */
+    EXPECT_USAGE("bad character ';' in host", "--redis", "127.0.0;1:6379", "ping");
+    EXPECT_USAGE("a URL is written redis://host:port", "--redis", "redis:/127.0.0.1:6379", "ping");
     EXPECT_USAGE("--redis", "--redis", "127.0.0.1:6379,", "ping");
     EXPECT_USAGE("empty unix socket path", "--redis", "unix:", "ping");
     EXPECT_USAGE("--redis needs a value", "ping", "--redis");

@@ -78,7 +78,13 @@ Test(ctl_ping, wrong_password_is_down_right_password_is_up)
     snprintf(secured.password, sizeof secured.password, "s3cret");
     cr_assert_eq(redis_start(&secured), 0);
 
-    int rc = ctl_run(&out, "--redis", secured.addr, "--password", "wrong", "ping", NULL);
+    /* No password at all: the node's NOAUTH names the option that gives one. */
+    int rc = ctl_run(&out, "--redis", secured.addr, "ping", NULL);
+    cr_expect_eq(rc, 1, "%s", out);
+    cr_expect(strstr(out, "NOAUTH") != NULL && strstr(out, "--password") != NULL, "%s", out);
+    free(out);
+    out = NULL;
+    rc = ctl_run(&out, "--redis", secured.addr, "--password", "wrong", "ping", NULL);
     cr_expect_eq(rc, 1, "%s", out);
     cr_expect(strstr(out, "AUTH") != NULL, "%s", out);
     free(out);

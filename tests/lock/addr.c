@@ -99,7 +99,11 @@ Test(lock_addr, refused_forms_say_why_and_hide_the_password, .timeout = 10)
         {"redis://u:%zzs3cret@h", "bad %XX escape"},
         {"rediss://:s3cret@h", "TLS (rediss://) is not supported"},
         {"http://h:80", "unknown scheme"},
-        {"a b:1", "bad character in host"},
+        {"a b:1", "bad character (byte 0x20) in host"},
+        {"h;x:6379", "bad character ';' in host"},
+        {"h\"x", "bad character '\"' in host"},
+        {"[::1;]:6379", "bad character ';' in host"},
+        {"redis:/127.0.0.1:6379", "not host:port (a URL is written redis://host:port)"},
         {"sentinel://s1/", "expected sentinel://"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
