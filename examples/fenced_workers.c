@@ -6,7 +6,7 @@
  * it has seen (a database does this with a column and a WHERE clause:
  * docs/fencing.md).
  *
- *   cc fenced_workers.c $(pkg-config --cflags --libs dlock) -lpthread -o fenced_workers
+ *   cc fenced_workers.c $(pkg-config --cflags --libs dlock) -lpthread -Wl,-rpath,$(pkg-config --variable=libdir dlock) -o fenced_workers
  *   ./fenced_workers redis://127.0.0.1:6379
  *
  * Exit 0 when the counter equals the increments that were accepted. */

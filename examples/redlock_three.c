@@ -3,7 +3,7 @@
  * its validity is the TTL minus the time the round took and the clock
  * drift allowance. One master down changes nothing for the caller.
  *
- *   cc redlock_three.c $(pkg-config --cflags --libs dlock) -o redlock_three
+ *   cc redlock_three.c $(pkg-config --cflags --libs dlock) -Wl,-rpath,$(pkg-config --variable=libdir dlock) -o redlock_three
  *   ./redlock_three redis://h1:6379 redis://h2:6379 redis://h3:6379
  *
  * Exit 0 when the lock was taken on a quorum and released. */

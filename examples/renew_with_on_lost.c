@@ -3,7 +3,7 @@
  * on_lost if a renewal finds the lock gone (expired while the process
  * stalled, taken over), so the work stops instead of going on unprotected.
  *
- *   cc renew_with_on_lost.c $(pkg-config --cflags --libs dlock) -o renew_with_on_lost
+ *   cc renew_with_on_lost.c $(pkg-config --cflags --libs dlock) -Wl,-rpath,$(pkg-config --variable=libdir dlock) -o renew_with_on_lost
  *   ./renew_with_on_lost redis://127.0.0.1:6379
  *
  * Works 3 s under a 1 s TTL; exit 0 when the lock was renewed throughout

@@ -1,7 +1,7 @@
 /* take_a_lock.c - the first program: take a lock on one Redis, work under
  * it, release it.
  *
- *   cc take_a_lock.c $(pkg-config --cflags --libs dlock) -o take_a_lock
+ *   cc take_a_lock.c $(pkg-config --cflags --libs dlock) -Wl,-rpath,$(pkg-config --variable=libdir dlock) -o take_a_lock
  *   ./take_a_lock redis://127.0.0.1:6379
  *
  * Exit 0 when the lock was taken and released, 1 otherwise. */

@@ -3,7 +3,7 @@
  * one atomic script per node, so two transfers {a,b} and {b,a} can never
  * deadlock, whatever order they name them in.
  *
- *   cc transfer_multi.c $(pkg-config --cflags --libs dlock) -o transfer_multi
+ *   cc transfer_multi.c $(pkg-config --cflags --libs dlock) -Wl,-rpath,$(pkg-config --variable=libdir dlock) -o transfer_multi
  *   ./transfer_multi redis://127.0.0.1:6379
  *
  * Exit 0 when the pair was taken (each with its own fence) and released. */

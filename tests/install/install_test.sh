@@ -94,6 +94,28 @@ loads_installed "$work/pc_shared" ||
     fail "pkg-config shared consumer does not load the installed libdlock.so by its rpath"
 run_consumer pc_shared "$work/pc_shared"
 
+# 1b. Each example's own build line (the "cc ..." of its head), run as
+# written on a copy of it: it must build against this prefix, found through
+# PKG_CONFIG_PATH alone, and load this prefix's libdlock.so by its rpath. A
+# sanitized library needs its runtime on the line, which the examples'
+# plain lines do not give: skipped there, saying so.
+if [ -n "$san" ]; then
+    echo "install test: the examples' build lines are checked in the plain build only (this one is sanitized)"
+else
+    examples=$(cd "$(dirname "$consumer")/../../examples" && pwd -P)
+    mkdir -p "$work/examples"
+    for ex in "$examples"/*.c; do
+        name=$(basename "$ex" .c)
+        line=$(sed -n 's/^ \*   \(cc .*\)$/\1/p' "$ex" | head -n 1)
+        [ -n "$line" ] || fail "$name.c gives no build line in its head"
+        cp "$ex" "$work/examples/" || fail "cannot copy $name.c"
+        (cd "$work/examples" && sh -c "$line") >"$work/examples/$name.log" 2>&1 ||
+            { cat "$work/examples/$name.log" >&2; fail "$name.c's build line does not build: $line"; }
+        loads_installed "$work/examples/$name" ||
+            fail "$name, built by its own line, does not load the installed libdlock.so by its rpath"
+    done
+fi
+
 # 2. pkg-config, static: libdlock.a plus the private dependencies
 # pkg-config --static lists.
 # shellcheck disable=SC2046,SC2086
