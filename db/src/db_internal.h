@@ -13,7 +13,7 @@
 /* The schema version this build creates and understands (PRAGMA user_version). */
 #define DBI_SCHEMA_VERSION 1
 
-/* Every statement the store runs, prepared once per db_store (stmt.c). */
+/* Every statement the store runs, prepared once per db_store (sqlite/stmt.c). */
 typedef enum dbi_stmt_id {
     DBI_BEGIN_IMMEDIATE,
     DBI_BEGIN_DEFERRED,
@@ -36,7 +36,7 @@ typedef enum dbi_stmt_id {
     DBI_STMT_COUNT
 } dbi_stmt_id;
 
-/* The savepoint steps of a group's section (group.c). */
+/* The savepoint steps of a group's section (savepoints.c). */
 typedef enum dbi_savepoint_op {
     DBI_SAVEPOINT_OPEN,     /* SAVEPOINT */
     DBI_SAVEPOINT_RELEASE,  /* RELEASE: keep its changes in the transaction */
@@ -48,7 +48,7 @@ typedef enum dbi_savepoint_op {
  * section and its fence rules, the decisions, the argument checks, the audit
  * arithmetic) is shared, so both stores run the very same critical section.
  * Adding an operation: one slot here, one function per backend (open.c for
- * SQLite's table, pg_ops.c for PostgreSQL's). Every slot fills db->errmsg
+ * SQLite's table, pg/ops.c for PostgreSQL's). Every slot fills db->errmsg
  * when it fails and sets its out parameters on every path. */
 typedef struct dbi_ops {
     const char *name;                                       /* "sqlite", "postgresql" */
@@ -103,7 +103,7 @@ typedef struct dbi_ops {
 } dbi_ops;
 
 extern const dbi_ops dbi_sqlite_ops; /* open.c */
-extern const dbi_ops dbi_pg_ops;     /* pg_ops.c */
+extern const dbi_ops dbi_pg_ops;     /* pg/ops.c */
 
 struct dbpg; /* pg_internal.h: the PostgreSQL connection and its settings */
 
@@ -123,7 +123,7 @@ int dbi_is_pg_url(const char *path);
 /* status.c: one line "database '<path>': <reason>" into errbuf, control
  * characters replaced (a path may hold a newline). */
 void dbi_copy_one_line(char *dst, size_t dst_len, const char *path, const char *reason);
-/* pg_open.c: the PostgreSQL side of db_open / db_open_readonly; same contract. */
+/* pg/open.c: the PostgreSQL side of db_open / db_open_readonly; same contract. */
 db_status dbpg_open(const char *url, int timeout_ms, int readonly, db_store **out, char *errbuf, size_t errbuf_len);
 
 /* status.c: record detail in db->errmsg (printf-style, truncated, no
@@ -137,24 +137,24 @@ void dbi_set_fault(db_store *db, db_fault f);
  * else -> DB_ERROR. */
 db_status dbi_fail(db_store *db, int rc, const char *what);
 
-/* stmt.c: prepare / finalize the whole table (finalize accepts a partly filled one). */
+/* sqlite/stmt.c: prepare / finalize the whole table (finalize accepts a partly filled one). */
 db_status dbi_prepare_all(db_store *db);
 void dbi_finalize_all(db_store *db);
-/* stmt.c: the statement, reset and with its bindings cleared, ready to bind. */
+/* sqlite/stmt.c: the statement, reset and with its bindings cleared, ready to bind. */
 sqlite3_stmt *dbi_stmt(db_store *db, dbi_stmt_id id);
-/* stmt.c: checked binds; on failure the detail is in db->errmsg. */
+/* sqlite/stmt.c: checked binds; on failure the detail is in db->errmsg. */
 db_status dbi_bind_int64(db_store *db, sqlite3_stmt *st, int idx, int64_t v);
 db_status dbi_bind_text(db_store *db, sqlite3_stmt *st, int idx, const char *s);
-/* stmt.c: step once. DB_OK with *has_row set (1 = SQLITE_ROW, 0 = SQLITE_DONE),
+/* sqlite/stmt.c: step once. DB_OK with *has_row set (1 = SQLITE_ROW, 0 = SQLITE_DONE),
  * or the mapped failure. what names the statement in the error detail. */
 db_status dbi_step(db_store *db, sqlite3_stmt *st, int *has_row, const char *what);
-/* stmt.c: finish with a statement (sqlite3_reset), so that a finished SELECT
+/* sqlite/stmt.c: finish with a statement (sqlite3_reset), so that a finished SELECT
  * does not keep its read transaction, and with it an old WAL snapshot, open. */
 void dbi_done(sqlite3_stmt *st);
-/* stmt.c: run a statement that returns no row the caller needs (BEGIN, COMMIT,
+/* sqlite/stmt.c: run a statement that returns no row the caller needs (BEGIN, COMMIT,
  * UPDATE, INSERT); the statement is reset afterwards. */
 db_status dbi_exec(db_store *db, dbi_stmt_id id, const char *what);
-/* stmt.c: bind ?1 = coupon_id and step st once; DB_NOT_FOUND ("no coupon
+/* sqlite/stmt.c: bind ?1 = coupon_id and step st once; DB_NOT_FOUND ("no coupon
  * with id <id>") when there is no row, else the row is ready to read. */
 db_status dbi_step_coupon(db_store *db, sqlite3_stmt *st, int64_t coupon_id, const char *what);
 
@@ -169,9 +169,9 @@ db_status dbi_commit(db_store *db);
 /* Roll back if a transaction is open; keeps the earlier error detail. */
 void dbi_rollback(db_store *db);
 
-/* schema.c: bring the file to DBI_SCHEMA_VERSION (safe against concurrent openers). */
+/* sqlite/schema.c: bring the file to DBI_SCHEMA_VERSION (safe against concurrent openers). */
 db_status dbi_migrate(db_store *db);
-/* schema.c: read PRAGMA user_version. */
+/* sqlite/schema.c: read PRAGMA user_version. */
 db_status dbi_user_version(db_store *db, int *version);
 
 /* claim_steps.c: the steps of the claim transactions (run inside the caller's

@@ -180,7 +180,7 @@ int dbi_is_pg_url(const char *path)
 }
 
 /* busy_timeout_ms is, for PostgreSQL, the bound of every statement and of
- * the connect (pg_open.c): the same "how long may the store keep a claim
+ * the connect (pg/open.c): the same "how long may the store keep a claim
  * waiting" in both backends. */
 db_status db_open(const char *path, int busy_timeout_ms, db_store **out, char *errbuf, size_t errbuf_len)
 {

@@ -1,4 +1,4 @@
-/* pg_ops.c - the PostgreSQL backend's statements (dbi_ops, db_internal.h):
+/* pg/ops.c - the PostgreSQL backend's statements (dbi_ops, db_internal.h):
  * each formats its parameters as text, runs its statement through
  * dbpg_run (bounded) and reads the cells back, checked. The logic around
  * them (section.c, claim.c, coupon.c, audit.c) is shared with SQLite. */

@@ -1,4 +1,4 @@
-/* schema.c - the coupon schema and its PRAGMA user_version migrations,
+/* sqlite/schema.c - the coupon schema and its PRAGMA user_version migrations,
  * applied inside BEGIN IMMEDIATE so that processes opening one fresh file at
  * the same moment create it exactly once. */
 #include <stdio.h>

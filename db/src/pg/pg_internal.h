@@ -25,7 +25,7 @@ typedef struct dbpg_sql {
     const char *sql;    /* $1, $2 ...; NULL: not needed by this backend */
     const char *params; /* one letter per parameter: 'i' bigint, 't' text */
 } dbpg_sql;
-extern const dbpg_sql dbpg_statements[DBI_STMT_COUNT]; /* pg_sql.c */
+extern const dbpg_sql dbpg_statements[DBI_STMT_COUNT]; /* pg/sql.c */
 
 /* The statements only PostgreSQL runs: a whole batch's per-user counts and
  * its write each in one statement, their users as one text[] parameter
@@ -37,7 +37,7 @@ typedef enum dbpg_batch_id {
     DBPG_BATCH_SECTION,      /* $1 coupon, $2 fence, $3 users: decide and write, after the fenced read */
     DBPG_BATCH_COUNT
 } dbpg_batch_id;
-extern const dbpg_sql dbpg_batch_statements[DBPG_BATCH_COUNT]; /* pg_sql.c */
+extern const dbpg_sql dbpg_batch_statements[DBPG_BATCH_COUNT]; /* pg/sql.c */
 
 /* One statement of a pipeline (dbpg_run_pipeline): its text and
  * parameters, and the name it was prepared under ("" when it has no
@@ -47,23 +47,23 @@ typedef struct dbpg_step {
     char prepared[16];
     const char *const *values;
 } dbpg_step;
-/* pg_exec.c: a step of the common table / of the batch table. */
+/* pg/exec.c: a step of the common table / of the batch table. */
 dbpg_step dbpg_stmt_step(dbi_stmt_id id, const char *const *values);
 dbpg_step dbpg_batch_step(dbpg_batch_id id, const char *const *values);
 
-/* pg_exec.c: (re)connect if the connection was dropped, and prepare the
+/* pg/exec.c: (re)connect if the connection was dropped, and prepare the
  * statement table on it. */
 db_status dbpg_connect(db_store *db);
-/* pg_exec.c: the two halves of dbpg_connect: open the session (bounded by
+/* pg/exec.c: the two halves of dbpg_connect: open the session (bounded by
  * connect_timeout), prepare the statement table (the tables must exist). */
 db_status dbpg_connect_raw(db_store *db);
 db_status dbpg_prepare_all(db_store *db);
-/* pg_exec.c: run statement id with its parameters (text form; NULL values
+/* pg/exec.c: run statement id with its parameters (text form; NULL values
  * are not used), bounded by the store's timeout. DB_OK and *out (the result,
  * the caller PQclear()s it; may be NULL when the caller needs no rows), or
  * the mapped failure with detail in db->errmsg and *out NULL. */
 db_status dbpg_run(db_store *db, dbi_stmt_id id, const char *const *values, PGresult **out);
-/* pg_exec.c: run n statements in one round trip (libpq pipeline mode, one
+/* pg/exec.c: run n statements in one round trip (libpq pipeline mode, one
  * Sync), each still bounded by statement_timeout on the server, the whole
  * by the client deadline. DB_OK and out[i] the result of step i (the
  * caller PQclear()s each; out may be NULL), or the first failure mapped as
@@ -71,31 +71,31 @@ db_status dbpg_run(db_store *db, dbi_stmt_id id, const char *const *values, PGre
  * the rest: a transaction the steps opened is left aborted, for the
  * caller's ROLLBACK. */
 db_status dbpg_run_pipeline(db_store *db, const dbpg_step *steps, int n, PGresult **out, const char *what);
-/* pg_exec.c: run fixed SQL text (the simple protocol, several statements
+/* pg/exec.c: run fixed SQL text (the simple protocol, several statements
  * allowed), bounded likewise; for the schema. */
 db_status dbpg_run_text(db_store *db, const char *sql, const char *what, PGresult **out);
-/* pg_exec.c: the connection went away (timeout, server gone): close it; the
+/* pg/exec.c: the connection went away (timeout, server gone): close it; the
  * next dbpg_connect opens a fresh one. */
 void dbpg_drop(db_store *db);
 
-/* pg_schema.c: create the tables if absent (once, under an advisory lock),
+/* pg/schema.c: create the tables if absent (once, under an advisory lock),
  * check the schema version. */
 db_status dbpg_migrate(db_store *db);
 db_status dbpg_check_schema(db_store *db);
 
-/* pg_open.c: release the connection and the settings (not db itself). */
+/* pg/open.c: release the connection and the settings (not db itself). */
 void dbpg_close(db_store *db);
 
-/* pg_ops.c: a result's integer cell, checked. */
+/* pg/ops.c: a result's integer cell, checked. */
 db_status dbpg_int64(db_store *db, const PGresult *r, int row, int col, int64_t *v);
 
-/* pg_section.c: the section's read and write, each one round trip (the
+/* pg/section.c: the section's read and write, each one round trip (the
  * dbi_ops slots section_read / section_write). */
 db_status dbpg_section_read(db_store *db, int64_t coupon_id, db_fence_mode mode, int64_t fence, db_claim_req *reqs,
                             size_t n, db_claim_view *view, int *has_row);
 db_status dbpg_section_write(db_store *db, int64_t coupon_id, db_fence_mode mode, int64_t fence, int64_t stock,
                              db_claim_req *reqs, size_t n, int *changed);
-/* pg_section.c: the whole section with no business step (slot section_whole). */
+/* pg/section.c: the whole section with no business step (slot section_whole). */
 db_status dbpg_section_whole(db_store *db, int64_t coupon_id, int64_t fence, db_claim_req *reqs, size_t n,
                              int *has_row);
 

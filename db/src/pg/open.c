@@ -1,4 +1,4 @@
-/* pg_open.c - opening a db_store on PostgreSQL: the URL checked by libpq,
+/* pg/open.c - opening a db_store on PostgreSQL: the URL checked by libpq,
  * the session settings that bound every statement, the schema, the
  * statement table. */
 #include <stdio.h>
@@ -155,7 +155,7 @@ static void pg_close(db_store *db)
     db->pg = NULL;
 }
 
-/* For the ops table (pg_ops.c). */
+/* For the ops table (pg/ops.c). */
 void dbpg_close(db_store *db)
 {
     pg_close(db);

@@ -1,4 +1,4 @@
-/* stmt.c - the table of SQL statements the store runs, prepared once per
+/* sqlite/stmt.c - the table of SQL statements the store runs, prepared once per
  * connection and reused, with checked bind/step helpers. Every value reaches
  * SQLite through a bound parameter: no SQL text is ever built from input. */
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* pg_section.c - the critical section's read and write on PostgreSQL, one
+/* pg/section.c - the critical section's read and write on PostgreSQL, one
  * round trip each, whatever the batch's size (section.c calls them through
  * dbi_ops.section_read / section_write; SQLite runs its statements one by
  * one, in process, where a statement costs no round trip).
@@ -11,7 +11,7 @@
  *
  * The write is one statement in its transaction: the fenced UPDATE of the
  * stock and the INSERT of the batch's records, which reads the UPDATE's row
- * (pg_sql.c), so a write the fence refuses inserts nothing. A transaction
+ * (pg/sql.c), so a write the fence refuses inserts nothing. A transaction
  * that inserts records commits in a round trip of its own (commit_apart). */
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* sqlite_ops.c - the SQLite backend's statements (dbi_ops, db_internal.h):
- * each binds its parameters to a statement of the prepared table (stmt.c),
+/* sqlite/ops.c - the SQLite backend's statements (dbi_ops, db_internal.h):
+ * each binds its parameters to a statement of the prepared table (sqlite/stmt.c),
  * steps it and reads its columns. The logic around them (section.c,
  * claim.c, coupon.c, audit.c) is shared with the PostgreSQL backend. */
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* pg_schema.c - the coupon schema on PostgreSQL: the contract's tables with
- * the same columns as SQLite's (schema.c), created once by whichever
+/* pg/schema.c - the coupon schema on PostgreSQL: the contract's tables with
+ * the same columns as SQLite's (sqlite/schema.c), created once by whichever
  * coupon-server connects first, under a transaction-scoped advisory lock so
  * that several servers starting at once do not race their CREATEs. */
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* pg_exec.c - the PostgreSQL connection and the one way a statement runs on
+/* pg/exec.c - the PostgreSQL connection and the one way a statement runs on
  * it: sent asynchronously and waited for with poll() up to a deadline, so
  * that no libpq call can block longer than the store's timeout, whatever the
  * network or the server does. The server's own statement_timeout and
@@ -298,7 +298,7 @@ db_status dbpg_connect_raw(db_store *db)
 
     /* The URL is expanded in place of dbname; a keyword given after it
      * overrides the URL's (libpq: the last value wins), so connect_timeout
-     * comes after it only when the URL set none (pg_open.c), and options
+     * comes after it only when the URL set none (pg/open.c), and options
      * already holds the URL's own options after ours. */
     keys[k] = "application_name";
     vals[k++] = "coupon-db";

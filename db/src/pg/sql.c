@@ -1,5 +1,5 @@
-/* pg_sql.c - the PostgreSQL texts of the store's statements: the same
- * statements as SQLite's table (stmt.c), in PostgreSQL's dialect ($n
+/* pg/sql.c - the PostgreSQL texts of the store's statements: the same
+ * statements as SQLite's table (sqlite/stmt.c), in PostgreSQL's dialect ($n
  * parameters, RETURNING for new ids, bigint sums). Every value is a bound
  * parameter: no SQL text is ever built from input. */
 #include "pg_internal.h"

@@ -1,4 +1,4 @@
-/* group.c - group commit (coupon_db.h, db_claim_group): the sections of
+/* savepoints.c - group commit (coupon_db.h, db_claim_group): the sections of
  * several coupons in one write transaction, each in its own savepoint.
  *
  * Each section is the whole section of section.c with no business step:
