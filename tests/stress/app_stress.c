@@ -50,7 +50,7 @@ int main(void)
 {
     redis_proc nodes[NODES];
     char dir[256] = "", db[320], redis_csv[256], url[160];
-    const char *hdr[] = {"Authorization: Bearer stress-suite-token-9d2b", "Content-Type: application/json", NULL};
+    const char *hdr[] = {"Authorization: Bearer stress-suite-token-9d2b41c7e0f83a65", "Content-Type: application/json", NULL};
     pthread_t th[THREADS];
     http_reply r;
     int status = -1, rc = 2;
