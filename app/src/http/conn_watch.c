@@ -200,7 +200,9 @@ static void sweep(int64_t now)
         atomic_uint *why = NULL;
         if (w->cut)
             continue;
-        if ((ph == PH_SERVING || w->send_ms != 0) && too_slow_reader(now, w))
+        /* Every phase: an answer may be stuck in libmicrohttpd (serving)
+         * or handed to the kernel and unread while the next head is due. */
+        if (too_slow_reader(now, w))
             why = &g.cut_send;
         else if (ph == PH_SERVING)
             continue; /* its answer may take as long as the claim's own deadlines */
@@ -212,9 +214,11 @@ static void sweep(int64_t now)
             why = &g.cut_rate;
         if (why == NULL)
             continue;
-        /* A reader too slow has bytes queued: reset, not a graceful close
-         * that would keep them (and the socket) in the kernel for minutes. */
-        if (why == &g.cut_send) {
+        /* Bytes still queued for the client (a reader too slow, or one cut
+         * for its next head): reset, not a graceful close whose FIN would
+         * wait behind them, keeping the socket in the kernel for minutes
+         * and the client unaware it was closed. */
+        if (w->send_ms != 0) {
             struct linger lg = {.l_onoff = 1, .l_linger = 0};
             (void)setsockopt(w->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
         }
