@@ -1,4 +1,4 @@
-/* load_test.c - how coupon-loadtest makes and measures its load, against
+/* load.c - how coupon-loadtest makes and measures its load, against
  * real coupon-servers: reconnects to a dead server are bounded and reported
  * apart from answers; --rate holds its rate and charges a stall to the
  * requests that were due during it; --warmup leaves the first seconds out

@@ -1,4 +1,4 @@
-/* scan_test.c - reading "code" from reply bodies without a JSON parser, and
+/* scan.c - reading "code" from reply bodies without a JSON parser, and
  * the per-thread counters merged into one. */
 #include <criterion/criterion.h>
 #include <string.h>

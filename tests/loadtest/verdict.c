@@ -1,4 +1,4 @@
-/* verdict_test.c - the audit's arithmetic: each oversold condition, the
+/* verdict.c - the audit's arithmetic: each oversold condition, the
  * successes-vs-issued cross-check, server/DB agreement, and N = the largest. */
 #include <criterion/criterion.h>
 #include <string.h>

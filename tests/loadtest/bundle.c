@@ -1,4 +1,4 @@
-/* bundle_test.c - coupon-loadtest --coupons (spread, uniform and --zipf)
+/* bundle.c - coupon-loadtest --coupons (spread, uniform and --zipf)
  * and --bundle K against real servers: clean runs say NO OVERSELL with
  * exact counts; a store that loses a bundle's second record (an SQLite
  * trigger playing the half-applied write) is caught as partial bundles; a

@@ -1,4 +1,4 @@
-/* audit_test.c - coupon-loadtest against real coupon-servers: exact counts
+/* audit.c - coupon-loadtest against real coupon-servers: exact counts
  * and JSON fields of a clean run, several servers with per-user limits, and
  * a DB tampered behind the servers' back caught as OVERSOLD by 1. */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* timeline_test.c - the --timeline buckets: which bucket an answer lands in,
+/* timeline.c - the --timeline buckets: which bucket an answer lands in,
  * the counts per column, empty buckets, the merge, and p50/p99 within the
  * small histogram's 3 %. */
 #include <criterion/criterion.h>

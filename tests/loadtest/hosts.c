@@ -1,4 +1,4 @@
-/* hosts_test.c - scripts/hosts (./scripts/demo --hosts) end to end, with
+/* hosts.c - scripts/hosts (./scripts/demo --hosts) end to end, with
  * short phases: the sale across network-namespace hosts shows each of its
  * three partitions doing what it should ((a) the sale goes on without one
  * Redis master, (b) the late write of a server cut from Redis inside a lease

@@ -1,4 +1,4 @@
-/* demo_test.c - scripts/demo end to end (with --no-setup): the --compare
+/* demo.c - scripts/demo end to end (with --no-setup): the --compare
  * table (none oversells, atomic-sql and redlock do not), the load every row
  * of --compare and --trial is given (seen through a recording wrapper of
  * coupon-loadtest), a single run, and its one-line failures; every process

@@ -1,4 +1,4 @@
-/* http1_test.c - the load's HTTP/1.1 framing: targets from base URLs, the
+/* http1.c - the load's HTTP/1.1 framing: targets from base URLs, the
  * claim request, and the incremental response parser (every prefix of a
  * reply is "incomplete", lengths, chunks, keep-alive, malformed replies). */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* histogram_test.c - the latency histogram: bucket bounds and precision,
+/* histogram.c - the latency histogram: bucket bounds and precision,
  * quantiles against known data, merging per-thread histograms. */
 #include <criterion/criterion.h>
 #include <stdint.h>

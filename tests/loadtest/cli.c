@@ -1,4 +1,4 @@
-/* cli_test.c - coupon-loadtest as a process: usage errors and unreachable
+/* cli.c - coupon-loadtest as a process: usage errors and unreachable
  * sources exit 2 with a one-line reason, before any load is sent. */
 #include <criterion/criterion.h>
 #include <stdio.h>

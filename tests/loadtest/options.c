@@ -1,4 +1,4 @@
-/* options_test.c - command-line parsing: accepted forms and each rejection. */
+/* options.c - command-line parsing: accepted forms and each rejection. */
 #include <criterion/criterion.h>
 #include <string.h>
 
