@@ -34,6 +34,10 @@ haproxy_config() { # dir bind server...
     cat <<CFG
 global
     maxconn 4096
+    # What a client that reads nothing can make the proxy queue in the
+    # kernel for it: 16 KB (one page), not the megabyte Linux grows a
+    # socket's buffer to, so it gets about one answer rendered, not 80.
+    tune.sndbuf.client 16384
     log stderr format raw local0 info
 
 defaults
@@ -76,23 +80,25 @@ backend coupon_servers
     # (cut from its database, a master late) gathers the requests it holds
     # and the others get the rest, before its health checks take it out.
     balance leastconn
-    # Server connections are kept alive and shared (a client's first
-    # request always gets one of its own; HAProxy's default), and at most
-    # pool-max-conn of them idle per server, closed after pool-purge-delay
-    # when not needed: idle clients hold no server connection, so one
-    # client with many idle connections cannot fill a server's slots
-    # (with http-reuse never each held one: 300 from one address took both
-    # servers down), and a request does not pay a new connection.
-    http-reuse safe
+    # A server connection carries one request and closes with its answer
+    # (the client's connection stays kept alive). A server then sees at
+    # most maxconn connections from the proxy, whatever the clients do:
+    # shared keep-alive connections (http-reuse safe) stay attached to a
+    # client until it has read its answer, so 576 clients that read nothing
+    # held about 300 connections of each server, and 4000 would hold more
+    # than its 1024 slots; with http-reuse never every idle client held one.
+    # The price is a connection per request: about 0.7x the claims/s of
+    # shared connections in the rehearsal (docs/deployment.md).
+    option http-server-close
     option httpchk GET /healthz
     http-check expect status 200
     # At most 100 requests on a server at once (more wait in the proxy's
-    # queue, timeout queue) and 64 idle connections: with the checks, a
-    # server sees at most about 165 connections from the proxy, far below
-    # its 1024. The servers exempt the proxy's address (--trusted-proxy)
-    # from their per-address cap, so neither clients nor health checks are
-    # refused by a server for coming from the proxy.
-    default-server inter 1s fall 2 rise 2 check maxconn 100 pool-max-conn 64 pool-purge-delay 1s
+    # queue, timeout queue): with the checks, a server sees about 100
+    # connections from the proxy at most, far below its 1024. The servers
+    # exempt the proxy's address (--trusted-proxy) from their per-address
+    # cap, so neither clients nor health checks are refused by a server
+    # for coming from the proxy.
+    default-server inter 1s fall 2 rise 2 check maxconn 100
 CFG
     for s in "$@"; do
       i=$((i + 1))
