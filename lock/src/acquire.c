@@ -197,10 +197,20 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
      * node that answered "not set" certainly holds no key of ours (the
      * token is new), and skipping it saves work. Nobody waits for these
      * replies - the attempt has already failed - so the clean-up costs no
-     * round-trip time; the next round discards the answers. */
-    if (rc != DLOCK_OK && (a.ok_mask | a.maybe_mask) != 0)
-        dlock__script_send_only(c, a.ok_mask | a.maybe_mask, DLOCK__SCRIPT_RELEASE, a.keys, 1,
-                                a.args, 1);
+     * round-trip time; the next round discards the answers. pass.lua, as
+     * the multi and batch undos: a waiter that queued behind our late key
+     * there gets it now instead of after our TTL (token-checked: a key
+     * another client took meanwhile stays theirs). */
+    if (rc != DLOCK_OK && (a.ok_mask | a.maybe_mask) != 0) {
+        dlock__pass_buf pb;
+
+        if (dlock__pass_prepare(c, resource, a.token, &pb) == 0)
+            dlock__script_send_only(c, a.ok_mask | a.maybe_mask, DLOCK__SCRIPT_PASS, pb.keys, 3,
+                                    pb.args, 4);
+        else
+            dlock__script_send_only(c, a.ok_mask | a.maybe_mask, DLOCK__SCRIPT_RELEASE, a.keys,
+                                    1, a.args, 1);
+    }
     dlock__results_clear(res, DLOCK_MAX_NODES);
     return rc;
 }
