@@ -569,9 +569,11 @@ int dlock__round(dlock_client *c, uint32_t mask, uint32_t reach, int argc, const
     rr.deadline = rr.start + c->command_timeout_ms + (connecting ? c->connect_timeout_ms : 0);
     /* Never past the calling thread's deadline plus one command timeout
      * (dlock__call_deadline_ms): a hanging connect or a round after the
-     * deadline must not stretch the call. */
+     * deadline must not stretch the call. The timeout is taken off the
+     * round's deadline, not added to the call's: a call deadline within
+     * one command timeout of INT64_MAX would overflow. */
     if (dlock__call_deadline_ms != INT64_MAX &&
-        rr.deadline > dlock__call_deadline_ms + c->command_timeout_ms)
+        rr.deadline - c->command_timeout_ms > dlock__call_deadline_ms)
         rr.deadline = dlock__call_deadline_ms + c->command_timeout_ms;
     collect(&rr);
     finish(&rr);

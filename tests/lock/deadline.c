@@ -112,3 +112,21 @@ Test(lock_deadline, waiter_gets_released_lock, .timeout = 10)
     dlock_lock_free(h);
     dlock_lock_free(w);
 }
+
+/* A deadline at the end of the clock ("wait for ever") is a deadline, not
+ * an overflow: rounds.c bounded each round by deadline + command timeout. */
+Test(lock_deadline, a_deadline_near_int64_max_waits, .timeout = 10)
+{
+    dlock_lock *h = NULL, *w = NULL;
+
+    cr_assert_eq(dlock_acquire(holder, "far", 1000, INT64_MAX - 1, &h), DLOCK_OK, "%s",
+                 TC_ERR(holder));
+    cr_assert_eq(dlock_release(holder, h), DLOCK_OK, "%s", TC_ERR(holder));
+    /* And a wait behind a holder with it: granted when the 400 ms TTL ends. */
+    cr_assert_eq(dlock_try_acquire(holder, "far", 400, &h), DLOCK_OK);
+    cr_assert_eq(dlock_acquire(waiter, "far", 1000, INT64_MAX - 1, &w), DLOCK_OK, "%s",
+                 TC_ERR(waiter));
+    cr_assert_eq(dlock_release(waiter, w), DLOCK_OK);
+    dlock_lock_free(h);
+    dlock_lock_free(w);
+}

@@ -270,3 +270,63 @@ Test(lock_quorum, unreachable_holder_release_is_not_lost, .timeout = 15)
     dlock_lock_free(l);
     dlock_client_free(c);
 }
+
+/* c's attempt at res must fail with want, and leave no key on the nodes
+ * of mask (the undo removes what a minority granted there). */
+static void refused_below_majority(dlock_client *c, const char *res, dlock_err want,
+                                   uint32_t mask)
+{
+    dlock_lock *l = (dlock_lock *)0x1;
+    dlock_err rc = dlock_try_acquire(c, res, 5000, &l);
+
+    cr_assert_eq(rc, want, "%s: %s (%s)", res, dlock_strerror(rc), TC_ERR(c));
+    cr_assert_null(l);
+    for (size_t i = 0; i < NODES; i++)
+        if (mask & (1u << i))
+            cr_assert_eq(tc_wait_exists(&nodes[i], res, 0, TC_SETTLE_MS), 0,
+                         "%s: a key left on node %zu", res, i);
+}
+
+/* Even counts: a majority of 2 is 2, of 4 is 3. Half the nodes (one of
+ * two, two of four) paused or held by another token never grant. */
+Test(lock_quorum, even_counts_never_grant_below_a_majority, .timeout = 30)
+{
+    dlock_client *c2 = tc_client(nodes, 2, CMD_TIMEOUT), *c4 = tc_client(nodes, 4, CMD_TIMEOUT);
+    dlock_client *other = tc_client(&nodes[1], 1, 0), *other3 = tc_client(&nodes[3], 1, 0);
+    dlock_lock *o1 = NULL, *o3 = NULL, *l = NULL;
+
+    cr_assert(c2 != NULL && c4 != NULL && other != NULL && other3 != NULL);
+    cr_assert_eq(dlock_client_quorum(c2), 2);
+    cr_assert_eq(dlock_client_quorum(c4), 3);
+    /* 1 of 2: the other node paused, then held by another token. */
+    cr_assert_eq(redis_pause(&nodes[1]), 0);
+    refused_below_majority(c2, "e2", DLOCK_ERR_NO_QUORUM, 0x1);
+    cr_assert_eq(redis_resume(&nodes[1]), 0);
+    cr_assert_eq(dlock_try_acquire(other, "e2", 10000, &o1), DLOCK_OK, "%s", TC_ERR(other));
+    refused_below_majority(c2, "e2", DLOCK_ERR_TAKEN, 0x1);
+    cr_assert_eq(tc_exists(&nodes[1], "e2"), 1, "the other holder's key was touched");
+    /* 2 of 4: two nodes paused; then one paused and one held elsewhere. */
+    cr_assert_eq(redis_pause(&nodes[2]), 0);
+    cr_assert_eq(redis_pause(&nodes[3]), 0);
+    refused_below_majority(c4, "e4", DLOCK_ERR_NO_QUORUM, 0x3);
+    cr_assert_eq(redis_resume(&nodes[3]), 0);
+    cr_assert_eq(dlock_try_acquire(other3, "e4", 10000, &o3), DLOCK_OK, "%s", TC_ERR(other3));
+    refused_below_majority(c4, "e4", DLOCK_ERR_TAKEN, 0x3);
+    /* 3 of 4 is a majority. */
+    cr_assert_eq(redis_resume(&nodes[2]), 0);
+    /* Retried: node C's breaker, open since the pause, lets a probe through
+     * only after its backoff. */
+    cr_assert_eq(dlock_acquire(c4, "e4", 5000, dlock_now_ms() + 5000, &l), DLOCK_OK, "%s",
+                 TC_ERR(c4));
+    cr_assert_eq(tc_wait_holding(nodes, 3, "e4", 3, TC_SETTLE_MS), 3);
+    cr_assert_eq(dlock_release(c4, l), DLOCK_OK, "%s", TC_ERR(c4));
+    cr_assert_eq(dlock_release(other, o1), DLOCK_OK);
+    cr_assert_eq(dlock_release(other3, o3), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(o1);
+    dlock_lock_free(o3);
+    dlock_client_free(c2);
+    dlock_client_free(c4);
+    dlock_client_free(other);
+    dlock_client_free(other3);
+}

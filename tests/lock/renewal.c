@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 
+#include "delay_proxy.h"
 #include "lock_common.h"
 
 #define NODES 3
@@ -16,6 +17,7 @@
 
 static redis_proc nodes[NODES];
 static tc_lost lost;
+static delay_proxy *proxy; /* the test that needs one starts it */
 
 static void setup(void)
 {
@@ -25,6 +27,8 @@ static void setup(void)
 
 static void teardown(void)
 {
+    delay_proxy_stop(proxy);
+    proxy = NULL;
     redis_stop_n(nodes, NODES);
     tc_lost_destroy(&lost);
 }
@@ -288,5 +292,66 @@ Test(lock_renewal, many_locks_one_watchdog, .timeout = 15)
         dlock_lock_free(ls[i]);
     }
     cr_assert_eq(lost_calls(), 0);
+    dlock_client_free(c);
+}
+
+static void *ping_through(void *arg)
+{
+    size_t up = 0;
+
+    return dlock_ping(arg, &up) == DLOCK_OK && up == 1 ? arg : NULL;
+}
+
+/* A holder stalled past its validity while its key still lives on the
+ * node: the watchdog's next renewal must report the lock lost, not revive
+ * it. The relay holds the SET 2 s (the key outlives the client's validity
+ * by that much), then a PING 2.8 s, which holds the client's mutex, and so
+ * the watchdog, until the validity has ended. */
+Test(lock_renewal, a_renewal_due_after_the_validity_reports_lost, .timeout = 30)
+{
+    static char addr[64];
+    const char *addrs[1] = {addr};
+    dlock_options o;
+    tc_addrs a;
+    dlock_client *c = NULL;
+    dlock_lock *l = NULL;
+    pthread_t th;
+    void *ok = NULL;
+
+    proxy = delay_proxy_start(nodes[0].port);
+    cr_assert_not_null(proxy);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", delay_proxy_port(proxy));
+    tc_options(&o, &a, nodes, 1);
+    o.addrs = addrs;
+    o.command_timeout_ms = 5000;
+    cr_assert_eq(dlock_client_new(&o, &c, NULL, 0), DLOCK_OK);
+    cr_assert_not_null(ping_through(c), "%s", TC_ERR(c));
+    delay_proxy_arm(proxy, "lock:pv", 7, 2000);
+    cr_assert_eq(dlock_try_acquire(c, "pv", 4000, &l), DLOCK_OK, "%s", TC_ERR(c));
+    cr_assert_eq(delay_proxy_held(proxy), 1, "the SET was not held back");
+    int64_t valid_until = dlock_now_ms() + dlock_lock_validity_ms(l);
+    delay_proxy_arm(proxy, "PING", 4, 2800);
+    cr_assert_eq(pthread_create(&th, NULL, ping_through, c), 0);
+    for (int i = 0; i < 500 && delay_proxy_held(proxy) < 2; i++)
+        test_sleep_ms(10);
+    cr_assert_eq(delay_proxy_held(proxy), 2, "the PING was not held back");
+    /* Registered behind the PING: the first renewal is long overdue. */
+    cr_assert_eq(dlock_auto_renew(c, l, &(dlock_renew_options){0, 0, 0, tc_on_lost, &lost}),
+                 DLOCK_OK);
+    cr_assert_eq(pthread_join(th, &ok), 0);
+    cr_assert_not_null(ok, "the PING failed");
+    cr_assert_geq(dlock_now_ms(), valid_until, "the stall ended within the validity");
+    dlock_err why = DLOCK_OK;
+    cr_assert_eq(tc_lost_wait(&lost, 2000, &why), 1, "no on_lost");
+    cr_assert_eq(why, DLOCK_ERR_LOST, "on_lost with %s", dlock_strerror(why));
+    cr_assert_eq(dlock_is_held(l), 0);
+    cr_assert_eq(dlock_lock_renewals(l), 0);
+    /* The key was still ours on the node (a renewal would have found it),
+     * not prolonged (under 1.2 s left of 4 s), and expires on its own. */
+    long long pttl = tc_pttl(&nodes[0], "pv");
+    cr_assert(pttl > 0 && pttl < 3000, "PTTL %lld: the key was prolonged or is gone", pttl);
+    cr_assert_eq(tc_wait_exists(&nodes[0], "pv", 0, 4000), 0);
+    cr_assert_eq(lost_calls(), 1);
+    dlock_lock_free(l);
     dlock_client_free(c);
 }
