@@ -96,16 +96,13 @@ static void wait_listed(size_t n, const char *res, long long want)
  * proxy (the suite's `proxy`, stopped by teardown). */
 static const char *const *addrs_with_c_proxied(void)
 {
-    static char addr[64];
-    static const char *addrs[NODES];
+    static tc_addrs hold;
+    dlock_options o;
 
     proxy = delay_proxy_start(nodes[2].port);
     cr_assert_not_null(proxy);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", delay_proxy_port(proxy));
-    addrs[0] = nodes[0].addr;
-    addrs[1] = nodes[1].addr;
-    addrs[2] = addr;
-    return addrs;
+    tc_options_via(&o, &hold, nodes, NODES, 2, delay_proxy_port(proxy));
+    return hold.p;
 }
 
 static dlock_client *slow_sync_client(void)

@@ -64,6 +64,14 @@ void tc_options(dlock_options *opts, tc_addrs *hold, const redis_proc *rs, size_
     opts->n_addrs = n;
 }
 
+void tc_options_via(dlock_options *opts, tc_addrs *hold, const redis_proc *rs, size_t n,
+                    size_t via, int port)
+{
+    tc_options(opts, hold, rs, n);
+    snprintf(hold->via, sizeof hold->via, "127.0.0.1:%d", port);
+    hold->p[via] = hold->via;
+}
+
 static dlock_client *new_client(const redis_proc *rs, size_t n, int command_timeout_ms,
                                 int retry_unavailable)
 {

@@ -59,8 +59,13 @@ void tc_tmpdir_on_tmpfs(void);
  * address strings live in *hold, which must outlive dlock_client_new. */
 typedef struct tc_addrs {
     const char *p[DLOCK_MAX_NODES];
+    char via[32]; /* tc_options_via's relay address */
 } tc_addrs;
 void tc_options(dlock_options *opts, tc_addrs *hold, const redis_proc *rs, size_t n);
+/* The same, with node `via` reached at 127.0.0.1:port instead (a relay in
+ * front of it, e.g. a delay_proxy). */
+void tc_options_via(dlock_options *opts, tc_addrs *hold, const redis_proc *rs, size_t n,
+                    size_t via, int port);
 
 /* New client on rs[0..n) with the given command timeout (0 = default);
  * NULL on failure (usable in forked children: no Criterion asserts). */

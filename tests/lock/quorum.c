@@ -294,6 +294,7 @@ Test(lock_quorum, even_counts_never_grant_below_a_majority, .timeout = 30)
     dlock_client *c2 = tc_client(nodes, 2, CMD_TIMEOUT), *c4 = tc_client(nodes, 4, CMD_TIMEOUT);
     dlock_client *other = tc_client(&nodes[1], 1, 0), *other3 = tc_client(&nodes[3], 1, 0);
     dlock_lock *o1 = NULL, *o3 = NULL, *l = NULL;
+    dlock_client *const cs[] = {c2, c4, other, other3};
 
     cr_assert(c2 != NULL && c4 != NULL && other != NULL && other3 != NULL);
     cr_assert_eq(dlock_client_quorum(c2), 2);
@@ -325,8 +326,6 @@ Test(lock_quorum, even_counts_never_grant_below_a_majority, .timeout = 30)
     dlock_lock_free(l);
     dlock_lock_free(o1);
     dlock_lock_free(o3);
-    dlock_client_free(c2);
-    dlock_client_free(c4);
-    dlock_client_free(other);
-    dlock_client_free(other3);
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        dlock_client_free(cs[i]);
 }

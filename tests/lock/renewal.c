@@ -309,8 +309,6 @@ static void *ping_through(void *arg)
  * the watchdog, until the validity has ended. */
 Test(lock_renewal, a_renewal_due_after_the_validity_reports_lost, .timeout = 30)
 {
-    static char addr[64];
-    const char *addrs[1] = {addr};
     dlock_options o;
     tc_addrs a;
     dlock_client *c = NULL;
@@ -320,9 +318,7 @@ Test(lock_renewal, a_renewal_due_after_the_validity_reports_lost, .timeout = 30)
 
     proxy = delay_proxy_start(nodes[0].port);
     cr_assert_not_null(proxy);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", delay_proxy_port(proxy));
-    tc_options(&o, &a, nodes, 1);
-    o.addrs = addrs;
+    tc_options_via(&o, &a, nodes, 1, 0, delay_proxy_port(proxy));
     o.command_timeout_ms = 5000;
     cr_assert_eq(dlock_client_new(&o, &c, NULL, 0), DLOCK_OK);
     cr_assert_not_null(ping_through(c), "%s", TC_ERR(c));

@@ -6,7 +6,6 @@
  * that lags every command of the failing client until its next one. */
 #include <criterion/criterion.h>
 #include <pthread.h>
-#include <stdio.h>
 
 #include "delay_proxy.h"
 #include "lock_common.h"
@@ -39,8 +38,6 @@ TestSuite(lock_undo, .init = setup, .fini = teardown);
  * warmed up (connected, scripts loaded) before the relay starts to lag. */
 static dlock_client *failing_client(void)
 {
-    static char addr[64];
-    static const char *addrs[NODES];
     dlock_options o;
     tc_addrs a;
     dlock_client *c = NULL;
@@ -49,12 +46,7 @@ static dlock_client *failing_client(void)
 
     proxy = delay_proxy_start(nodes[2].port);
     cr_assert_not_null(proxy);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", delay_proxy_port(proxy));
-    addrs[0] = nodes[0].addr;
-    addrs[1] = nodes[1].addr;
-    addrs[2] = addr;
-    tc_options(&o, &a, nodes, NODES);
-    o.addrs = addrs;
+    tc_options_via(&o, &a, nodes, NODES, 2, delay_proxy_port(proxy));
     o.command_timeout_ms = CMD_TIMEOUT;
     cr_assert_eq(dlock_client_new(&o, &c, err, sizeof err), DLOCK_OK, "%s", err);
     cr_assert_eq(dlock_try_acquire(c, "warm", 5000, &l), DLOCK_OK, "%s", TC_ERR(c));
