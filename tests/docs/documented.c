@@ -36,6 +36,7 @@ static const struct {
     {"scripts/test", ".ci/run's first step, which runs this suite"},
     {"scripts/memcheck", ".ci/run"},
     {"scripts/fuzz", ".ci/run"},
+    {"scripts/mutate", ".ci/run (--quick)"},
     {"bench/run-bench.sh", "docs_commands/run_bench"},
     {"bench/peers.sh", "docs_commands/peers and peers_catch_violations (tests/docs/peers.c)"},
     {"bench/db-compare.sh", "docs_commands/db_compare_both_stores"},
