@@ -176,7 +176,9 @@ proctype client(byte c)
     /* holding: release (not held from the moment it is sent), or crash */
     :: atomic { pc[c] == P_HOLD -> held[c] = false; hv[c] = 0; pc[c] = P_REL }
     :: atomic { pc[c] == P_HOLD && faults < FAULTS -> faults++; held[c] = false; hv[c] = 0; pc[c] = P_DEAD }
-    /* release.lua on node i: token-checked DEL */
+    /* pass.lua on node i (release.c, and acquire.c's undo of a failed
+     * attempt): token-checked; nobody is listed in this model, so its
+     * hand_over finds no waiter and it is a DEL */
     :: atomic { pc[c] == P_REL && i < N && down[i] > 0 -> i++ }
     :: atomic { pc[c] == P_REL && i < N && down[i] == 0 ->
            if :: owner[i] == tok -> owner[i] = 0; ttl[i] = 0 :: else fi;

@@ -271,12 +271,16 @@ proctype client(byte c)
            od;
            try_grant(c) }
     /* a minority held for a hand-off window with no hand-off coming:
-     * listed again at our score, then passed to the oldest waiter
-     * (yield_minority), node by node */
+     * listed again at our score where a listing of this call was answered
+     * (the score that node gave; a key our own SET NX took, or whose
+     * answer was lost, has none: passed on unlisted), then passed to the
+     * oldest waiter (yield_minority), node by node */
     :: atomic { pc[c] == P_WAIT && own[c] != 0 && CNT(own[c] | RECHECKABLE(c)) < Q && !HANDED(c) ->
            i = 0;
            do
-           :: i < N && (own[c] & BIT(i)) -> zadd(i, c); pass(i, c); own[c] = own[c] & ~BIT(i);
+           :: i < N && (own[c] & BIT(i)) ->
+               if :: listed[c] & BIT(i) -> zadd(i, c) :: else fi;
+               pass(i, c); own[c] = own[c] & ~BIT(i);
                                             FENCE(hf[i * C + c] = 0); i++
            :: i < N && !(own[c] & BIT(i)) -> i++
            :: i == N -> break
