@@ -439,6 +439,39 @@ Test(lock_handoff, waiter_gives_up_in_a_stall, .timeout = 60)
     dlock_client_free(hc);
 }
 
+/* A waiter past its stay (gone without leaving: a crash, a leave that was
+ * lost) is skipped by the release, not handed the key: else the key would
+ * sit under a token nobody holds for that waiter's whole TTL. Its entry is
+ * written as enter.lua writes one, "<token>:<ttl ms>:<stay ms>" scored
+ * with its enqueue time in microseconds of Redis's clock, 60 s ago for a
+ * stay of 1 s. */
+Test(lock_handoff, a_waiter_past_its_stay_is_not_handed_the_key, .timeout = 30)
+{
+    const char *res = "stale";
+    dlock_client *hc, *nc;
+    dlock_lock *h = NULL, *n = NULL;
+    char secs[64], score[32], out[128];
+    const char *time_argv[] = {"EVAL", "return redis.call('TIME')[1]", "0"};
+
+    node_up(0, NULL);
+    hc = client(500, NULL);
+    nc = client(500, NULL);
+    cr_assert_eq(dlock_try_acquire(hc, res, 10000, &h), DLOCK_OK, "%s", TC_ERR(hc));
+    cr_assert_eq(redis_cmd(&node, secs, sizeof secs, 3, time_argv), 0);
+    snprintf(score, sizeof score, "%lld", (strtoll(secs, NULL, 10) - 60) * 1000000LL);
+    const char *zadd_argv[] = {"ZADD", DLOCK_WAITERS_NS "stale", score, "0123456789abcdef0123456789abcdef:10000:1000"};
+    cr_assert_eq(redis_cmd(&node, out, sizeof out, 4, zadd_argv), 0);
+    cr_assert_str_eq(out, "1", "ZADD: %s", out);
+    cr_assert_eq(dlock_release(hc, h), DLOCK_OK, "%s", TC_ERR(hc));
+    cr_assert_eq(tc_exists(&node, res), 0, "the release handed the key to a waiter 60 s past its 1 s stay");
+    cr_assert_eq(dlock_try_acquire(nc, res, 1000, &n), DLOCK_OK, "%s", TC_ERR(nc));
+    cr_assert_eq(dlock_release(nc, n), DLOCK_OK, "%s", TC_ERR(nc));
+    dlock_lock_free(n);
+    dlock_lock_free(h);
+    dlock_client_free(nc);
+    dlock_client_free(hc);
+}
+
 /* enter.lua's EVALSHA has 12 arguments, and Redis
  * answers an unauthenticated client sending more than 10 with "ERR
  * Protocol error: unauthenticated multibulk length". A queued acquire

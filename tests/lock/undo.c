@@ -114,6 +114,25 @@ Test(lock_undo, an_undo_spares_the_key_another_client_took_meanwhile, .timeout =
     dlock_client_free(c);
 }
 
+/* The undo goes to a node whose answer was lost, not only to those that
+ * granted: C's SET landed though its reply came too late to count, and
+ * our key must go with the undo, not stay until its TTL. */
+Test(lock_undo, an_undo_reaches_the_node_whose_answer_was_lost, .timeout = 30)
+{
+    dlock_lock *hb = NULL;
+    dlock_client *a = failing_client(), *b = hold_a_and_b("m", &hb);
+
+    /* A 20 s TTL: only the undo can remove the key within the test. */
+    fail_with_a_late_set_on_c(a, "m", 20000);
+    deliver_the_undo(a);
+    cr_assert_eq(tc_exists(&nodes[2], "m"), 0,
+                 "the failed attempt's key stayed on the node whose answer was lost (no undo sent there)");
+    cr_assert_eq(dlock_release(b, hb), DLOCK_OK, "%s", TC_ERR(b));
+    dlock_lock_free(hb);
+    dlock_client_free(a);
+    dlock_client_free(b);
+}
+
 typedef struct waiter {
     dlock_client *c;
     dlock_err rc;
