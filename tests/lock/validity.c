@@ -124,3 +124,27 @@ Test(lock_validity, drift_is_subtracted, .timeout = 10)
     cr_assert_eq(tc_wait_holding(nodes, NODES, "drift", 0, TC_SETTLE_MS), 0);
     dlock_client_free(c);
 }
+
+/* An extend whose round outlived its own TTL (minus drift) is no extend:
+ * the PEXPIRE may have been applied, but a key given 300 ms 600 ms ago is
+ * another client's to take by now. One node, paused for 600 ms during the
+ * round; a command timeout long enough that the round waits for it. */
+Test(lock_validity, an_extend_that_outlives_its_ttl_is_lost, .timeout = 15)
+{
+    dlock_client *c = tc_client(nodes, 1, 3000);
+    dlock_lock *l = NULL;
+    pthread_t th;
+    resumer rs = {.node = &nodes[0], .delay_ms = 600};
+
+    cr_assert_not_null(c);
+    cr_assert_eq(dlock_try_acquire(c, "ext", 5000, &l), DLOCK_OK, "%s", TC_ERR(c));
+    cr_assert_eq(redis_pause(&nodes[0]), 0);
+    cr_assert_eq(pthread_create(&th, NULL, resume_later, &rs), 0);
+    dlock_err e = dlock_extend(c, l, 300);
+    pthread_join(th, NULL);
+    cr_assert_eq(rs.rc, 0);
+    cr_assert_eq(e, DLOCK_ERR_LOST, "an extend answered after its 300 ms TTL: %s (%s)", dlock_strerror(e), TC_ERR(c));
+    cr_assert_eq(dlock_is_held(l), 0, "the lock is still held after an extend that outlived its TTL");
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
