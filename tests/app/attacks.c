@@ -273,25 +273,6 @@ typedef struct guesser {
     long guesses, answered;
 } guesser;
 
-/* One admin POST with token from src, Connection: close: its status (0: none). */
-static int admin_post(const server_proc *s, const char *src, const char *token, char *answer, size_t cap)
-{
-    static const char body[] = "{\"name\":\"g\",\"stock\":1}";
-    char req[512];
-    int n = snprintf(req, sizeof req,
-                     "POST /api/v1/admin/coupon HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-                     "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                     token, sizeof body - 1, body);
-    int fd = raw_connect(s, src, 3000), closed = 0;
-    answer[0] = '\0';
-    if (fd < 0)
-        return 0;
-    if (raw_send_all(fd, req, (size_t)n) == 0)
-        raw_read_answer(fd, answer, cap, 5000, &closed);
-    close(fd);
-    return raw_status_of(answer);
-}
-
 static void *guesser_main(void *arg)
 {
     guesser *g = arg;
@@ -299,7 +280,7 @@ static void *guesser_main(void *arg)
     for (int i = 0; !atomic_load(g->stop); i++) {
         snprintf(src, sizeof src, "127.0.1.%d", g->first + 1 + i % (GUESSERS / GUESS_THREADS));
         g->guesses++;
-        if (admin_post(g->srv, src, "wrong-token-0123456789", answer, sizeof answer) != 0)
+        if (raw_admin_post(g->srv, src, "wrong-token-0123456789", answer, sizeof answer) != 0)
             g->answered++;
     }
     return NULL;
@@ -321,7 +302,7 @@ Test(app_attacks, right_admin_token_beside_48_guessing_addresses, .timeout = 90)
     int served = 0;
     char answer[2048], last[512] = "";
     for (int i = 0; i < 9; i++) {
-        int st = admin_post(&g_app.srv[0], "127.0.0.2", APP_TOKEN, answer, sizeof answer);
+        int st = raw_admin_post(&g_app.srv[0], "127.0.0.2", APP_TOKEN, answer, sizeof answer);
         if (st == 201)
             served++;
         else

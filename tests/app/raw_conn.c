@@ -124,3 +124,24 @@ int raw_exchange(const server_proc *s, const char *req, size_t n, char *answer, 
     close(fd);
     return raw_status_of(answer);
 }
+
+int raw_admin_post(const server_proc *s, const char *src, const char *token, char *answer, size_t cap)
+{
+    static const char body[] = "{\"name\":\"g\",\"stock\":1}";
+    char req[512];
+    int n = snprintf(req, sizeof req,
+                     "POST /api/v1/admin/coupon HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                     token, sizeof body - 1, body);
+    int fd = raw_connect(s, src, 3000), closed = 0;
+    answer[0] = '\0';
+    if (fd < 0 || n < 0 || (size_t)n >= sizeof req) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    if (raw_send_all(fd, req, (size_t)n) == 0)
+        raw_read_answer(fd, answer, cap, 5000, &closed);
+    close(fd);
+    return raw_status_of(answer);
+}

@@ -23,4 +23,9 @@ int raw_status_of(const char *answer);
  * answer's status (0 when none came within timeout_ms); answer gets it. */
 int raw_exchange(const server_proc *s, const char *req, size_t n, char *answer, size_t cap, int timeout_ms);
 
+/* POST /api/v1/admin/coupon with "Bearer <token>" and a small valid body,
+ * on a fresh connection from src, Connection: close: the answer's status
+ * (0: none) and the answer in answer[0..cap). */
+int raw_admin_post(const server_proc *s, const char *src, const char *token, char *answer, size_t cap);
+
 #endif /* TESTS_APP_RAW_CONN_H */
