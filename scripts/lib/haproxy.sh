@@ -80,25 +80,25 @@ backend coupon_servers
     # (cut from its database, a master late) gathers the requests it holds
     # and the others get the rest, before its health checks take it out.
     balance leastconn
-    # A server connection carries one request and closes with its answer
-    # (the client's connection stays kept alive). A server then sees at
-    # most maxconn connections from the proxy, whatever the clients do:
-    # shared keep-alive connections (http-reuse safe) stay attached to a
-    # client until it has read its answer, so 576 clients that read nothing
-    # held about 300 connections of each server, and 4000 would hold more
-    # than its 1024 slots; with http-reuse never every idle client held one.
-    # The price is a connection per request: about 0.7x the claims/s of
-    # shared connections in the rehearsal (docs/deployment.md).
-    option http-server-close
+    # Server connections are kept alive and shared (a client's first
+    # request always gets one of its own; HAProxy's default), at most
+    # pool-max-conn of them idle per server, closed after pool-purge-delay
+    # when not needed: idle clients hold no server connection (with
+    # http-reuse never each held one: 300 from one address took both
+    # servers down). A shared connection stays with a client until it has
+    # read its answer, so clients that read nothing pin one each (576 held
+    # about 300 of each server's 2048); option http-server-close avoids
+    # that at 0.7x the claims/s, but lost answers in the rehearsal under
+    # load (docs/deployment.md), so it is not used until that is explained.
+    http-reuse safe
     option httpchk GET /healthz
     http-check expect status 200
     # At most 100 requests on a server at once (more wait in the proxy's
-    # queue, timeout queue): with the checks, a server sees about 100
-    # connections from the proxy at most, far below its 1024. The servers
-    # exempt the proxy's address (--trusted-proxy) from their per-address
-    # cap, so neither clients nor health checks are refused by a server
-    # for coming from the proxy.
-    default-server inter 1s fall 2 rise 2 check maxconn 100
+    # queue, timeout queue) and 64 idle connections. The servers exempt the
+    # proxy's address (--trusted-proxy) from their per-address cap, so
+    # neither clients nor health checks are refused by a server for coming
+    # from the proxy.
+    default-server inter 1s fall 2 rise 2 check maxconn 100 pool-max-conn 64 pool-purge-delay 1s
 CFG
     for s in "$@"; do
       i=$((i + 1))

@@ -11,7 +11,7 @@
 
 #include "procs.h"
 
-#define SLOW_MAX_SLOTS 1100
+#define SLOW_MAX_SLOTS 1200
 
 typedef enum slow_kind {
     SLOW_HEAD,     /* a header byte a second, the head never ends */

@@ -97,10 +97,10 @@
       "largest request body; larger: 413 / 1009")                                                                                                                \
     X(NUM,    size_t,   max_header,       "max-header-bytes",  "COUPON_MAX_HEADER_BYTES",  "N",              256, 32768,           8192,                             \
       "largest request line + headers; larger: 431 / 1009")                                                                                                      \
-    X(NUM,    unsigned, max_connections,  "max-connections",   "COUPON_MAX_CONNECTIONS",   "N",              1, 100000,            1024,                             \
+    X(NUM,    unsigned, max_connections,  "max-connections",   "COUPON_MAX_CONNECTIONS",   "N",              1, 100000,            2048,                             \
       "simultaneous connections")                                                                                                                                \
-    X(NUM,    unsigned, max_conn_per_ip,  "max-connections-per-ip", "COUPON_MAX_CONNECTIONS_PER_IP", "N",       0, 100000,            64,                               \
-      "simultaneous connections from one client address, an IPv6 client by its /64 (0 = no cap): 9 addresses at the cap hold 576 of 1024 slots, the rest stay free for others; a --trusted-proxy peer is not capped (the proxy caps each client by its address)")                                                             \
+    X(NUM,    unsigned, max_conn_per_ip,  "max-connections-per-ip", "COUPON_MAX_CONNECTIONS_PER_IP", "N",       0, 100000,            128,                              \
+      "simultaneous connections from one client address, an IPv6 client by its /64 (0 = no cap): 9 addresses at the cap hold 1152 of 2048 slots, the rest stay free for others; a load tester's 128 connections fit; a --trusted-proxy peer is not capped (the proxy caps each client by its address)")                                                             \
     X(NUM,    unsigned, conn_timeout_s,   "conn-timeout-s",    "COUPON_CONN_TIMEOUT_S",    "S",              1, 3600,              30,                               \
       "idle timeout of a connection that is being answered or sending its body (libmicrohttpd's, reset by every byte)")                                                                                                                                 \
     X(NUM,    unsigned, header_timeout_s, "header-timeout-s",  "COUPON_HEADER_TIMEOUT_S",  "S",              0, 3600,              5,                                \
