@@ -1,5 +1,5 @@
 /* front.c - the front in its production layout, attacked as a client would
- * (issue 36): HAProxy with the configuration scripts/lib/haproxy.sh writes
+ * as the project ships it: HAProxy with the configuration scripts/lib/haproxy.sh writes
  * (`haproxy -db -f CFG`, bound on 127.0.0.1:<free port>) in front of two
  * coupon-servers on one SQLite file and one redis-server, each server with
  * --trusted-proxy 127.0.0.1/32 (HAProxy reaches them from 127.0.0.1), or
