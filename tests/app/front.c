@@ -201,25 +201,6 @@ static void honest_expect(const honest *h, const char *what)
 
 /* ---- raw requests ----------------------------------------------------- */
 
-/* Everything the peer sends on fd until it closes or timeout_ms passes. */
-static size_t read_all(int fd, char *buf, size_t cap, int timeout_ms)
-{
-    size_t have = 0;
-    int64_t deadline = test_now_ms() + timeout_ms;
-    while (have + 1 < cap) {
-        int64_t left = deadline - test_now_ms();
-        struct pollfd p = {fd, POLLIN, 0};
-        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-            break;
-        ssize_t r = recv(fd, buf + have, cap - 1 - have, 0);
-        if (r <= 0)
-            break;
-        have += (size_t)r;
-    }
-    buf[have] = '\0';
-    return have;
-}
-
 static int count_of(const char *hay, const char *needle)
 {
     int n = 0;
@@ -763,7 +744,7 @@ static void post_bad_length(const char *value, char *ans, size_t cap)
     cr_assert_geq(fd, 0);
     cr_assert_eq(raw_send_all(fd, req, (size_t)n), 0);
     /* Everything, not one answer: a doubled head would follow the first. */
-    read_all(fd, ans, cap, 3000);
+    raw_read_to_close(fd, ans, cap, 3000);
     close(fd);
 }
 
@@ -822,7 +803,7 @@ Test(app_front, control_bytes_through_proxy_refused, .timeout = 60)
         int fd = raw_connect(&g_front.front, "127.0.0.1", 3000);
         cr_assert_geq(fd, 0);
         cr_assert_eq(raw_send_all(fd, req, (size_t)n), 0);
-        read_all(fd, ans, sizeof ans, 3000);
+        raw_read_to_close(fd, ans, sizeof ans, 3000);
         close(fd);
         int st = raw_status_of(ans);
         long long code = body_code(ans);
@@ -871,7 +852,7 @@ Test(app_front, control_bytes_in_headers_refused, .timeout = 60)
         int fd = raw_connect(&g_app.srv[0], "127.0.0.1", 3000);
         cr_assert_geq(fd, 0);
         cr_assert_eq(raw_send_all(fd, req, (size_t)n), 0);
-        read_all(fd, ans, sizeof ans, 3000);
+        raw_read_to_close(fd, ans, sizeof ans, 3000);
         close(fd);
         fprintf(stderr, "header value with %s -> %d, code %lld\n", names[i], raw_status_of(ans), body_code(ans));
         cr_assert_eq(count_of(ans, "HTTP/1."), 1, "%s: not one answer:\n%s", names[i], ans);

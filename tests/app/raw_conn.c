@@ -77,7 +77,9 @@ static int answer_complete(const char *buf, size_t have)
     return 1;
 }
 
-size_t raw_read_answer(int fd, char *buf, size_t cap, int timeout_ms, int *closed)
+/* Reads into buf until the peer closes, buf is full, timeout_ms passes,
+ * or (whole_answer) one whole answer is in; NUL-terminated. */
+static size_t read_until(int fd, char *buf, size_t cap, int timeout_ms, int whole_answer, int *closed)
 {
     size_t have = 0;
     int64_t deadline = test_now_ms() + timeout_ms;
@@ -95,11 +97,22 @@ size_t raw_read_answer(int fd, char *buf, size_t cap, int timeout_ms, int *close
         }
         have += (size_t)r;
         buf[have] = '\0';
-        if (answer_complete(buf, have))
+        if (whole_answer && answer_complete(buf, have))
             break;
     }
     buf[have] = '\0';
     return have;
+}
+
+size_t raw_read_answer(int fd, char *buf, size_t cap, int timeout_ms, int *closed)
+{
+    return read_until(fd, buf, cap, timeout_ms, 1, closed);
+}
+
+size_t raw_read_to_close(int fd, char *buf, size_t cap, int timeout_ms)
+{
+    int closed = 0;
+    return read_until(fd, buf, cap, timeout_ms, 0, &closed);
 }
 
 int raw_status_of(const char *answer)

@@ -17,6 +17,9 @@ int raw_send_all(int fd, const char *p, size_t n);
  * Content-Length it declares) is in, buf is full, or timeout_ms passes;
  * NUL-terminates and returns the bytes read; *closed: the peer closed. */
 size_t raw_read_answer(int fd, char *buf, size_t cap, int timeout_ms, int *closed);
+/* Everything the peer sends until it closes, buf is full or timeout_ms
+ * passes (a second head after the first answer shows); NUL-terminated. */
+size_t raw_read_to_close(int fd, char *buf, size_t cap, int timeout_ms);
 /* The status of the answer in buf, 0 when it is none. */
 int raw_status_of(const char *answer);
 /* One request of n bytes on a fresh connection from 127.0.0.1: the
