@@ -20,12 +20,12 @@ foreach(_bin coupon-server coupon-loadtest dlock-bench dlockctl)
   endif()
 endforeach()
 
-# dlock_add_suite(NAME SOURCES a.c b.c LIBS x y [TIMEOUT s] [JOBS n])
+# dlock_add_suite(NAME SOURCES a.c b.c LIBS x y [TIMEOUT s] [JOBS n] [SERIAL])
 # Links testsupport_base (processes, ports, temp dirs, redis-server); a suite
 # that starts coupon-server or postgres, or speaks HTTP, names testsupport
 # (or a helper library that links it) in LIBS.
 function(dlock_add_suite name)
-  cmake_parse_arguments(S "" "TIMEOUT;JOBS" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(S "SERIAL" "TIMEOUT;JOBS" "SOURCES;LIBS" ${ARGN})
   if(NOT S_TIMEOUT)
     set(S_TIMEOUT 300)
   endif()
@@ -47,4 +47,8 @@ function(dlock_add_suite name)
   add_test(NAME ${name} COMMAND ${name} --jobs ${S_JOBS} --verbose=0
                                  --tap=${CMAKE_BINARY_DIR}/tests/reports/${name}.tap)
   set_tests_properties(${name} PROPERTIES TIMEOUT ${S_TIMEOUT} ENVIRONMENT "${DLOCK_SUITE_ENV}")
+  # SERIAL: a suite that counts answers under load runs with nothing beside it.
+  if(S_SERIAL)
+    set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
+  endif()
 endfunction()
