@@ -3,7 +3,7 @@
  * owes (AUTH answer, replies to rounds that ended early) is kept by conn.c,
  * each node's circuit breaker by breaker.c, and what the answers add up to
  * is read by tally.c. */
-#include "dlock_internal.h"
+#include "round_core.h"
 
 #include <poll.h>
 #include <string.h>
@@ -23,70 +23,46 @@ void dlock__call_end(int64_t previous)
     dlock__call_deadline_ms = previous;
 }
 
-/* A node in a round, by what the round owes it. */
-typedef enum slot_role {
-    SLOT_OUT = 0,  /* not in this round (its own I/O is still served, never waited for) */
-    SLOT_WAITED,   /* asked; the round waits for its answer until decided or the deadline */
-    SLOT_OPTIONAL, /* breaker open but sent anyway (a release reaching a node that may hold
-                      the key, a reconnect probe): its answer counts if it comes in time,
-                      the round never waits for it */
-    SLOT_SKIPPED   /* breaker open: not sent */
-} slot_role;
-
-/* One node's part in a round. */
+/* One node's part in a round, as the poll driver keeps it (its role and
+ * whether its answer is due are the core's: round_core.c). */
 typedef struct round_slot {
     dlock__node *node;
     dlock__result *res; /* the caller's entry for this node */
-    slot_role role;
-    int waiting;        /* the command went out (or is queued behind a connect): its answer is due */
     int deferred;       /* held back until the connection's AUTH is answered (queue_command) */
 } round_slot;
 
-/* A round in progress: a slot per node of the client, and the clock. */
+/* A round in progress: the core's rules, and the bytes of the command. */
 typedef struct round_run {
+    dlock__round_core core;
     dlock_client *c;
-    dlock__result *res; /* the caller's array, as stop() sees it */
     round_slot slot[DLOCK_MAX_NODES];
     int argc;
     const char **argv;
     const size_t *argvlen;
-    dlock__stop_fn stop;
-    void *stop_arg;
-    int64_t start;      /* when the commands went out */
-    int64_t deadline;   /* start + command_timeout_ms, or sooner once decided */
-    int stopped;        /* stop() said the outcome is decided */
-    int second_chance;  /* the skipped nodes were asked after all (once per round) */
 } round_run;
 
 /* The connection broke or the stream is garbled: the reply stream position
  * is unknown, a late reply would be taken for the answer to the next
  * command. Only a fresh connection is trustworthy; until one answers, the
  * node's breaker is open. */
-static void io_fail(round_slot *s, dlock_client *c, const char *what, const char *arg)
+static void io_fail(round_run *rr, size_t i, const char *what, const char *arg)
 {
+    round_slot *s = &rr->slot[i];
+
     dlock__detailf(s->res->detail, "%s%s", what, arg);
     s->res->status = DLOCK__R_IOERR;
-    s->waiting = 0;
+    dlock__rc_failed(&rr->core, i);
     dlock__node_close(s->node);
-    dlock__breaker_trip(c, s->node, DLOCK_ERR_UNREACHABLE, s->res->detail);
+    dlock__breaker_trip(rr->c, s->node, DLOCK_ERR_UNREACHABLE, s->res->detail);
 }
 
-/* What every round and send-only does before sending: clears the results of
- * the nodes in mask, serves what the connections said since the last round
- * and gives up on hopeless ones (conn.c; nothing here waits), and blocks
- * SIGPIPE for the writes. Returns mask limited to the client's nodes. */
-static uint32_t round_open(dlock_client *c, uint32_t mask, dlock__result *res,
-                           dlock__sigpipe_guard *guard)
+/* What every round and send-only does before sending: serves what the
+ * connections said since the last round and gives up on hopeless ones
+ * (conn.c; nothing here waits), and blocks SIGPIPE for the writes. */
+static void round_open(dlock_client *c, dlock__sigpipe_guard *guard)
 {
-    mask &= dlock__all_nodes(c);
-    for (size_t i = 0; i < c->n; i++) {
-        if (mask & (1u << i))
-            dlock__results_clear(&res[i], 1);
-    }
-    c->stats.round_trips++;
     dlock__sigpipe_block(guard);
     dlock__conn_prepare(c);
-    return mask;
 }
 
 /* Queues the command on node (connecting it first when it has no
@@ -135,87 +111,66 @@ static int queue_command(dlock_client *c, dlock__node *node, dlock__result *r, i
 /* The AUTH a deferred command waited for is answered: refused, the node
  * fails this round with the server's words and the connection is closed
  * (the next call authenticates afresh); accepted, the command goes out. */
-static void send_deferred(round_run *rr, round_slot *s)
+static void send_deferred(round_run *rr, size_t i)
 {
+    round_slot *s = &rr->slot[i];
     dlock__node *node = s->node;
 
     s->deferred = 0;
     if (node->auth_failed) {
         dlock__detailf(s->res->detail, "%s", node->auth_detail);
         s->res->status = DLOCK__R_AUTH;
-        s->waiting = 0;
+        dlock__rc_failed(&rr->core, i);
         dlock__node_close(node);
         return;
     }
     if (queue_command(rr->c, node, s->res, rr->argc, rr->argv, rr->argvlen, NULL) != 0)
-        s->waiting = 0;
+        dlock__rc_failed(&rr->core, i);
 }
 
-static void send_slot(round_run *rr, round_slot *s)
+static void send_slot(round_run *rr, size_t i)
 {
+    round_slot *s = &rr->slot[i];
+    int queued;
+
     s->deferred = 0;
-    if (queue_command(rr->c, s->node, s->res, rr->argc, rr->argv, rr->argvlen, &s->deferred) != 0)
-        return;
-    s->waiting = 1;
+    queued = queue_command(rr->c, s->node, s->res, rr->argc, rr->argv, rr->argvlen,
+                           &s->deferred) == 0;
+    dlock__rc_sent(&rr->core, i, queued);
     /* Its AUTH was answered already (read while serving the connection
      * between rounds): decided now. */
-    if (s->deferred && !s->node->auth_pending)
-        send_deferred(rr, s);
+    if (queued && s->deferred && !s->node->auth_pending)
+        send_deferred(rr, i);
 }
 
-/* Which nodes of mask the round asks. A node whose breaker is open is
- * skipped - its vote is missing, which is always safe - unless the others
- * cannot make a quorum without it (then the call would fail anyway, so it is
- * asked and waited for: this is also how a single instance recovers), the
- * round has no stop rule (PING, fence sync: asks every node), the command
- * must reach it (reach: a release where the acquire may have landed - it
- * queues behind the commands already sent on the kept connection, in
- * order), or its probe is due (a reconnect that rides along). */
-static void choose_roles(round_run *rr, uint32_t mask, uint32_t reach)
+/* Sends to the nodes of mask; 1 when a waited one of them is connecting. */
+static int send_slots(round_run *rr, uint32_t mask)
 {
-    dlock_client *c = rr->c;
-    int64_t now = dlock_now_ms();
-    uint32_t healthy = 0;
-    int ask_all;
+    int connecting = 0;
 
-    for (size_t i = 0; i < c->n; i++) {
-        if ((mask & (1u << i)) && !c->nodes[i].breaker.open)
-            healthy |= 1u << i;
-    }
-    ask_all = rr->stop == NULL || dlock__popcount(healthy) < c->quorum;
-    for (size_t i = 0; i < c->n; i++) {
-        round_slot *s = &rr->slot[i];
-        dlock__node *node = s->node;
-
+    for (size_t i = 0; i < rr->c->n; i++) {
         if (!(mask & (1u << i)))
-            s->role = SLOT_OUT;
-        else if ((healthy & (1u << i)) || ask_all)
-            s->role = SLOT_WAITED;
-        else if (((reach & (1u << i)) && node->state != DLOCK__DOWN) ||
-                 dlock__breaker_probe_due(node, now))
-            s->role = SLOT_OPTIONAL;
-        else
-            s->role = SLOT_SKIPPED;
-        if (s->role != SLOT_SKIPPED)
             continue;
-        s->res->status = DLOCK__R_DOWN;
-        s->res->skipped = node->breaker.code;
-        dlock__detailf(s->res->detail, "circuit open: %s", node->breaker.detail);
+        send_slot(rr, i);
+        connecting |= rr->core.role[i] == DLOCK__SLOT_WAITED && rr->core.waiting[i] &&
+                      rr->slot[i].node->state == DLOCK__CONNECTING;
     }
+    return connecting;
 }
 
 /* Reads what the node sent and dispatches every complete reply in stream
  * order: our AUTH answer first, then replies owed to earlier rounds (those
  * two are conn.c's business: dlock__conn_next_reply), then this round's
  * answer. */
-static void read_node(round_run *rr, round_slot *s)
+static void read_node(round_run *rr, size_t i)
 {
     dlock_client *c = rr->c;
+    round_slot *s = &rr->slot[i];
     dlock__node *node = s->node;
     dlock__result *r = s->res;
 
     if (redisBufferRead(node->ctx) != REDIS_OK) {
-        io_fail(s, c, "connection lost: ", node->ctx->errstr);
+        io_fail(rr, i, "connection lost: ", node->ctx->errstr);
         return;
     }
     for (;;) {
@@ -228,29 +183,27 @@ static void read_node(round_run *rr, round_slot *s)
              * answer must not be a second vote. */
             dlock__detailf(r->detail, "%s", node->same_detail);
             r->status = DLOCK__R_DOWN;
-            s->waiting = 0;
+            dlock__rc_failed(&rr->core, i);
             dlock__conn_refuse(c, node);
             return;
         }
         if (got != 0) {
-            io_fail(s, c, "protocol error: ", node->ctx->errstr);
+            io_fail(rr, i, "protocol error: ", node->ctx->errstr);
             return;
         }
         if (reply == NULL) {
             if (s->deferred && !node->auth_pending)
-                send_deferred(rr, s);
+                send_deferred(rr, i);
             return;
         }
-        if (!s->waiting || s->deferred) {
+        if (!rr->core.waiting[i] || s->deferred) {
             freeReplyObject(reply);
-            io_fail(s, c, "unsolicited reply (stream out of step)", "");
+            io_fail(rr, i, "unsolicited reply (stream out of step)", "");
             return;
         }
-        s->waiting = 0;
-        /* It answered this round's command, so everything before too. */
-        dlock__breaker_heard(node);
         refused = dlock__conn_auth_refusal(node, reply);
         if (refused != NULL) {
+            dlock__rc_replied(&rr->core, i);
             dlock__detailf(r->detail, "%s", refused);
             freeReplyObject(reply);
             r->status = DLOCK__R_AUTH;
@@ -261,6 +214,7 @@ static void read_node(round_run *rr, round_slot *s)
         }
         r->status = DLOCK__R_REPLY;
         r->reply = reply;
+        dlock__rc_replied(&rr->core, i);
         if (dlock__sentinel_demoted(&node->addr, reply)) {
             /* The master we were sent to is a replica now: drop the
              * connection, so that the next round asks the sentinels. */
@@ -272,119 +226,42 @@ static void read_node(round_run *rr, round_slot *s)
 
 /* Acts on what poll() reported for a slot of the round: finishes the
  * connect, the write, then reads. */
-static void serve(round_run *rr, round_slot *s, short revents)
+static void serve(round_run *rr, size_t i, short revents)
 {
+    round_slot *s = &rr->slot[i];
     char ebuf[DLOCK__DETAIL_LEN];
 
-    if (revents == 0 || !s->waiting)
+    if (revents == 0 || !rr->core.waiting[i])
         return;
     if (s->node->state == DLOCK__CONNECTING) {
         if (dlock__conn_finish(rr->c, s->node, s->res) != 0)
-            s->waiting = 0;
+            dlock__rc_failed(&rr->core, i);
         return;
     }
     if ((revents & POLLOUT) && s->node->unwritten &&
         dlock__conn_write(s->node, ebuf) != 0) {
-        io_fail(s, rr->c, ebuf, "");
+        io_fail(rr, i, ebuf, "");
         return;
     }
     if (revents & (POLLIN | POLLERR | POLLHUP))
-        read_node(rr, s);
+        read_node(rr, i);
 }
 
-/* Asks stop() whether the outcome is decided and, the first time it is,
- * brings the deadline forward to the end of the grace. */
-static void check_stop(round_run *rr)
-{
-    int64_t t, grace;
-
-    if (rr->stopped || rr->stop == NULL || !rr->stop(rr->res, rr->c->n, rr->stop_arg))
-        return;
-    t = dlock_now_ms();
-    grace = t - rr->start;
-    /* Decided - but give the other nodes as long again as the deciding
-     * replies took (at least 2 ms). A healthy node that is merely a little
-     * slower answers within that and stays in step; without the grace it
-     * would fall one reply behind each round and never catch up. A paused
-     * node costs only the grace, and only until its breaker opens. */
-    rr->stopped = 1;
-    if (grace < 2)
-        grace = 2;
-    if (t + grace < rr->deadline)
-        rr->deadline = t + grace;
-}
-
-/* Whether the nodes of `maybe` could still decide the round if each of them
- * answered yes (an integer 1 is a yes to every stop rule). */
-static int could_decide(const round_run *rr, uint32_t maybe)
-{
-    static const redisReply yes = {.type = REDIS_REPLY_INTEGER, .integer = 1};
-    dlock__result hyp[DLOCK_MAX_NODES];
-
-    if (maybe == 0 || rr->stopped || rr->stop == NULL)
-        return 0;
-    /* A shallow copy: stop() only reads it, and nothing here is freed. */
-    memcpy(hyp, rr->res, rr->c->n * sizeof(hyp[0]));
-    for (size_t i = 0; i < rr->c->n; i++) {
-        if (maybe & (1u << i)) {
-            hyp[i].status = DLOCK__R_REPLY;
-            hyp[i].reply = (redisReply *)&yes;
-        }
-    }
-    return rr->stop(hyp, rr->c->n, rr->stop_arg);
-}
-
-static uint32_t slots_with(const round_run *rr, slot_role role, int waiting)
-{
-    uint32_t m = 0;
-
-    for (size_t i = 0; i < rr->c->n; i++) {
-        if (rr->slot[i].role == role && (!waiting || rr->slot[i].waiting))
-            m |= 1u << i;
-    }
-    return m;
-}
-
-/* The round ran out of healthy answers without a decision that the skipped
- * nodes could still make. For release and extend a wrong "unavailable"
- * costs the caller a lock it still holds (the watchdog gives up on it), so
- * the skipped nodes are asked after all, once, with a fresh timeout: a node
- * that recovered answers at once. An undecided acquire is not worth a wait
- * on a sick node: its caller retries. Returns 1 when it sent. */
-static int give_second_chance(round_run *rr)
-{
-    uint32_t skipped = slots_with(rr, SLOT_SKIPPED, 0);
-    int sent = 0, connecting = 0;
-
-    if (rr->second_chance || rr->stop != dlock__quorum_of_ones ||
-        !could_decide(rr, skipped | slots_with(rr, SLOT_OPTIONAL, 1)))
-        return 0;
-    rr->second_chance = 1;
-    for (size_t i = 0; i < rr->c->n; i++) {
-        round_slot *s = &rr->slot[i];
-
-        if (!(skipped & (1u << i)))
-            continue;
-        dlock__results_clear(s->res, 1);
-        s->role = SLOT_WAITED;
-        send_slot(rr, s);
-        sent |= s->waiting;
-        connecting |= s->waiting && s->node->state == DLOCK__CONNECTING;
-    }
-    rr->deadline = dlock_now_ms() + rr->c->command_timeout_ms +
-                   (connecting ? rr->c->connect_timeout_ms : 0);
-    return sent;
-}
-
-/* Whether the round still waits: for a WAITED node's answer, or an
- * OPTIONAL node's answer that could still decide it. */
+/* Whether the round still waits; when it ran out of healthy answers, the
+ * second chance the core may give is sent here. */
 static int still_waiting(round_run *rr)
 {
-    if (slots_with(rr, SLOT_WAITED, 1) != 0)
+    uint32_t again;
+    int connecting;
+
+    if (dlock__rc_still_waiting(&rr->core))
         return 1;
-    if (could_decide(rr, slots_with(rr, SLOT_OPTIONAL, 1)))
-        return 1;
-    return give_second_chance(rr);
+    again = dlock__rc_second_chance(&rr->core);
+    if (again == 0)
+        return 0;
+    connecting = send_slots(rr, again);
+    dlock__rc_rearm(&rr->core, connecting);
+    return (dlock__rc_waiting(&rr->core) & again) != 0;
 }
 
 /* Fills pfd with what the round polls: its nodes whose answer is due, and
@@ -399,7 +276,7 @@ static size_t poll_set(round_run *rr, struct pollfd *pfd, size_t *idx, int64_t *
         round_slot *s = &rr->slot[i];
         int ev;
 
-        if (s->waiting && (s->role == SLOT_WAITED || s->role == SLOT_OPTIONAL)) {
+        if (rr->core.waiting[i]) {
             if (s->node->state == DLOCK__CONNECTING) {
                 int64_t cd = dlock__conn_connect_deadline(rr->c, s->node);
                 ev = POLLOUT;
@@ -428,19 +305,19 @@ static void expire_connects(round_run *rr, int64_t now)
     for (size_t i = 0; i < rr->c->n; i++) {
         round_slot *s = &rr->slot[i];
 
-        if (!s->waiting || s->node->state != DLOCK__CONNECTING ||
+        if (!rr->core.waiting[i] || s->node->state != DLOCK__CONNECTING ||
             now < dlock__conn_connect_deadline(rr->c, s->node))
             continue;
         dlock__conn_expire(rr->c, s->node, now);
         s->res->status = DLOCK__R_DOWN;
         dlock__detailf(s->res->detail, "%s", s->node->breaker.detail);
-        s->waiting = 0;
+        dlock__rc_failed(&rr->core, i);
     }
 }
 
-/* Step 2: one poll() over every node whose answer is due (plus the
- * background I/O of the others), until no answer the round waits for is
- * due or the deadline passed. */
+/* One poll() over every node whose answer is due (plus the background I/O
+ * of the others), until no answer the round waits for is due or the
+ * deadline passed. */
 static void collect(round_run *rr)
 {
     for (;;) {
@@ -452,69 +329,27 @@ static void collect(round_run *rr)
         int rc;
 
         expire_connects(rr, now);
-        if (!still_waiting(rr) || now >= rr->deadline)
+        if (!still_waiting(rr) || now >= rr->core.deadline)
             return;
-        wake = rr->deadline;
+        wake = rr->core.deadline;
         k = poll_set(rr, pfd, idx, &wake);
         rc = dlock__poll(pfd, k, (int)(wake - now), ebuf, sizeof(ebuf));
         if (rc == 0)
             continue;
         if (rc < 0) {
             for (size_t j = 0; j < k; j++) {
-                round_slot *s = &rr->slot[idx[j]];
-                if (s->waiting)
-                    io_fail(s, rr->c, "poll: ", ebuf);
+                if (rr->core.waiting[idx[j]])
+                    io_fail(rr, idx[j], "poll: ", ebuf);
             }
             return;
         }
         for (size_t j = 0; j < k; j++) {
-            round_slot *s = &rr->slot[idx[j]];
-
-            if (s->waiting && (s->role == SLOT_WAITED || s->role == SLOT_OPTIONAL))
-                serve(rr, s, pfd[j].revents);
+            if (rr->core.waiting[idx[j]])
+                serve(rr, idx[j], pfd[j].revents);
             else
-                dlock__conn_service(rr->c, s->node, pfd[j].revents);
+                dlock__conn_service(rr->c, rr->slot[idx[j]].node, pfd[j].revents);
         }
-        check_stop(rr);
-    }
-}
-
-/* Step 3: a node whose answer is still due owes it - the connection is
- * kept, and whoever reads its stream next discards the answer. If the round
- * was decided without it that costs nothing, unless the node falls too far
- * behind; if the round waited for it until the deadline it timed out. Both
- * open its breaker. */
-static void finish(round_run *rr)
-{
-    for (size_t i = 0; i < rr->c->n; i++) {
-        round_slot *s = &rr->slot[i];
-        dlock__node *node = s->node;
-        int behind;
-
-        if (!s->waiting)
-            continue;
-        if (s->role == SLOT_WAITED && !rr->stopped && node->state == DLOCK__CONNECTING) {
-            /* Needed, and still not connected: nothing was sent. */
-            dlock__node_close(node);
-            s->res->status = DLOCK__R_DOWN;
-            dlock__detailf(s->res->detail, "connect not done within the round");
-            dlock__breaker_trip(rr->c, node, DLOCK_ERR_UNREACHABLE, s->res->detail);
-            continue;
-        }
-        behind = dlock__conn_owe(node);
-        if (s->role == SLOT_OPTIONAL || rr->stopped) {
-            s->res->status = DLOCK__R_PENDING;
-            dlock__detailf(s->res->detail, "no reply yet (round decided)");
-            if (behind && !node->breaker.open) {
-                char why[DLOCK__DETAIL_LEN];
-                dlock__detailf(why, "%u replies behind", node->stale);
-                dlock__breaker_trip(rr->c, node, DLOCK_ERR_TIMEOUT, why);
-            }
-            continue;
-        }
-        s->res->status = DLOCK__R_TIMEOUT;
-        dlock__detailf(s->res->detail, "timeout after %d ms", rr->c->command_timeout_ms);
-        dlock__breaker_trip(rr->c, node, DLOCK_ERR_TIMEOUT, s->res->detail);
+        dlock__rc_check_stop(&rr->core);
     }
 }
 
@@ -539,46 +374,27 @@ int dlock__round(dlock_client *c, uint32_t mask, uint32_t reach, int argc, const
 {
     round_run rr;
     dlock__sigpipe_guard guard;
-    int connecting = 0;
+    uint32_t send, close;
 
-    mask = round_open(c, mask, res, &guard);
+    round_open(c, &guard);
     memset(&rr, 0, sizeof(rr));
     rr.c = c;
-    rr.res = res;
     rr.argc = argc;
     rr.argv = argv;
     rr.argvlen = argvlen;
-    rr.stop = stop;
-    rr.stop_arg = stop_arg;
     for (size_t i = 0; i < c->n; i++) {
         rr.slot[i].node = &c->nodes[i];
         rr.slot[i].res = &res[i];
     }
-    choose_roles(&rr, mask, reach);
-    for (size_t i = 0; i < c->n; i++) {
-        round_slot *s = &rr.slot[i];
-
-        if (s->role == SLOT_WAITED || s->role == SLOT_OPTIONAL) {
-            send_slot(&rr, s);
-            connecting |= s->role == SLOT_WAITED && s->node->state == DLOCK__CONNECTING;
-        }
-    }
-    rr.start = dlock_now_ms();
-    /* A node the round needs that is still connecting gets its connect
-     * time on top of the command time, as a blocking connect would. */
-    rr.deadline = rr.start + c->command_timeout_ms + (connecting ? c->connect_timeout_ms : 0);
-    /* Never past the calling thread's deadline plus one command timeout
-     * (dlock__call_deadline_ms): a hanging connect or a round after the
-     * deadline must not stretch the call. The timeout is taken off the
-     * round's deadline, not added to the call's: a call deadline within
-     * one command timeout of INT64_MAX would overflow. */
-    if (dlock__call_deadline_ms != INT64_MAX &&
-        rr.deadline - c->command_timeout_ms > dlock__call_deadline_ms)
-        rr.deadline = dlock__call_deadline_ms + c->command_timeout_ms;
+    send = dlock__rc_open(&rr.core, c, mask, reach, res, stop, stop_arg, dlock__call_deadline_ms);
+    dlock__rc_start(&rr.core, send_slots(&rr, send));
     collect(&rr);
-    finish(&rr);
+    close = dlock__rc_finish(&rr.core);
+    for (size_t i = 0; i < c->n; i++)
+        if (close & (1u << i))
+            dlock__node_close(&c->nodes[i]);
     dlock__sigpipe_restore(&guard);
-    return rr.stopped;
+    return rr.core.stopped;
 }
 
 /* Sends one command to every node in mask without waiting for the answers
@@ -594,7 +410,9 @@ void dlock__send_only(dlock_client *c, uint32_t mask, int argc, const char **arg
     dlock__sigpipe_guard guard;
 
     memset(res, 0, sizeof(res));
-    mask = round_open(c, mask, res, &guard);
+    mask &= dlock__all_nodes(c);
+    c->stats.round_trips++;
+    round_open(c, &guard);
     for (size_t i = 0; i < c->n; i++) {
         dlock__node *node = &c->nodes[i];
 
