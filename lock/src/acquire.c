@@ -3,7 +3,7 @@
  * dlock_acquire / dlock_acquire_for / dlock_try_acquire with the retry
  * loop around it. The keys are named in keys.c; several resources at once
  * are multi.c. */
-#include "dlock_internal.h"
+#include "protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@ static int refused(const dlock__result *r)
             r->reply->type == REDIS_REPLY_NIL);
 }
 
-static int acquire_decided(const dlock__result *res, size_t n, void *arg)
+int dlock__attempt_decided(const dlock__result *res, size_t n, void *arg)
 {
     size_t ok = 0;
 
@@ -33,61 +33,12 @@ static int acquire_decided(const dlock__result *res, size_t n, void *arg)
     return ok >= *(const size_t *)arg;
 }
 
-/* Fences must grow across acquisitions, and each node keeps its own
- * counter. Two quorums share a node, but the maximum of one quorum can come
- * from a node the next quorum does not include: counters A=11 B=6 C=6
- * after an acquisition on {A,B} (fence 11) let the next one on {B,C} get
- * fence 7. So when the counters of our quorum disagree, the lower ones are
- * raised to our fence before the lock is handed out; then every node of our
- * quorum holds >= fence, and the next quorum, sharing at least one of them,
- * gets a larger fence. Counters agree in steady state, so this extra round
- * only happens after a node missed acquisitions (down, partitioned).
- * Returns the mask of nodes known to hold >= fence. */
-static uint32_t fence_sync(dlock_client *c, uint32_t ok_mask, uint64_t fence, const char *fkey,
-                           dlock__result *res)
+dlock_err dlock__attempt_prepare(dlock_client *c, dlock__attempt *a, const char *resource,
+                                 uint32_t ttl_ms, char *errbuf)
 {
-    uint32_t synced = 0, lagging = 0, ones;
-    const char *keys[1] = {fkey};
-    const char *args[1];
-    char fence_s[24];
-
-    for (size_t i = 0; i < c->n; i++) {
-        if (!(ok_mask & (1u << i)))
-            continue;
-        if ((uint64_t)res[i].reply->integer == fence)
-            synced |= 1u << i;
-        else
-            lagging |= 1u << i;
-    }
-    if (lagging == 0)
-        return synced;
-    snprintf(fence_s, sizeof(fence_s), "%llu", (unsigned long long)fence);
-    args[0] = fence_s;
-    dlock__script_round(c, lagging, 0, DLOCK__SCRIPT_FENCE_SYNC, keys, 1, args, 1, res, NULL, NULL);
-    dlock__count_int(res, c->n, 1, &ones);
-    return synced | (ones & lagging);
-}
-
-/* One attempt at one resource: its keys and arguments, and what the
- * round's answers said. */
-typedef struct attempt {
-    const char *resource;
-    uint32_t ttl_ms;
-    char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF], ttl_s[16];
-    char token[DLOCK_TOKEN_LEN];
-    const char *keys[2];
-    const char *args[2];
-    uint32_t ok_mask;    /* nodes that set the key (and INCRed the fence) */
-    uint32_t maybe_mask; /* nodes where the key may be ours: outcome unknown */
-    uint32_t answered;   /* nodes that answered set or not set */
-    uint64_t fence;      /* the largest fence the ok nodes answered */
-    int64_t t0;          /* before the first SET was sent */
-} attempt;
-
-/* Keys, a fresh token and the script's arguments. DLOCK_OK, or ARG / NOMEM
- * with the detail in errbuf. */
-static dlock_err attempt_prepare(dlock_client *c, attempt *a, char *errbuf)
-{
+    memset(a, 0, sizeof(*a));
+    a->resource = resource;
+    a->ttl_ms = ttl_ms;
     if (dlock__lock_key(c, a->resource, a->key, sizeof(a->key)) != 0 ||
         dlock__fence_key(c, a->resource, a->fkey, sizeof(a->fkey)) != 0) {
         dlock__errf(errbuf, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
@@ -105,11 +56,15 @@ static dlock_err attempt_prepare(dlock_client *c, attempt *a, char *errbuf)
     }
     a->args[0] = a->token;
     a->args[1] = a->ttl_s;
+    a->sync_args[0] = a->fence_s;
+    /* Redlock step 1: the time before the first SET is sent; every key is
+     * set at or after t0, so t0 + TTL bounds the earliest expiry. */
+    a->t0 = dlock_now_ms();
     return DLOCK_OK;
 }
 
 /* Sorts the nodes by their answer to acquire.lua. */
-static void attempt_tally(const dlock_client *c, attempt *a, const dlock__result *res)
+static void attempt_tally(const dlock_client *c, dlock__attempt *a, const dlock__result *res)
 {
     for (size_t i = 0; i < c->n; i++) {
         if (acquired(&res[i])) {
@@ -128,12 +83,58 @@ static void attempt_tally(const dlock_client *c, attempt *a, const dlock__result
     a->answered |= a->ok_mask;
 }
 
-/* A quorum set the key: sync the fences, check the validity left, make
- * the handle. */
-static dlock_err attempt_grant(dlock_client *c, attempt *a, dlock__result *res, dlock_lock **out,
-                               char *errbuf)
+/* Fences must grow across acquisitions, and each node keeps its own
+ * counter. Two quorums share a node, but the maximum of one quorum can come
+ * from a node the next quorum does not include: counters A=11 B=6 C=6
+ * after an acquisition on {A,B} (fence 11) let the next one on {B,C} get
+ * fence 7. So when the counters of our quorum disagree, the lower ones are
+ * raised to our fence before the lock is handed out; then every node of our
+ * quorum holds >= fence, and the next quorum, sharing at least one of them,
+ * gets a larger fence. Counters agree in steady state, so this extra round
+ * only happens after a node missed acquisitions (down, partitioned). */
+static uint32_t fence_lagging(const dlock_client *c, dlock__attempt *a, const dlock__result *res)
 {
-    uint32_t synced = fence_sync(c, a->ok_mask, a->fence, a->fkey, res);
+    uint32_t lagging = 0;
+
+    for (size_t i = 0; i < c->n; i++) {
+        if (!(a->ok_mask & (1u << i)))
+            continue;
+        if ((uint64_t)res[i].reply->integer == a->fence)
+            a->synced |= 1u << i;
+        else
+            lagging |= 1u << i;
+    }
+    snprintf(a->fence_s, sizeof(a->fence_s), "%llu", (unsigned long long)a->fence);
+    return lagging;
+}
+
+dlock_err dlock__attempt_decide(dlock_client *c, dlock__attempt *a, const dlock__result *res,
+                                uint32_t *lagging, char *errbuf)
+{
+    *lagging = 0;
+    attempt_tally(c, a, res);
+    if (dlock__popcount(a->ok_mask) >= c->quorum) {
+        *lagging = fence_lagging(c, a, res);
+        return DLOCK_OK;
+    }
+    if (dlock__popcount(a->answered) >= c->quorum) {
+        dlock__errf(errbuf,
+                    "\"%s\" is held by another owner (acquired on %zu/%zu nodes, quorum %zu)",
+                    a->resource, dlock__popcount(a->ok_mask), c->n, c->quorum);
+        return DLOCK_ERR_TAKEN;
+    }
+    return dlock__unavailable(c, res, dlock__all_nodes(c), a->answered, errbuf);
+}
+
+/* A quorum set the key: the fences synced, check the validity left, make
+ * the handle. */
+dlock_err dlock__attempt_grant(dlock_client *c, dlock__attempt *a, uint32_t lagging,
+                               const dlock__result *res, dlock_lock **out, char *errbuf)
+{
+    uint32_t ones = 0;
+
+    dlock__count_int(res, c->n, 1, &ones);
+    a->synced |= ones & lagging;
     /* Redlock steps 3-4: the lock is ours only if a majority holds it AND
      * time is left: validity = TTL - elapsed - drift. Keys set early in the
      * round expire first; elapsed covers the whole round. */
@@ -141,19 +142,19 @@ static dlock_err attempt_grant(dlock_client *c, attempt *a, dlock__result *res, 
                       a->t0 + (int64_t)a->ttl_ms - dlock__drift_ms(c, a->ttl_ms),
                       a->ok_mask | a->maybe_mask};
 
-    if (dlock__popcount(synced) < c->quorum) {
+    if (dlock__popcount(a->synced) < c->quorum) {
         /* A quorum granted the lock, so this is not NO_QUORUM: the counters
          * of the lagging nodes could not be raised (the sync round timed
          * out there or was refused), and a fence that a later quorum might
          * undercut is no fence. Its own code lets an operator look at the
          * right thing. */
         char why[DLOCK_ERRSTR_LEN];
-        (void)dlock__unavailable(c, res, a->ok_mask, synced, why);
+        (void)dlock__unavailable(c, res, a->ok_mask, a->synced, why);
         dlock__errf(errbuf,
                     "\"%s\" acquired on %zu/%zu nodes, but the fence counter reached %llu "
                     "on only %zu of them (quorum %zu): %s",
                     a->resource, dlock__popcount(a->ok_mask), c->n, (unsigned long long)a->fence,
-                    dlock__popcount(synced), c->quorum, why);
+                    dlock__popcount(a->synced), c->quorum, why);
         return DLOCK_ERR_FENCE_SYNC;
     }
     /* dlock__lock_grant checks the validity left (the elapsed time covers
@@ -161,56 +162,51 @@ static dlock_err attempt_grant(dlock_client *c, attempt *a, dlock__result *res, 
     return dlock__lock_grant(c, &g, errbuf, out);
 }
 
-/* One attempt; client mutex held. errbuf gets the detail on failure. */
+/* Redlock step 5: undo a failed acquisition at once, so others need not
+ * wait for our keys to expire. Only where the SET may have landed: a node
+ * that answered "not set" certainly holds no key of ours (the token is
+ * new), and skipping it saves work. Nobody waits for these replies - the
+ * attempt has already failed - so the clean-up costs no round-trip time;
+ * the next round discards the answers. pass.lua, as the multi and batch
+ * undos: a waiter that queued behind our late key there gets it now
+ * instead of after our TTL (token-checked: a key another client took
+ * meanwhile stays theirs). */
+uint32_t dlock__attempt_undo_mask(dlock_client *c, dlock__attempt *a, dlock_err rc)
+{
+    if (rc != DLOCK_OK && (a->ok_mask | a->maybe_mask) != 0) {
+        if (dlock__pass_prepare(c, a->resource, a->token, &a->undo) == 0)
+            return a->ok_mask | a->maybe_mask;
+    }
+    return 0;
+}
+
+/* One attempt, the blocking way; client mutex held. errbuf gets the detail
+ * on failure. */
 static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t ttl_ms,
                               dlock_lock **out, char *errbuf)
 {
     dlock__result res[DLOCK_MAX_NODES];
-    attempt a;
+    dlock__attempt a;
+    uint32_t lagging = 0, undo;
     dlock_err rc;
 
     memset(res, 0, sizeof(res));
-    memset(&a, 0, sizeof(a));
-    a.resource = resource;
-    a.ttl_ms = ttl_ms;
-    rc = attempt_prepare(c, &a, errbuf);
+    rc = dlock__attempt_prepare(c, &a, resource, ttl_ms, errbuf);
     if (rc != DLOCK_OK)
         return rc;
-    /* Redlock step 1: the time before the first SET is sent; every key is
-     * set at or after t0, so t0 + TTL bounds the earliest expiry. */
-    a.t0 = dlock_now_ms();
     dlock__script_round(c, dlock__all_nodes(c), 0, DLOCK__SCRIPT_ACQUIRE, a.keys, 2, a.args, 2,
-                        res, acquire_decided, &c->quorum);
-    attempt_tally(c, &a, res);
-    if (dlock__popcount(a.ok_mask) >= c->quorum) {
-        rc = attempt_grant(c, &a, res, out, errbuf);
-    } else if (dlock__popcount(a.answered) >= c->quorum) {
-        dlock__errf(errbuf,
-                    "\"%s\" is held by another owner (acquired on %zu/%zu nodes, quorum %zu)",
-                    resource, dlock__popcount(a.ok_mask), c->n, c->quorum);
-        rc = DLOCK_ERR_TAKEN;
-    } else {
-        rc = dlock__unavailable(c, res, dlock__all_nodes(c), a.answered, errbuf);
+                        res, dlock__attempt_decided, &c->quorum);
+    rc = dlock__attempt_decide(c, &a, res, &lagging, errbuf);
+    if (rc == DLOCK_OK) {
+        if (lagging != 0)
+            dlock__script_round(c, lagging, 0, DLOCK__SCRIPT_FENCE_SYNC,
+                                (const char *const *)&a.keys[1], 1, a.sync_args, 1, res, NULL,
+                                NULL);
+        rc = dlock__attempt_grant(c, &a, lagging, res, out, errbuf);
     }
-    /* Redlock step 5: undo a failed acquisition at once, so others need not
-     * wait for our keys to expire. Only where the SET may have landed: a
-     * node that answered "not set" certainly holds no key of ours (the
-     * token is new), and skipping it saves work. Nobody waits for these
-     * replies - the attempt has already failed - so the clean-up costs no
-     * round-trip time; the next round discards the answers. pass.lua, as
-     * the multi and batch undos: a waiter that queued behind our late key
-     * there gets it now instead of after our TTL (token-checked: a key
-     * another client took meanwhile stays theirs). */
-    if (rc != DLOCK_OK && (a.ok_mask | a.maybe_mask) != 0) {
-        dlock__pass_buf pb;
-
-        if (dlock__pass_prepare(c, resource, a.token, &pb) == 0)
-            dlock__script_send_only(c, a.ok_mask | a.maybe_mask, DLOCK__SCRIPT_PASS, pb.keys, 3,
-                                    pb.args, 4);
-        else
-            dlock__script_send_only(c, a.ok_mask | a.maybe_mask, DLOCK__SCRIPT_RELEASE, a.keys,
-                                    1, a.args, 1);
-    }
+    undo = dlock__attempt_undo_mask(c, &a, rc);
+    if (undo != 0)
+        dlock__script_send_only(c, undo, DLOCK__SCRIPT_PASS, a.undo.keys, 3, a.undo.args, 4);
     dlock__results_clear(res, DLOCK_MAX_NODES);
     return rc;
 }

@@ -1,64 +1,53 @@
 /* extend.c - dlock_extend and the extension step shared with the watchdog. */
-#include "dlock_internal.h"
+#include "protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Extends lock to ttl_ms on every node that still holds its token; client
- * mutex held. Updates the lock's validity on success, shortens it to what
- * the extended nodes promise when the outcome is unknown, marks it lost
- * when a quorum no longer holds it. Counts extends / lost / errors. */
-dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms, char *errbuf)
+dlock_err dlock__extend_prepare(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms,
+                                dlock__extension *x, char *errbuf)
 {
-    dlock_err rc = DLOCK_ERR_ARG;
-    dlock__result res[DLOCK_MAX_NODES];
-    char key[DLOCK__KEY_BUF], ttl_s[16];
-    const char *one_key[1] = {key};
-    const char *const *keys = one_key;
-    const char *args[2];
-    dlock__multi_keys *mk = NULL;
-    dlock__script_id extend_id = DLOCK__SCRIPT_EXTEND;
-    int nkeys = 1;
-    uint32_t ones_mask = 0, zeros_mask = 0;
-    int64_t t0, elapsed, drift, validity;
-    size_t ones;
-
-    memset(res, 0, sizeof(res));
+    memset(x, 0, sizeof(*x));
+    x->ttl_ms = ttl_ms;
     if (atomic_load(&lock->state) != DLOCK__HELD) {
-        /* Never revive a lock we already reported released or lost: its
-         * owner has been told to stop, and may have. */
         dlock__errf(errbuf, "extend \"%s\": lock was already %s", lock->resource,
                     atomic_load(&lock->state) == DLOCK__RELEASED ? "released" : "lost");
-        rc = DLOCK_ERR_LOST;
         c->stats.lost++;
-        goto out;
+        return DLOCK_ERR_LOST;
     }
+    x->one_key[0] = x->key;
+    x->keys = x->one_key;
+    x->nkeys = 1;
+    x->id = DLOCK__SCRIPT_EXTEND;
     if (lock->multi != NULL) {
-        /* Every key of the set, in one script: the set is extended on a
-         * node only where all of it still holds our token. */
-        mk = dlock__multi_keys_new(c, (const char *const *)lock->multi->names, lock->multi->n,
-                                   lock->token);
-        if (mk == NULL) {
+        x->mk = dlock__multi_keys_new(c, (const char *const *)lock->multi->names, lock->multi->n,
+                                      lock->token);
+        if (x->mk == NULL) {
             dlock__errf(errbuf, "extend: out of memory for the keys");
-            rc = DLOCK_ERR_NOMEM;
-            goto out;
+            return DLOCK_ERR_NOMEM;
         }
-        keys = mk->keys;
-        nkeys = (int)mk->n;
-        extend_id = DLOCK__SCRIPT_MULTI_EXTEND;
-    } else if (dlock__lock_key(c, lock->resource, key, sizeof(key)) != 0) {
+        x->keys = x->mk->keys;
+        x->nkeys = (int)x->mk->n;
+        x->id = DLOCK__SCRIPT_MULTI_EXTEND;
+    } else if (dlock__lock_key(c, lock->resource, x->key, sizeof(x->key)) != 0) {
         dlock__errf(errbuf, "extend: key longer than %d bytes", DLOCK_MAX_KEY_LEN);
-        goto out;
+        return DLOCK_ERR_ARG;
     }
-    snprintf(ttl_s, sizeof(ttl_s), "%u", ttl_ms);
-    args[0] = lock->token;
-    args[1] = ttl_s;
-    /* Same validity rule as acquire: the new TTL starts no earlier than t0
-     * on any node, minus the time the round took and the clock drift. */
-    t0 = dlock_now_ms();
-    dlock__script_round(c, dlock__all_nodes(c), 0, extend_id, keys, nkeys, args, 2, res,
-                        dlock__quorum_of_ones, &c->quorum);
+    snprintf(x->ttl_s, sizeof(x->ttl_s), "%u", ttl_ms);
+    x->args[0] = lock->token;
+    x->args[1] = x->ttl_s;
+    x->t0 = dlock_now_ms();
+    return DLOCK_OK;
+}
+
+dlock_err dlock__extend_decide(dlock_client *c, dlock_lock *lock, dlock__extension *x,
+                               const dlock__result *res, char *errbuf)
+{
+    uint32_t ttl_ms = x->ttl_ms, ones_mask = 0, zeros_mask = 0;
+    int64_t t0 = x->t0, elapsed, drift, validity;
+    size_t ones;
+
     elapsed = dlock_now_ms() - t0;
     drift = dlock__drift_ms(c, ttl_ms);
     validity = (int64_t)ttl_ms - elapsed - drift;
@@ -70,34 +59,21 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
         lock->renew_retry_ms = 0; /* the watchdog counts from this round now */
         lock->cur_ttl_ms = ttl_ms;
         c->stats.extends++;
-        rc = DLOCK_OK;
-        goto out;
+        return DLOCK_OK;
     }
     if (ones < c->quorum && c->n - dlock__popcount(zeros_mask) >= c->quorum) {
-        /* Not enough "yes", but the silent nodes may still hold our token
-         * and complete a quorum: unknown, not lost. The nodes we did extend
-         * are NOT released, since dropping them could break the quorum the
-         * remaining validity relies on. That validity is the earlier of two
-         * ends: a node the PEXPIRE did not reach keeps its old expiry, and
-         * one it reached - answered, or silent and maybe running it late -
-         * expires at t0 + ttl_ms at the earliest. With ttl_ms shorter than
-         * the time left, keeping the old end would let those nodes expire
-         * under a lock that still claims to be held. */
         int64_t shortened = t0 + (int64_t)ttl_ms - drift;
 
         if (shortened < atomic_load(&lock->valid_until_ms))
             atomic_store(&lock->valid_until_ms, shortened);
-        rc = dlock__unavailable(c, res, dlock__all_nodes(c), ones_mask | zeros_mask, errbuf);
         c->stats.errors++;
-        goto out;
+        return dlock__unavailable(c, res, dlock__all_nodes(c), ones_mask | zeros_mask, errbuf);
     }
     if (ones >= c->quorum)
         dlock__errf(errbuf,
                     "extend \"%s\": validity used up: elapsed %lld ms + drift %lld ms >= ttl %u ms",
                     lock->resource, (long long)elapsed, (long long)drift, ttl_ms);
     else {
-        /* Which nodes answered "not our token" (another owner's key, or
-         * none): what an operator looks at next (dlockctl show). */
         char gone[160] = "";
         size_t used = 0;
 
@@ -116,29 +92,52 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
     }
     atomic_store(&lock->state, DLOCK__LOST);
     c->stats.lost++;
-    rc = DLOCK_ERR_LOST;
-    /* The lock is gone, but the nodes that did extend now keep our key for
-     * a whole new TTL: release them so the minority does not block the next
-     * owner for that long. */
-    if (lock->multi != NULL) {
-        /* A multi lock is lost when one key of the set is gone, but the
-         * nodes that answered 0 still hold the rest of the set under our
-         * token until it expires: free those keys too. */
-        ones_mask |= zeros_mask;
-    }
-    /* As a release: a key with queued waiters goes to the oldest of them
-     * (pass.lua, multi_release.lua), not to its TTL. */
-    if (ones_mask != 0 && mk != NULL) {
-        dlock__script_send_only(c, ones_mask, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys,
-                                (int)(3 * mk->n), mk->args, (int)(3 + mk->n));
-    } else if (ones_mask != 0) {
-        dlock__pass_buf pb;
+    /* Lost: the keys still ours are handed on at once, not left to expire
+     * (a multi lock's nodes that answered 0 may still hold some of its keys). */
+    x->undo_mask = lock->multi != NULL ? ones_mask | zeros_mask : ones_mask;
+    return DLOCK_ERR_LOST;
+}
 
-        if (dlock__pass_prepare(c, lock->resource, lock->token, &pb) == 0)
-            dlock__script_send_only(c, ones_mask, DLOCK__SCRIPT_PASS, pb.keys, 3, pb.args, 4);
+void dlock__extend_done(dlock__extension *x)
+{
+    free(x->mk);
+    x->mk = NULL;
+}
+
+/* The hand-over of a lost lock's keys, sent without waiting. */
+static void extend_undo(dlock_client *c, dlock_lock *lock, const dlock__extension *x)
+{
+    dlock__pass_buf pb;
+
+    if (x->undo_mask == 0)
+        return;
+    if (x->mk != NULL)
+        dlock__script_send_only(c, x->undo_mask, DLOCK__SCRIPT_MULTI_RELEASE, x->mk->keys,
+                                (int)(3 * x->mk->n), x->mk->args, (int)(3 + x->mk->n));
+    else if (dlock__pass_prepare(c, lock->resource, lock->token, &pb) == 0)
+        dlock__script_send_only(c, x->undo_mask, DLOCK__SCRIPT_PASS, pb.keys, 3, pb.args, 4);
+}
+
+/* Extends lock to ttl_ms on every node that still holds its token; client
+ * mutex held. Updates the lock's validity on success, shortens it to what
+ * the extended nodes promise when the outcome is unknown, marks it lost
+ * when a quorum no longer holds it. Counts extends / lost / errors. */
+dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms, char *errbuf)
+{
+    dlock__result res[DLOCK_MAX_NODES];
+    dlock__extension x;
+    dlock_err rc;
+
+    memset(res, 0, sizeof(res));
+    rc = dlock__extend_prepare(c, lock, ttl_ms, &x, errbuf);
+    if (rc == DLOCK_OK) {
+        dlock__script_round(c, dlock__all_nodes(c), 0, x.id, x.keys, x.nkeys, x.args, 2, res,
+                            dlock__quorum_of_ones, &c->quorum);
+        rc = dlock__extend_decide(c, lock, &x, res, errbuf);
+        if (rc == DLOCK_ERR_LOST)
+            extend_undo(c, lock, &x);
     }
-out:
-    free(mk);
+    dlock__extend_done(&x);
     dlock__results_clear(res, DLOCK_MAX_NODES);
     return rc;
 }

@@ -1,6 +1,6 @@
 /* script.c - the Lua scripts (what each does and why, below; their text
  * in lua/) and EVALSHA with the EVAL fallback on NOSCRIPT. */
-#include "dlock_internal.h"
+#include "protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,36 +123,32 @@ void dlock__scripts_init(dlock_client *c)
     }
 }
 
-/* Keys + arguments of one script call: the largest is release_each.lua,
- * with three keys and two arguments (token, list suffix) per lock plus the
- * list prefix (each.c). */
-#define DLOCK__MAX_SCRIPT_ARGS (5 * DLOCK_MAX_MULTI + 8)
 
-static int build_argv(const dlock_client *c, dlock__script_id id, int by_sha,
-                      const char *const *keys, int nkeys, const char *const *args, int nargs,
-                      char *numkeys, const char **argv, size_t *argvlen)
+static void build_argv(const dlock_client *c, dlock__script_call *call, int by_sha,
+                       const char *const *keys, int nkeys, const char *const *args, int nargs)
 {
     int argc = 0;
+    dlock__script_id id = call->id;
 
-    argv[argc] = by_sha ? "EVALSHA" : "EVAL";
-    argvlen[argc] = strlen(argv[argc]);
+    call->argv[argc] = by_sha ? "EVALSHA" : "EVAL";
+    call->argvlen[argc] = strlen(call->argv[argc]);
     argc++;
-    argv[argc] = by_sha ? c->scripts[id].sha : c->scripts[id].body;
-    argvlen[argc] = strlen(argv[argc]);
+    call->argv[argc] = by_sha ? c->scripts[id].sha : c->scripts[id].body;
+    call->argvlen[argc] = strlen(call->argv[argc]);
     argc++;
-    snprintf(numkeys, 12, "%d", nkeys);
-    argv[argc] = numkeys;
-    argvlen[argc] = strlen(numkeys);
+    snprintf(call->numkeys, sizeof(call->numkeys), "%d", nkeys);
+    call->argv[argc] = call->numkeys;
+    call->argvlen[argc] = strlen(call->numkeys);
     argc++;
     for (int i = 0; i < nkeys; i++, argc++) {
-        argv[argc] = keys[i];
-        argvlen[argc] = strlen(keys[i]);
+        call->argv[argc] = keys[i];
+        call->argvlen[argc] = strlen(keys[i]);
     }
     for (int i = 0; i < nargs; i++, argc++) {
-        argv[argc] = args[i];
-        argvlen[argc] = strlen(args[i]);
+        call->argv[argc] = args[i];
+        call->argvlen[argc] = strlen(args[i]);
     }
-    return argc;
+    call->argc = argc;
 }
 
 /* Where each script that sets or extends a key takes its TTL (an index
@@ -183,6 +179,43 @@ static void note_ttl(dlock_client *c, dlock__script_id id, const char *const *ar
         c->longest_ttl_ms = (uint32_t)ttl;
 }
 
+void dlock__script_call_build(dlock_client *c, dlock__script_call *call, dlock__script_id id,
+                              uint32_t mask, int by_sha, const char *const *keys, int nkeys,
+                              const char *const *args, int nargs)
+{
+    note_ttl(c, id, args, nargs);
+    /* On a connection that has not run this script yet, send the body
+     * (EVAL caches it): a fresh server answers EVALSHA with NOSCRIPT, an
+     * answer that decides nothing, so the round would wait out a paused
+     * node and then need a second round, past the call's deadline. The
+     * body costs some bytes, once per script and connection. */
+    for (size_t i = 0; i < c->n && by_sha; i++)
+        if ((mask & (1u << i)) && !(c->nodes[i].scripts_known & (1u << id)))
+            by_sha = 0;
+    call->id = id;
+    build_argv(c, call, by_sha, keys, nkeys, args, nargs);
+}
+
+uint32_t dlock__script_settle(dlock_client *c, dlock__script_id id, uint32_t mask,
+                              const dlock__result *res)
+{
+    uint32_t again = 0;
+
+    for (size_t i = 0; i < c->n; i++) {
+        if (!(mask & (1u << i)))
+            continue;
+        if (dlock__reply_is_error(&res[i], "NOSCRIPT")) {
+            /* Flushed while connected (SCRIPT FLUSH): EVAL next. */
+            c->nodes[i].scripts_known &= ~(1u << id);
+            again |= 1u << i;
+            c->stats.script_loads++;
+        } else if (res[i].status == DLOCK__R_REPLY) {
+            c->nodes[i].scripts_known |= 1u << id;
+        }
+    }
+    return again;
+}
+
 /* Runs script id on the nodes of mask, by SHA. Nodes that answer NOSCRIPT
  * (their script cache was emptied by SCRIPT FLUSH or a restart) get the full
  * script with EVAL, which also caches it again for the next EVALSHA. A
@@ -192,64 +225,36 @@ void dlock__script_round(dlock_client *c, uint32_t mask, uint32_t reach, dlock__
                          const char *const *keys, int nkeys, const char *const *args, int nargs,
                          dlock__result *res, dlock__stop_fn stop, void *stop_arg)
 {
-    const char *argv[3 + DLOCK__MAX_SCRIPT_ARGS];
-    size_t argvlen[3 + DLOCK__MAX_SCRIPT_ARGS];
-    char numkeys[12];
-    uint32_t again = 0;
-    int argc, stopped;
+    dlock__script_call call;
+    uint32_t again;
+    int stopped;
 
-    int by_sha = 1;
-
-    note_ttl(c, id, args, nargs);
-    /* On a connection that has not run this script yet, send the body
-     * (EVAL caches it): a fresh server answers EVALSHA with NOSCRIPT, an
-     * answer that decides nothing, so the round would wait out a paused
-     * node and then need a second round, past the call's deadline. The
-     * body costs some bytes, once per script and connection. */
-    for (size_t i = 0; i < c->n; i++)
-        if ((mask & (1u << i)) && !(c->nodes[i].scripts_known & (1u << id)))
-            by_sha = 0;
-    argc = build_argv(c, id, by_sha, keys, nkeys, args, nargs, numkeys, argv, argvlen);
-    stopped = dlock__round(c, mask, reach, argc, argv, argvlen, res, stop, stop_arg);
-    for (size_t i = 0; i < c->n; i++) {
-        if (!(mask & (1u << i)))
-            continue;
-        if (dlock__reply_is_error(&res[i], "NOSCRIPT")) {
-            /* Flushed while connected (SCRIPT FLUSH): EVAL below. */
-            c->nodes[i].scripts_known &= ~(1u << id);
-            again |= 1u << i;
-            c->stats.script_loads++;
-        } else if (res[i].status == DLOCK__R_REPLY) {
-            c->nodes[i].scripts_known |= 1u << id;
-        }
-    }
+    dlock__script_call_build(c, &call, id, mask, 1, keys, nkeys, args, nargs);
+    stopped = dlock__round(c, mask, reach, call.argc, call.argv, call.argvlen, res, stop,
+                           stop_arg);
+    again = dlock__script_settle(c, id, mask, res);
     if (again == 0)
         return;
-    argc = build_argv(c, id, 0, keys, nkeys, args, nargs, numkeys, argv, argvlen);
+    dlock__script_call_build(c, &call, id, again, 0, keys, nkeys, args, nargs);
     if (stopped) {
         /* The outcome is already decided without these nodes: re-cache the
          * script on them without waiting, so they take part next time
          * instead of answering NOSCRIPT forever. */
-        dlock__send_only(c, again, argc, argv, argvlen);
+        dlock__send_only(c, again, call.argc, call.argv, call.argvlen);
         return;
     }
-    dlock__round(c, again, 0, argc, argv, argvlen, res, stop, stop_arg);
-    for (size_t i = 0; i < c->n; i++)
-        if ((again & (1u << i)) && res[i].status == DLOCK__R_REPLY)
-            c->nodes[i].scripts_known |= 1u << id;
+    dlock__round(c, again, 0, call.argc, call.argv, call.argvlen, res, stop, stop_arg);
+    (void)dlock__script_settle(c, id, again, res);
 }
 
 void dlock__script_send_only(dlock_client *c, uint32_t mask, dlock__script_id id,
                              const char *const *keys, int nkeys, const char *const *args,
                              int nargs)
 {
-    const char *argv[3 + DLOCK__MAX_SCRIPT_ARGS];
-    size_t argvlen[3 + DLOCK__MAX_SCRIPT_ARGS];
-    char numkeys[12];
-    int argc;
+    dlock__script_call call;
 
     /* EVALSHA could hit NOSCRIPT with nobody reading the reply: send the
      * full body (cheap for these few-line scripts) so the command runs. */
-    argc = build_argv(c, id, 0, keys, nkeys, args, nargs, numkeys, argv, argvlen);
-    dlock__send_only(c, mask, argc, argv, argvlen);
+    dlock__script_call_build(c, &call, id, mask, 0, keys, nkeys, args, nargs);
+    dlock__send_only(c, mask, call.argc, call.argv, call.argvlen);
 }

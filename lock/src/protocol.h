@@ -1,0 +1,105 @@
+/* protocol.h - the steps of libdlock's operations without I/O: what to
+ * send, and what the answers mean. The blocking client (acquire.c,
+ * extend.c, release.c) and the event-loop client (async.c) both drive
+ * these; neither has a rule of its own. A step never waits: it reads the
+ * results of the round its driver ran and says what the next round is. */
+#ifndef DLOCK_PROTOCOL_H
+#define DLOCK_PROTOCOL_H
+
+#include "round_core.h"
+
+/* ---- script calls (script.c) ---- */
+
+/* Keys + arguments of one script call: the largest is release_each.lua,
+ * 3 keys and 2 arguments per resource plus its fixed arguments. */
+#define DLOCK__MAX_SCRIPT_ARGS (5 * DLOCK_MAX_MULTI + 8)
+
+/* One EVALSHA (or EVAL) command, ready to send. */
+typedef struct dlock__script_call {
+    dlock__script_id id;
+    int argc;
+    const char *argv[3 + DLOCK__MAX_SCRIPT_ARGS];
+    size_t argvlen[3 + DLOCK__MAX_SCRIPT_ARGS];
+    char numkeys[12];
+} dlock__script_call;
+
+/* Builds the call of script id for the nodes of mask: by SHA when every
+ * one of them ran it on its connection already, else the body (EVAL caches
+ * it); by_sha 0 forces the body (the NOSCRIPT retry). Notes its TTL. */
+void dlock__script_call_build(dlock_client *c, dlock__script_call *call, dlock__script_id id,
+                              uint32_t mask, int by_sha, const char *const *keys, int nkeys,
+                              const char *const *args, int nargs);
+/* After a round of call on mask: which nodes now know the script, and the
+ * ones that answered NOSCRIPT (returned: they get the body next). */
+uint32_t dlock__script_settle(dlock_client *c, dlock__script_id id, uint32_t mask,
+                              const dlock__result *res);
+
+/* ---- one acquisition attempt (acquire.c) ---- */
+
+typedef struct dlock__attempt {
+    const char *resource;
+    uint32_t ttl_ms;
+    char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF], ttl_s[16], fence_s[24];
+    char token[DLOCK_TOKEN_LEN];
+    const char *keys[2];
+    const char *args[2];
+    const char *sync_args[1];
+    uint32_t ok_mask;    /* nodes that set the key (and INCRed the fence) */
+    uint32_t maybe_mask; /* nodes where the key may be ours: outcome unknown */
+    uint32_t answered;   /* nodes that answered set or not set */
+    uint32_t synced;     /* ok nodes whose fence counter holds >= fence */
+    uint64_t fence;      /* the largest fence the ok nodes answered */
+    int64_t t0;          /* before the first SET was sent */
+    dlock__pass_buf undo; /* the hand-over that undoes a failed attempt */
+} dlock__attempt;
+
+/* Keys, a fresh token and the script's arguments: acquire.lua's round goes
+ * to every node with a->keys (2) and a->args (2), stop rule
+ * dlock__attempt_decided with &c->quorum. DLOCK_OK, or ARG / NOMEM. */
+dlock_err dlock__attempt_prepare(dlock_client *c, dlock__attempt *a, const char *resource,
+                                 uint32_t ttl_ms, char *errbuf);
+int dlock__attempt_decided(const dlock__result *res, size_t n, void *arg);
+/* After the acquire round: DLOCK_OK when a quorum set the key - then the
+ * return of *lagging names the nodes whose fence counters fence_sync.lua
+ * must raise (keys a->fkey, args a->sync_args, no stop rule) before
+ * dlock__attempt_grant, 0 when they agree - else TAKEN or an unavailable
+ * code with why in errbuf. */
+dlock_err dlock__attempt_decide(dlock_client *c, dlock__attempt *a, const dlock__result *res,
+                                uint32_t *lagging, char *errbuf);
+/* After the sync round (res of the lagging nodes; nothing when none was
+ * lagging): the handle, or FENCE_SYNC / EXPIRED / NOMEM. */
+dlock_err dlock__attempt_grant(dlock_client *c, dlock__attempt *a, uint32_t lagging,
+                               const dlock__result *res, dlock_lock **out, char *errbuf);
+/* The nodes a failed attempt (rc) must undo, pass.lua with a->undo's keys
+ * (3) and args (4), sent without waiting; 0 when none. */
+uint32_t dlock__attempt_undo_mask(dlock_client *c, dlock__attempt *a, dlock_err rc);
+
+/* ---- extend (extend.c) ---- */
+
+typedef struct dlock__extension {
+    char key[DLOCK__KEY_BUF], ttl_s[16];
+    const char *one_key[1];
+    const char *const *keys;
+    int nkeys;
+    const char *args[2];
+    dlock__script_id id;
+    dlock__multi_keys *mk;   /* owned: a multi lock's keys */
+    uint32_t ttl_ms;
+    int64_t t0;              /* before the round went out */
+    uint32_t undo_mask;      /* a lost lock: the nodes its keys are handed on from */
+} dlock__extension;
+
+/* Whether lock can be extended, and its round (keys, args 2, stop rule
+ * dlock__quorum_of_ones with &c->quorum). DLOCK_OK, or LOST (already
+ * released or lost), ARG, NOMEM with why in errbuf. x->mk is freed by
+ * dlock__extend_done. */
+dlock_err dlock__extend_prepare(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms,
+                                dlock__extension *x, char *errbuf);
+/* What the round says: OK (validity moved), an unavailable code (validity
+ * shortened to what is sure), or LOST (x->undo_mask then names the nodes to
+ * hand the keys on from: dlock__extend_undo). */
+dlock_err dlock__extend_decide(dlock_client *c, dlock_lock *lock, dlock__extension *x,
+                               const dlock__result *res, char *errbuf);
+void dlock__extend_done(dlock__extension *x);
+
+#endif /* DLOCK_PROTOCOL_H */
