@@ -105,10 +105,13 @@ typedef enum dlock_err {
     DLOCK_ERR_NOMEM = 8,       /* out of memory */
     DLOCK_ERR_PROTOCOL = 9,    /* Redis answered with an error or an unexpected reply */
     DLOCK_ERR_AUTH = 10,       /* AUTH refused (wrong password / ACL user) */
-    DLOCK_ERR_FENCE_SYNC = 11  /* acquire: a quorum granted the lock, but the fence counters of
+    DLOCK_ERR_FENCE_SYNC = 11, /* acquire: a quorum granted the lock, but the fence counters of
                                   the lagging nodes among them could not be raised (no answer
                                   or an error reply to the sync): no lock is handed out, since
                                   its fence might be undercut by a later holder */
+    DLOCK_ERR_CANCELLED = 12   /* event-loop client: the call was cancelled (dlock_async_cancel,
+                                  dlock_async_free) before it completed; a key it was granted
+                                  meanwhile has been handed on */
 } dlock_err;
 
 /* Static text for a code; never NULL (unknown codes get a generic text). */
@@ -565,6 +568,106 @@ typedef struct dlock_stats {
 } dlock_stats;
 
 DLOCK_API void dlock_client_stats(dlock_client *c, dlock_stats *out);
+
+/* ---- The event-loop client (dlock_async_*) ----
+ *
+ * The same locks as dlock_client (same keys, scripts, quorum, validity,
+ * drift, fences and codes: both clients drive one protocol core), for a
+ * program built on an event loop: no call blocks and the library starts no
+ * thread. Every call starts the work and returns; its callback fires once,
+ * later, from the loop. A dlock_async and everything made from it belong to
+ * the loop's thread: call it only from there (callbacks included).
+ *
+ * The loop is the caller's, reached through dlock_loop: descriptors to
+ * watch and one-shot timers. dlock_uv.h (libuv) and dlock_event.h
+ * (libevent) fill one in; any other loop can (a Redis module, an MHD
+ * server's own select loop). Connects, AUTH and scripts go through the
+ * loop like everything else; each round's timeout is a loop timer; a
+ * Redlock round goes to every master at once and completes on quorum or
+ * its deadline.
+ *
+ * Not yet on this client: wake_on_release's queue (acquire with a deadline
+ * retries with backoff instead), automatic renewal, several resources at
+ * once, and sentinel:// addresses (refused at dlock_async_new). */
+
+typedef struct dlock_async dlock_async;
+typedef struct dlock_async_op dlock_async_op;
+
+#define DLOCK_LOOP_READ 1
+#define DLOCK_LOOP_WRITE 2
+
+typedef struct dlock_loop {
+    void *loop; /* the caller's loop, passed back to every hook */
+    /* Watch fd; call cb(arg, events) while one of the events it was last
+     * set to (DLOCK_LOOP_READ | DLOCK_LOOP_WRITE, 0 = none) is ready. A
+     * new watch watches nothing. NULL: out of memory. */
+    void *(*watch_new)(void *loop, int fd, void (*cb)(void *arg, int events), void *arg);
+    void (*watch_set)(void *watch, int events);
+    void (*watch_free)(void *watch); /* no cb after it returns */
+    /* A one-shot timer: timer_set(t, ms) fires cb(arg) once after ms
+     * (replacing an earlier setting), timer_stop disarms it. */
+    void *(*timer_new)(void *loop, void (*cb)(void *arg), void *arg);
+    void (*timer_set)(void *timer, int64_t after_ms);
+    void (*timer_stop)(void *timer);
+    void (*timer_free)(void *timer); /* no cb after it returns */
+} dlock_loop;
+
+/* Makes an event-loop client of opts' nodes (as dlock_client_new, without
+ * connecting: the first call connects through the loop). DLOCK_OK with
+ * *out set, or ARG / NOMEM with why in errbuf. */
+DLOCK_API dlock_err dlock_async_new(const dlock_options *opts, const dlock_loop *loop,
+                                    dlock_async **out, char *errbuf, size_t errbuf_len);
+
+/* Completes every call in flight with DLOCK_ERR_CANCELLED (their callbacks
+ * run inside this call), closes the connections and frees the client.
+ * An acquire cancelled here after its keys went out sends the hand-over
+ * of whatever it may have been granted before the connections close.
+ * Handles it gave out stay valid to free. Called from one of its own
+ * callbacks, the free happens when that callback returns. NULL ok. */
+DLOCK_API void dlock_async_free(dlock_async *a);
+
+/* rc, and on DLOCK_OK the new lock (the caller's: dlock_lock_free);
+ * detail: why a call failed ("" on success), valid during the callback. */
+typedef void (*dlock_async_acquire_cb)(dlock_async *a, dlock_err rc, dlock_lock *lock,
+                                       const char *detail, void *arg);
+typedef void (*dlock_async_done_cb)(dlock_async *a, dlock_err rc, const char *detail,
+                                    void *arg);
+
+/* dlock_acquire on the loop: deadline_ms as dlock_acquire's (<= now: try
+ * once; later: retry with backoff until then). DLOCK_OK: started, and cb
+ * will fire exactly once; *op (NULL ok) names the call for
+ * dlock_async_cancel until then. ARG (bad argument, as dlock_acquire's) or
+ * NOMEM: nothing started, cb never fires. */
+DLOCK_API dlock_err dlock_async_acquire(dlock_async *a, const char *resource, uint32_t ttl_ms,
+                                        int64_t deadline_ms, dlock_async_acquire_cb cb,
+                                        void *arg, dlock_async_op **op);
+DLOCK_API dlock_err dlock_async_try_acquire(dlock_async *a, const char *resource,
+                                            uint32_t ttl_ms, dlock_async_acquire_cb cb,
+                                            void *arg, dlock_async_op **op);
+DLOCK_API dlock_err dlock_async_acquire_for(dlock_async *a, const char *resource,
+                                            uint32_t ttl_ms, int64_t wait_ms,
+                                            dlock_async_acquire_cb cb, void *arg,
+                                            dlock_async_op **op);
+
+/* Cancels a pending acquire. Between attempts (backoff) or before its first
+ * round, its callback fires inside this call; during a round, when the
+ * round ends - a key granted meanwhile is handed on (pass.lua), never left
+ * to its TTL. Either way cb gets DLOCK_ERR_CANCELLED, once. Returns 1 when
+ * the call was pending, 0 when op is not a pending call of a (its callback
+ * already fired or is firing). */
+DLOCK_API int dlock_async_cancel(dlock_async *a, dlock_async_op *op);
+
+/* dlock_release and dlock_extend on the loop: same checks, codes and
+ * rules. DLOCK_OK: started, cb fires once (NULL ok for a release nobody
+ * waits on); ARG: nothing started (a lock of another client, released
+ * before, ttl out of range). */
+DLOCK_API dlock_err dlock_async_release(dlock_async *a, dlock_lock *lock,
+                                        dlock_async_done_cb cb, void *arg);
+DLOCK_API dlock_err dlock_async_extend(dlock_async *a, dlock_lock *lock, uint32_t ttl_ms,
+                                       dlock_async_done_cb cb, void *arg);
+
+/* Counters of this client, as dlock_client_stats. */
+DLOCK_API void dlock_async_stats(dlock_async *a, dlock_stats *out);
 
 #ifdef __cplusplus
 }

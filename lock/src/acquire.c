@@ -212,12 +212,10 @@ static dlock_err acquire_once(dlock_client *c, const char *resource, uint32_t tt
 }
 
 /* Client mutex held. 0, or -1 with why in c->errstr: nothing is sent. */
-static int check_args(dlock_client *c, const char *resource, uint32_t ttl_ms, int64_t deadline_ms,
-                      dlock_lock **out)
+int dlock__acquire_check(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                         int64_t deadline_ms)
 {
-    if (out == NULL)
-        dlock__errf(c->errstr, "acquire: out is NULL");
-    else if (resource == NULL || resource[0] == '\0')
+    if (resource == NULL || resource[0] == '\0')
         dlock__errf(c->errstr, "acquire: resource is NULL or empty");
     else if (dlock__ttl_check(ttl_ms, "acquire", c->errstr) != 0)
         return -1;
@@ -227,6 +225,23 @@ static int check_args(dlock_client *c, const char *resource, uint32_t ttl_ms, in
     else
         return dlock__deadline_check(deadline_ms, "dlock_acquire", c->errstr);
     return -1;
+}
+
+void dlock__acquire_count_attempt(dlock_client *c, unsigned attempt, dlock_err rc)
+{
+    c->stats.attempts++;
+    if (attempt > 0)
+        c->stats.retries++;
+    if (rc == DLOCK_OK)
+        c->stats.acquires++;
+    else if (rc == DLOCK_ERR_TAKEN)
+        c->stats.taken++;
+}
+
+void dlock__acquire_count_call(dlock_client *c, dlock_err rc)
+{
+    if (rc != DLOCK_OK && dlock_err_is_unavailable(rc))
+        c->stats.errors++;
 }
 
 /* dlock_acquire's work, arguments checked; client mutex held throughout
@@ -252,14 +267,8 @@ static dlock_err acquire_locked(dlock_client *c, const char *resource, uint32_t 
     for (;;) {
         int64_t now;
 
-        c->stats.attempts++;
-        if (attempt > 0)
-            c->stats.retries++;
         rc = acquire_once(c, resource, ttl_ms, out, c->errstr);
-        if (rc == DLOCK_OK)
-            c->stats.acquires++;
-        else if (rc == DLOCK_ERR_TAKEN)
-            c->stats.taken++;
+        dlock__acquire_count_attempt(c, attempt, rc);
         now = dlock_now_ms();
         if (!dlock__should_retry(c, rc) || now >= deadline_ms)
             return rc;
@@ -281,7 +290,9 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
         return DLOCK_ERR_ARG;
     if (dlock__enter(c, "acquire") != 0)
         return DLOCK_ERR_ARG;
-    if (check_args(c, resource, ttl_ms, deadline_ms, out) != 0) {
+    if (out == NULL)
+        dlock__errf(c->errstr, "acquire: out is NULL");
+    if (out == NULL || dlock__acquire_check(c, resource, ttl_ms, deadline_ms) != 0) {
         pthread_mutex_unlock(&c->mu);
         return DLOCK_ERR_ARG;
     }
@@ -303,8 +314,7 @@ dlock_err dlock_acquire(dlock_client *c, const char *resource, uint32_t ttl_ms,
     }
     if (rc == DLOCK_OK)
         dlock__held_add(c, *out);
-    else if (dlock_err_is_unavailable(rc))
-        c->stats.errors++;
+    dlock__acquire_count_call(c, rc);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }

@@ -301,8 +301,8 @@ static int connect_first(dlock_client *c, char *why, size_t whylen)
     return rc;
 }
 
-dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *errbuf,
-                           size_t errbuf_len)
+dlock_err dlock__client_make(const dlock_options *opts, int connect, dlock_client **out,
+                             char *errbuf, size_t errbuf_len)
 {
     dlock_err rc = DLOCK_ERR_ARG;
     dlock_client *c = NULL;
@@ -352,12 +352,12 @@ dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *
     dlock__rng_seed(c);
     /* Sentinel nodes: their masters asked for before the first connect,
      * and the thread that asks later without the mutex. */
-    if (dlock__sentinel_start(c) != 0) {
+    if (connect && dlock__sentinel_start(c) != 0) {
         rc = DLOCK_ERR_NOMEM;
         snprintf(why, sizeof(why), "cannot start the sentinel resolver thread");
         goto fail;
     }
-    if (connect_first(c, why, sizeof(why)) != 0)
+    if (connect && connect_first(c, why, sizeof(why)) != 0)
         goto fail;
     if (errbuf != NULL && errbuf_len > 0)
         errbuf[0] = '\0';
@@ -371,6 +371,12 @@ fail:
      * made and passes over the rest. */
     dlock_client_free(c);
     return rc;
+}
+
+dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out, char *errbuf,
+                           size_t errbuf_len)
+{
+    return dlock__client_make(opts, 1, out, errbuf, errbuf_len);
 }
 
 void dlock_client_free(dlock_client *c)

@@ -24,6 +24,9 @@
 
 void dlock__node_close(dlock__node *node)
 {
+    /* The event-loop client's connection is its own (async_conn.c). */
+    if (node->async != NULL)
+        dlock__async_node_close(node);
     if (node->ctx != NULL)
         redisFree(node->ctx);
     node->ctx = NULL;
@@ -482,6 +485,48 @@ void dlock__conn_refuse(dlock_client *c, dlock__node *node)
     dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, node->same_detail);
 }
 
+/* The answer to our AUTH or our INFO server, the first replies on every
+ * connection (both clients: the blocking streams here, the event-loop
+ * client's callbacks in async_conn.c). Takes reply (frees it). Returns
+ * DLOCK__CONN_SAME_SERVER when the node reaches another node's server or a
+ * Redis Cluster node (refused for good), 0 otherwise. */
+int dlock__conn_handshake_reply(dlock_client *c, dlock__node *node, redisReply *reply)
+{
+    if (node->auth_pending) {
+        node->auth_pending = 0;
+        /* Every refusal counts, "no password is set" too: credentials
+         * the server does not have are a configuration to fix, as
+         * Redis and redis-py say, not a reason to go on as someone
+         * else. The command waited for this answer (rounds.c). */
+        if (reply->type == REDIS_REPLY_ERROR) {
+            node->auth_failed = 1;
+            dlock__detailf(node->auth_detail, "AUTH refused: %s",
+                           reply->str != NULL ? reply->str : "(no text)");
+        }
+        freeReplyObject(reply);
+        return 0;
+    }
+    node->runid_pending = 0;
+    run_id_of(reply, node->run_id);
+    /* A Redis Cluster node would answer CROSSSLOT to the first
+     * script over a lock key and its fence key: refused for good
+     * now, saying why. */
+    if ((reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_STATUS) &&
+        reply->str != NULL && strstr(reply->str, "cluster_enabled:1") != NULL) {
+        freeReplyObject(reply);
+        node->same_as = -1;
+        dlock__errf(node->same_detail,
+                    "%s is a Redis Cluster node (cluster_enabled:1): libdlock needs "
+                    "independent masters, not a cluster; give the addresses of "
+                    "masters outside cluster mode", node->addr.text);
+        return DLOCK__CONN_SAME_SERVER;
+    }
+    freeReplyObject(reply);
+    if (node->run_id[0] != '\0' && same_server(c, node))
+        return DLOCK__CONN_SAME_SERVER;
+    return 0;
+}
+
 /* Takes the complete replies already read from node's connection in stream
  * order: our AUTH answer first (its verdict is kept for
  * dlock__conn_auth_refusal), then our INFO server (the server's run id),
@@ -503,39 +548,11 @@ int dlock__conn_next_reply(dlock_client *c, dlock__node *node, redisReply **out)
             return 0;
         reply = p;
         node->heard_ms = dlock_now_ms();
-        if (node->auth_pending) {
-            node->auth_pending = 0;
-            /* Every refusal counts, "no password is set" too: credentials
-             * the server does not have are a configuration to fix, as
-             * Redis and redis-py say, not a reason to go on as someone
-             * else. The command waited for this answer (rounds.c). */
-            if (reply->type == REDIS_REPLY_ERROR) {
-                node->auth_failed = 1;
-                dlock__detailf(node->auth_detail, "AUTH refused: %s",
-                               reply->str != NULL ? reply->str : "(no text)");
-            }
-            freeReplyObject(reply);
-            continue;
-        }
-        if (node->runid_pending) {
-            node->runid_pending = 0;
-            run_id_of(reply, node->run_id);
-            /* A Redis Cluster node would answer CROSSSLOT to the first
-             * script over a lock key and its fence key: refused for good
-             * now, saying why. */
-            if ((reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_STATUS) &&
-                reply->str != NULL && strstr(reply->str, "cluster_enabled:1") != NULL) {
-                freeReplyObject(reply);
-                node->same_as = -1;
-                dlock__errf(node->same_detail,
-                            "%s is a Redis Cluster node (cluster_enabled:1): libdlock needs "
-                            "independent masters, not a cluster; give the addresses of "
-                            "masters outside cluster mode", node->addr.text);
-                return DLOCK__CONN_SAME_SERVER;
-            }
-            freeReplyObject(reply);
-            if (node->run_id[0] != '\0' && same_server(c, node))
-                return DLOCK__CONN_SAME_SERVER;
+        if (node->auth_pending || node->runid_pending) {
+            int rc = dlock__conn_handshake_reply(c, node, reply);
+
+            if (rc != 0)
+                return rc;
             continue;
         }
         if (node->stale > 0) {

@@ -111,6 +111,9 @@ typedef struct dlock__node {
     int same_as;               /* nonzero: refused for good (same_detail says why): it reaches
                                   node same_as-1's server, or -1: a Redis Cluster node */
     char same_detail[DLOCK_ERRSTR_LEN]; /* why, for the errors of every later call */
+    /* The event-loop client's connection (async_conn.c) instead of ctx;
+     * NULL in the blocking client. */
+    struct dlock__anode *async;
 } dlock__node;
 
 /* ---- per-node result of one round (rounds.c) ---- */
@@ -264,6 +267,12 @@ struct dlock_lock {
 
 /* The functions, each under the file that defines it. */
 
+/* ---- client.c ---- */
+/* dlock_client_new's work; connect 0 (the event-loop client) makes the
+ * client without a connection, a sentinel resolver or a thread. */
+dlock_err dlock__client_make(const dlock_options *opts, int connect, dlock_client **out,
+                             char *errbuf, size_t errbuf_len);
+
 /* ---- guard.c ---- */
 /* The way into every public call on c: 0 with c->mu held and c->errstr
  * cleared (a success leaves no earlier failure to read); -1 in a child of
@@ -408,6 +417,10 @@ void dlock__conn_prepare(dlock_client *c);
  * caller closes it (dlock__conn_refuse). */
 #define DLOCK__CONN_SAME_SERVER (-2)
 int dlock__conn_next_reply(dlock_client *c, dlock__node *node, redisReply **out);
+int dlock__conn_handshake_reply(dlock_client *c, dlock__node *node, redisReply *reply);
+/* Closes an event-loop client's connection (async_conn.c): called by
+ * dlock__node_close, so every rule that drops a node drops it there too. */
+void dlock__async_node_close(dlock__node *node);
 void dlock__conn_refuse(dlock_client *c, dlock__node *node);
 const char *dlock__conn_auth_refusal(const dlock__node *node, const redisReply *reply);
 int dlock__conn_owe(dlock__node *node);

@@ -34,6 +34,8 @@ const char *dlock_strerror(dlock_err err)
         return "redis refused authentication";
     case DLOCK_ERR_FENCE_SYNC:
         return "lock granted by a quorum but its fence counters could not be synchronised";
+    case DLOCK_ERR_CANCELLED:
+        return "the call was cancelled";
     }
     return "unknown dlock error";
 }
@@ -56,6 +58,7 @@ int dlock_err_is_unavailable(dlock_err err)
     case DLOCK_ERR_LOST:
     case DLOCK_ERR_EXPIRED:
     case DLOCK_ERR_NOMEM:
+    case DLOCK_ERR_CANCELLED:
         return 0;
     }
     return 0;

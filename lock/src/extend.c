@@ -104,18 +104,26 @@ void dlock__extend_done(dlock__extension *x)
     x->mk = NULL;
 }
 
-/* The hand-over of a lost lock's keys, sent without waiting. */
-static void extend_undo(dlock_client *c, dlock_lock *lock, const dlock__extension *x)
+int dlock__extend_undo(dlock_client *c, dlock_lock *lock, dlock__extension *x)
 {
-    dlock__pass_buf pb;
-
     if (x->undo_mask == 0)
-        return;
-    if (x->mk != NULL)
-        dlock__script_send_only(c, x->undo_mask, DLOCK__SCRIPT_MULTI_RELEASE, x->mk->keys,
-                                (int)(3 * x->mk->n), x->mk->args, (int)(3 + x->mk->n));
-    else if (dlock__pass_prepare(c, lock->resource, lock->token, &pb) == 0)
-        dlock__script_send_only(c, x->undo_mask, DLOCK__SCRIPT_PASS, pb.keys, 3, pb.args, 4);
+        return 0;
+    if (x->mk != NULL) {
+        x->undo_id = DLOCK__SCRIPT_MULTI_RELEASE;
+        x->undo_keys = x->mk->keys;
+        x->undo_nkeys = (int)(3 * x->mk->n);
+        x->undo_args = x->mk->args;
+        x->undo_nargs = (int)(3 + x->mk->n);
+        return 1;
+    }
+    if (dlock__pass_prepare(c, lock->resource, lock->token, &x->pass) != 0)
+        return 0;
+    x->undo_id = DLOCK__SCRIPT_PASS;
+    x->undo_keys = x->pass.keys;
+    x->undo_nkeys = 3;
+    x->undo_args = x->pass.args;
+    x->undo_nargs = 4;
+    return 1;
 }
 
 /* Extends lock to ttl_ms on every node that still holds its token; client
@@ -134,8 +142,9 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
         dlock__script_round(c, dlock__all_nodes(c), 0, x.id, x.keys, x.nkeys, x.args, 2, res,
                             dlock__quorum_of_ones, &c->quorum);
         rc = dlock__extend_decide(c, lock, &x, res, errbuf);
-        if (rc == DLOCK_ERR_LOST)
-            extend_undo(c, lock, &x);
+        if (rc == DLOCK_ERR_LOST && dlock__extend_undo(c, lock, &x))
+            dlock__script_send_only(c, x.undo_mask, x.undo_id, x.undo_keys, x.undo_nkeys,
+                                    x.undo_args, x.undo_nargs);
     }
     dlock__extend_done(&x);
     dlock__results_clear(res, DLOCK_MAX_NODES);

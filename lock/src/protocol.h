@@ -87,6 +87,11 @@ typedef struct dlock__extension {
     uint32_t ttl_ms;
     int64_t t0;              /* before the round went out */
     uint32_t undo_mask;      /* a lost lock: the nodes its keys are handed on from */
+    dlock__script_id undo_id; /* and the hand-over (dlock__extend_undo) */
+    const char *const *undo_keys;
+    const char *const *undo_args;
+    int undo_nkeys, undo_nargs;
+    dlock__pass_buf pass;
 } dlock__extension;
 
 /* Whether lock can be extended, and its round (keys, args 2, stop rule
@@ -100,6 +105,19 @@ dlock_err dlock__extend_prepare(dlock_client *c, dlock_lock *lock, uint32_t ttl_
  * hand the keys on from: dlock__extend_undo). */
 dlock_err dlock__extend_decide(dlock_client *c, dlock_lock *lock, dlock__extension *x,
                                const dlock__result *res, char *errbuf);
+/* After LOST: 1 with the hand-over of the keys still ours in x->undo_*
+ * (sent to x->undo_mask without waiting), 0 when there is none. */
+int dlock__extend_undo(dlock_client *c, dlock_lock *lock, dlock__extension *x);
 void dlock__extend_done(dlock__extension *x);
+
+/* ---- acquire's checks and counts (acquire.c) ---- */
+
+/* dlock_acquire's argument checks: 0, or -1 with why in c->errstr. */
+int dlock__acquire_check(dlock_client *c, const char *resource, uint32_t ttl_ms,
+                         int64_t deadline_ms);
+/* Counts one attempt's outcome (attempts, retries, acquires, taken). */
+void dlock__acquire_count_attempt(dlock_client *c, unsigned attempt, dlock_err rc);
+/* Counts a failed call that found the service unavailable. */
+void dlock__acquire_count_call(dlock_client *c, dlock_err rc);
 
 #endif /* DLOCK_PROTOCOL_H */

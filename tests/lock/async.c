@@ -1,0 +1,654 @@
+/* async.c - the event-loop client (dlock_async_*) on libuv against real
+ * redis-servers: the calls and their codes, Redlock with nodes killed and
+ * paused (the loop keeps serving its timers while a round waits), a lost
+ * reply, cancellation at every stage, a free with calls in flight, and a
+ * history of async workers beside blocking clients on one key (no two
+ * sections overlap, fences strictly increase). */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "delay_proxy.h"
+#include "dlock_uv.h"
+#include "lock_common.h"
+
+#define NODES 3
+
+static redis_proc nodes[NODES];
+static uv_loop_t loop;
+static uv_timer_t wake; /* bounds each turn of run_until */
+static dlock_loop hooks;
+static delay_proxy *proxy;
+
+static void setup(void)
+{
+    cr_assert_eq(tc_nodes_up(nodes, NODES, 0), 0, "redis nodes did not start");
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    cr_assert_eq(uv_timer_init(&loop, &wake), 0);
+    cr_assert_eq(dlock_loop_uv(&hooks, &loop), 0);
+}
+
+static void teardown(void)
+{
+    /* Not run again: a failed test may have left calls whose callbacks
+     * point into its stack. */
+    uv_close((uv_handle_t *)&wake, NULL);
+    (void)uv_loop_close(&loop);
+    delay_proxy_stop(proxy);
+    proxy = NULL;
+    tc_nodes_down(nodes, NODES);
+}
+
+TestSuite(lock_async, .init = setup, .fini = teardown, .timeout = 60);
+
+/* ---- running the loop ---- */
+
+static void on_wake(uv_timer_t *h)
+{
+    (void)h;
+}
+
+/* Runs the loop until *done is nonzero or timeout_ms passes; 1 when done. */
+static int run_until(const int *done, int64_t timeout_ms)
+{
+    int64_t until = test_now_ms() + timeout_ms;
+
+    /* A short repeating timer, so that UV_RUN_ONCE never blocks past the
+     * bound. */
+    uv_timer_start(&wake, on_wake, 20, 20);
+    while (!*done && test_now_ms() < until)
+        uv_run(&loop, UV_RUN_ONCE);
+    uv_timer_stop(&wake);
+    return *done;
+}
+
+/* Runs the loop until res's lock key on r exists (want 1) or not (0):
+ * what the client sends without waiting goes out from the loop. */
+static int wait_key(const redis_proc *r, const char *res, int want, int64_t timeout_ms)
+{
+    int64_t until = test_now_ms() + timeout_ms;
+    int none = 0, seen = tc_exists(r, res);
+
+    while (seen != want && test_now_ms() < until) {
+        uv_timer_start(&wake, on_wake, 10, 10);
+        uv_run(&loop, UV_RUN_ONCE);
+        uv_timer_stop(&wake);
+        seen = tc_exists(r, res);
+    }
+    (void)none;
+    return seen;
+}
+
+/* Frees an async client and lets its handles close. */
+static void async_down(dlock_async *a)
+{
+    dlock_async_free(a);
+    for (int i = 0; i < 10; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+}
+
+static dlock_async *async_client(size_t n, int command_timeout_ms)
+{
+    dlock_options o;
+    tc_addrs addrs;
+    dlock_async *a = NULL;
+    char err[DLOCK_ERRSTR_LEN] = "";
+
+    tc_options(&o, &addrs, nodes, n);
+    if (command_timeout_ms > 0)
+        o.command_timeout_ms = command_timeout_ms;
+    cr_assert_eq(dlock_async_new(&o, &hooks, &a, err, sizeof err), DLOCK_OK, "%s", err);
+    return a;
+}
+
+/* One call's outcome, counted: every callback must fire exactly once. */
+typedef struct outcome {
+    int calls;
+    dlock_err rc;
+    dlock_lock *lock;
+    char detail[DLOCK_ERRSTR_LEN];
+    int64_t at_ms;
+} outcome;
+
+static void on_acquired(dlock_async *a, dlock_err rc, dlock_lock *lock, const char *detail,
+                        void *arg)
+{
+    outcome *o = arg;
+
+    (void)a;
+    o->calls++;
+    o->rc = rc;
+    o->lock = lock;
+    o->at_ms = test_now_ms();
+    snprintf(o->detail, sizeof o->detail, "%s", detail);
+}
+
+static void on_done(dlock_async *a, dlock_err rc, const char *detail, void *arg)
+{
+    outcome *o = arg;
+
+    (void)a;
+    o->calls++;
+    o->rc = rc;
+    o->at_ms = test_now_ms();
+    snprintf(o->detail, sizeof o->detail, "%s", detail);
+}
+
+static outcome try_acquire(dlock_async *a, const char *res, uint32_t ttl)
+{
+    outcome o = {0};
+
+    cr_assert_eq(dlock_async_try_acquire(a, res, ttl, on_acquired, &o, NULL), DLOCK_OK);
+    cr_assert(o.calls == 0, "the callback fired inside the call");
+    cr_assert(run_until(&o.calls, 5000), "no callback for the acquire of %s", res);
+    return o;
+}
+
+static outcome release(dlock_async *a, dlock_lock *l)
+{
+    outcome o = {0};
+
+    cr_assert_eq(dlock_async_release(a, l, on_done, &o), DLOCK_OK);
+    cr_assert(o.calls == 0, "the callback fired inside the call");
+    cr_assert(run_until(&o.calls, 5000), "no callback for the release");
+    return o;
+}
+
+/* ---- the calls ---- */
+
+Test(lock_async, acquire_release_extend_on_one_node_as_the_blocking_client)
+{
+    dlock_async *a = async_client(1, 0);
+    dlock_client *b = tc_client(nodes, 1, 0);
+    dlock_lock *held = NULL;
+    outcome o, x = {0};
+    uint64_t fence;
+
+    o = try_acquire(a, "one", 5000);
+    cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
+    cr_assert_eq(o.calls, 1);
+    fence = dlock_lock_fence(o.lock);
+    cr_assert_eq(tc_exists(&nodes[0], "one"), 1);
+    /* Held: the blocking client is refused, as against its own kind. */
+    cr_assert_eq(dlock_try_acquire(b, "one", 5000, &held), DLOCK_ERR_TAKEN);
+    cr_assert_eq(dlock_async_extend(a, o.lock, 20000, on_done, &x), DLOCK_OK);
+    cr_assert(run_until(&x.calls, 5000));
+    cr_assert_eq(x.rc, DLOCK_OK, "%s", x.detail);
+    cr_assert_gt(tc_pttl(&nodes[0], "one"), 15000, "the extend did not reach the key");
+    x = release(a, o.lock);
+    cr_assert_eq(x.rc, DLOCK_OK, "%s", x.detail);
+    cr_assert_eq(x.calls, 1);
+    cr_assert_eq(tc_exists(&nodes[0], "one"), 0);
+    /* A second release of the same handle is refused at once. */
+    cr_assert_eq(dlock_async_release(a, o.lock, on_done, &x), DLOCK_ERR_ARG);
+    dlock_lock_free(o.lock);
+    /* The blocking client gets it now, with a larger fence. */
+    cr_assert_eq(dlock_try_acquire(b, "one", 5000, &held), DLOCK_OK, "%s", TC_ERR(b));
+    cr_assert_gt(dlock_lock_fence(held), fence);
+    o = try_acquire(a, "one", 5000);
+    cr_assert_eq(o.rc, DLOCK_ERR_TAKEN, "%s", o.detail);
+    cr_assert_eq(o.lock, NULL);
+    cr_assert_eq(dlock_release(b, held), DLOCK_OK);
+    dlock_lock_free(held);
+    dlock_client_free(b);
+    async_down(a);
+}
+
+Test(lock_async, bad_arguments_are_refused_at_once_and_never_call_back)
+{
+    dlock_async *a = async_client(1, 0);
+    dlock_client *b = tc_client(nodes, 1, 0);
+    dlock_lock *theirs = NULL;
+    outcome o = {0};
+
+    cr_assert_eq(dlock_async_try_acquire(a, "", 1000, on_acquired, &o, NULL), DLOCK_ERR_ARG);
+    cr_assert_eq(dlock_async_try_acquire(a, "x", 0, on_acquired, &o, NULL), DLOCK_ERR_ARG);
+    cr_assert_eq(dlock_async_release(a, NULL, on_done, &o), DLOCK_ERR_ARG);
+    /* A lock of another client is not this client's to release. */
+    cr_assert_eq(dlock_try_acquire(b, "theirs", 5000, &theirs), DLOCK_OK);
+    cr_assert_eq(dlock_async_release(a, theirs, on_done, &o), DLOCK_ERR_ARG);
+    cr_assert_eq(dlock_async_extend(a, theirs, 1000, on_done, &o), DLOCK_ERR_ARG);
+    run_until(&o.calls, 200);
+    cr_assert_eq(o.calls, 0);
+    cr_assert_eq(dlock_release(b, theirs), DLOCK_OK);
+    dlock_lock_free(theirs);
+    dlock_client_free(b);
+    async_down(a);
+}
+
+/* ---- Redlock and faults ---- */
+
+Test(lock_async, redlock_holds_with_one_master_killed_and_refuses_with_two)
+{
+    dlock_async *a = async_client(NODES, 200);
+    outcome o;
+
+    o = try_acquire(a, "r", 5000);
+    cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
+    cr_assert_eq(tc_count_holding(nodes, NODES, "r"), NODES);
+    cr_assert_eq(release(a, o.lock).rc, DLOCK_OK);
+    dlock_lock_free(o.lock);
+    cr_assert_eq(redis_kill(&nodes[2]), 0);
+    o = try_acquire(a, "r", 5000);
+    cr_assert_eq(o.rc, DLOCK_OK, "2 of 3 answered: %s", o.detail);
+    cr_assert_eq(release(a, o.lock).rc, DLOCK_OK);
+    dlock_lock_free(o.lock);
+    cr_assert_eq(redis_kill(&nodes[1]), 0);
+    o = try_acquire(a, "r", 5000);
+    cr_assert_eq(o.rc, DLOCK_ERR_NO_QUORUM, "1 of 3 answered: %s", o.detail);
+    cr_assert_null(o.lock);
+    cr_assert_eq(wait_key(&nodes[0], "r", 0, 2000), 0, "the minority's key was not undone");
+    async_down(a);
+    cr_assert_eq(redis_restart(&nodes[1]), 0);
+    cr_assert_eq(redis_restart(&nodes[2]), 0);
+}
+
+/* A 10 ms repeating timer of the program's own. */
+typedef struct ticker {
+    uv_timer_t t;
+    int64_t last_ms, worst_gap_ms;
+    int ticks;
+} ticker;
+
+static void on_tick(uv_timer_t *h)
+{
+    ticker *k = h->data;
+    int64_t now = test_now_ms();
+
+    if (k->last_ms != 0 && now - k->last_ms > k->worst_gap_ms)
+        k->worst_gap_ms = now - k->last_ms;
+    k->last_ms = now;
+    k->ticks++;
+}
+
+Test(lock_async, the_loop_serves_its_timers_while_a_round_waits_on_a_paused_master)
+{
+    dlock_async *a = async_client(NODES, 300);
+    ticker k = {0};
+    outcome o;
+
+    /* Connected and warm, then one master stops answering. */
+    o = try_acquire(a, "warm", 5000);
+    cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
+    cr_assert_eq(release(a, o.lock).rc, DLOCK_OK);
+    dlock_lock_free(o.lock);
+    cr_assert_eq(redis_pause(&nodes[1]), 0);
+    /* Single-node rounds to the paused master would wait its full command
+     * timeout: on one node the loop must keep ticking through it. */
+    uv_timer_init(&loop, &k.t);
+    k.t.data = &k;
+    uv_timer_start(&k.t, on_tick, 10, 10);
+    {
+        dlock_async *one;
+        dlock_options opts;
+        tc_addrs addrs;
+        char err[DLOCK_ERRSTR_LEN];
+        outcome w = {0};
+
+        tc_options(&opts, &addrs, &nodes[1], 1);
+        opts.command_timeout_ms = 300;
+        cr_assert_eq(dlock_async_new(&opts, &hooks, &one, err, sizeof err), DLOCK_OK, "%s", err);
+        cr_assert_eq(dlock_async_try_acquire(one, "p", 5000, on_acquired, &w, NULL), DLOCK_OK);
+        o = try_acquire(a, "q", 5000); /* Redlock decides on the other two meanwhile */
+        cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
+        cr_assert(run_until(&w.calls, 3000));
+        cr_assert_eq(w.rc, DLOCK_ERR_TIMEOUT, "%s", w.detail);
+        async_down(one);
+    }
+    uv_timer_stop(&k.t);
+    uv_close((uv_handle_t *)&k.t, NULL);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_gt(k.ticks, 15, "the loop ticked only %d times in the round's 300 ms", k.ticks);
+    /* 10 ms asked; a few ms late at worst on a busy 2-core machine, never
+     * the round's 300 ms. */
+    cr_assert_lt(k.worst_gap_ms, 60, "a 10 ms timer waited %lld ms", (long long)k.worst_gap_ms);
+    cr_assert_eq(redis_resume(&nodes[1]), 0);
+    cr_assert_eq(release(a, o.lock).rc, DLOCK_OK);
+    dlock_lock_free(o.lock);
+    async_down(a);
+}
+
+Test(lock_async, a_lost_reply_times_out_and_the_late_answer_is_discarded)
+{
+    dlock_options opts;
+    tc_addrs addrs;
+    dlock_async *a;
+    char err[DLOCK_ERRSTR_LEN];
+    outcome o;
+
+    proxy = delay_proxy_start(nodes[0].port);
+    cr_assert_not_null(proxy);
+    tc_options_via(&opts, &addrs, nodes, 1, 0, delay_proxy_port(proxy));
+    opts.command_timeout_ms = 200;
+    cr_assert_eq(dlock_async_new(&opts, &hooks, &a, err, sizeof err), DLOCK_OK, "%s", err);
+    o = try_acquire(a, "warm", 5000);
+    cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
+    cr_assert_eq(release(a, o.lock).rc, DLOCK_OK);
+    dlock_lock_free(o.lock);
+    /* The next command's reply is held 600 ms: past the 200 ms timeout. */
+    delay_proxy_lag(proxy, 600);
+    test_sleep_ms(150); /* the relay reads the setting once per 100 ms turn */
+    o = try_acquire(a, "late", 5000);
+    cr_assert_eq(o.rc, DLOCK_ERR_TIMEOUT, "%s: %s", dlock_strerror(o.rc), o.detail);
+    delay_proxy_lag(proxy, 0);
+    /* The late SET landed and was undone (pass.lua behind it); the late
+     * answer, when it comes, is not taken for the next call's. */
+    {
+        int none = 0;
+
+        run_until(&none, 1000); /* the held SET and its undo go through */
+    }
+    cr_assert_eq(tc_exists(&nodes[0], "late"), 0, "the late key was not undone");
+    o = try_acquire(a, "after", 5000);
+    cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
+    cr_assert_eq(release(a, o.lock).rc, DLOCK_OK);
+    dlock_lock_free(o.lock);
+    async_down(a);
+}
+
+/* ---- cancellation ---- */
+
+Test(lock_async, a_cancel_before_the_first_round_calls_back_at_once)
+{
+    dlock_async *a = async_client(1, 0);
+    dlock_async_op *op = NULL;
+    outcome o = {0};
+
+    cr_assert_eq(dlock_async_acquire_for(a, "c0", 5000, 2000, on_acquired, &o, &op), DLOCK_OK);
+    cr_assert_not_null(op);
+    cr_assert_eq(dlock_async_cancel(a, op), 1);
+    cr_assert_eq(o.calls, 1, "the callback did not fire inside the cancel");
+    cr_assert_eq(o.rc, DLOCK_ERR_CANCELLED);
+    run_until(&(int){0}, 200);
+    cr_assert_eq(o.calls, 1, "the callback fired twice");
+    cr_assert_eq(tc_exists(&nodes[0], "c0"), 0);
+    async_down(a);
+}
+
+Test(lock_async, a_cancel_between_attempts_ends_the_wait)
+{
+    dlock_async *a = async_client(1, 0);
+    dlock_client *b = tc_client(nodes, 1, 0);
+    dlock_lock *held = NULL;
+    dlock_async_op *op = NULL;
+    outcome o = {0};
+    dlock_stats st;
+
+    cr_assert_eq(dlock_try_acquire(b, "c1", 20000, &held), DLOCK_OK);
+    cr_assert_eq(dlock_async_acquire_for(a, "c1", 5000, 10000, on_acquired, &o, &op), DLOCK_OK);
+    /* Retrying: at least two attempts refused. */
+    for (int i = 0; i < 100; i++) {
+        run_until(&o.calls, 20);
+        dlock_async_stats(a, &st);
+        if (st.taken >= 2)
+            break;
+    }
+    cr_assert_geq(st.taken, 2, "the acquire did not retry");
+    cr_assert_eq(o.calls, 0);
+    cr_assert_eq(dlock_async_cancel(a, op), 1);
+    run_until(&o.calls, 1000);
+    cr_assert_eq(o.calls, 1);
+    cr_assert_eq(o.rc, DLOCK_ERR_CANCELLED, "%s", o.detail);
+    cr_assert_eq(dlock_async_cancel(a, op), 0, "a completed call was cancelled again");
+    cr_assert_eq(dlock_release(b, held), DLOCK_OK);
+    dlock_lock_free(held);
+    dlock_client_free(b);
+    async_down(a);
+}
+
+Test(lock_async, a_cancel_mid_round_hands_on_the_key_granted_meanwhile)
+{
+    dlock_options opts;
+    tc_addrs addrs;
+    dlock_async *a;
+    dlock_async_op *op = NULL;
+    char err[DLOCK_ERRSTR_LEN];
+    outcome o = {0}, w;
+
+    proxy = delay_proxy_start(nodes[0].port);
+    cr_assert_not_null(proxy);
+    tc_options_via(&opts, &addrs, nodes, 1, 0, delay_proxy_port(proxy));
+    opts.command_timeout_ms = 2000;
+    cr_assert_eq(dlock_async_new(&opts, &hooks, &a, err, sizeof err), DLOCK_OK, "%s", err);
+    w = try_acquire(a, "warm", 5000);
+    cr_assert_eq(w.rc, DLOCK_OK, "%s", w.detail);
+    cr_assert_eq(release(a, w.lock).rc, DLOCK_OK);
+    dlock_lock_free(w.lock);
+    /* The grant's reply is held 400 ms: the cancel comes while it is out. */
+    delay_proxy_lag(proxy, 400);
+    test_sleep_ms(150); /* the relay reads the setting once per 100 ms turn */
+    cr_assert_eq(dlock_async_try_acquire(a, "c2", 60000, on_acquired, &o, &op), DLOCK_OK);
+    /* Lands after 400 ms; the reply then waits in the socket until the
+     * loop runs again, after the cancel. */
+    for (int i = 0; i < 3; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(tc_wait_exists(&nodes[0], "c2", 1, 2000), 1, "the SET did not land");
+    cr_assert_eq(dlock_async_cancel(a, op), 1);
+    cr_assert_eq(o.calls, 0, "mid-round, the callback waits for the round");
+    delay_proxy_lag(proxy, 0);
+    cr_assert(run_until(&o.calls, 3000));
+    cr_assert_eq(o.rc, DLOCK_ERR_CANCELLED, "%s", o.detail);
+    cr_assert_null(o.lock);
+    /* Granted meanwhile, then handed on: gone long before its 60 s TTL. */
+    cr_assert_eq(wait_key(&nodes[0], "c2", 0, 2000), 0, "the granted key was left behind");
+    async_down(a);
+}
+
+Test(lock_async, free_completes_every_call_in_flight_once)
+{
+    dlock_async *a = async_client(1, 0);
+    dlock_client *b = tc_client(nodes, 1, 0);
+    dlock_lock *held = NULL;
+    outcome o[4];
+
+    memset(o, 0, sizeof o);
+    cr_assert_eq(dlock_try_acquire(b, "f1", 20000, &held), DLOCK_OK);
+    /* Two waiting out a held key, one in its first round, one not started. */
+    cr_assert_eq(dlock_async_acquire_for(a, "f1", 5000, 10000, on_acquired, &o[0], NULL),
+                 DLOCK_OK);
+    cr_assert_eq(dlock_async_acquire_for(a, "f1", 5000, 10000, on_acquired, &o[1], NULL),
+                 DLOCK_OK);
+    run_until(&(int){0}, 100);
+    cr_assert_eq(dlock_async_try_acquire(a, "f2", 5000, on_acquired, &o[2], NULL), DLOCK_OK);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(dlock_async_try_acquire(a, "f3", 5000, on_acquired, &o[3], NULL), DLOCK_OK);
+    dlock_async_free(a);
+    cr_assert_eq(o[3].rc, DLOCK_ERR_CANCELLED, "%s", o[3].detail);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(o[i].calls, 1, "call %d: %d callbacks before the free returned", i,
+                     o[i].calls);
+        if (o[i].rc == DLOCK_OK) { /* f2 may have been granted before the free */
+            dlock_lock_free(o[i].lock);
+            continue;
+        }
+        cr_assert_eq(o[i].rc, DLOCK_ERR_CANCELLED, "call %d: %s", i, o[i].detail);
+    }
+    for (int i = 0; i < 10; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    /* A first round cancelled in flight: its key was handed on, not left. */
+    if (o[2].rc == DLOCK_ERR_CANCELLED)
+        cr_assert_eq(tc_wait_exists(&nodes[0], "f2", 0, 2000), 0, "f2's key was left behind");
+    cr_assert_eq(tc_exists(&nodes[0], "f3"), 0);
+    cr_assert_eq(dlock_release(b, held), DLOCK_OK);
+    dlock_lock_free(held);
+    dlock_client_free(b);
+}
+
+/* ---- history: async workers beside blocking clients on one key ---- */
+
+#define ASYNC_WORKERS 16
+#define BLOCKING_WORKERS 2
+#define SECTIONS_EACH 12
+
+static atomic_int holders;
+static _Atomic uint64_t last_fence;
+static atomic_int overlaps, fence_regressions, sections;
+
+static void enter_section(uint64_t fence)
+{
+    uint64_t prev;
+
+    if (atomic_fetch_add(&holders, 1) != 0)
+        atomic_fetch_add(&overlaps, 1);
+    prev = atomic_exchange(&last_fence, fence);
+    if (fence <= prev)
+        atomic_fetch_add(&fence_regressions, 1);
+    atomic_fetch_add(&sections, 1);
+}
+
+static void leave_section(void)
+{
+    atomic_fetch_sub(&holders, 1);
+}
+
+typedef struct worker {
+    dlock_async *a;
+    uv_timer_t hold;
+    dlock_lock *lock;
+    int left;
+    int *running;
+} worker;
+
+static void worker_next(worker *w);
+static void worker_try(worker *w);
+
+static void on_worker_released(dlock_async *a, dlock_err rc, const char *detail, void *arg)
+{
+    worker *w = arg;
+
+    (void)a;
+    cr_expect_eq(rc, DLOCK_OK, "release: %s", detail);
+    worker_next(w);
+}
+
+static void on_hold_done(uv_timer_t *h)
+{
+    worker *w = h->data;
+    dlock_lock *l = w->lock;
+
+    w->lock = NULL;
+    leave_section(); /* before the release goes: the next holder may enter at once */
+    if (dlock_async_release(w->a, l, on_worker_released, w) != DLOCK_OK)
+        cr_expect_fail("release refused");
+    dlock_lock_free(l);
+}
+
+static void on_worker_acquired(dlock_async *a, dlock_err rc, dlock_lock *lock, const char *detail,
+                               void *arg)
+{
+    worker *w = arg;
+
+    (void)a;
+    if (rc != DLOCK_OK) {
+        cr_expect(rc == DLOCK_ERR_TAKEN, "acquire: %s", detail);
+        worker_try(w); /* the wait ended while others held it: wait again */
+        return;
+    }
+    enter_section(dlock_lock_fence(lock));
+    w->lock = lock;
+    uv_timer_start(&w->hold, on_hold_done, 2, 0);
+}
+
+static void worker_next(worker *w)
+{
+    if (w->left == 0) {
+        (*w->running)--;
+        return;
+    }
+    w->left--;
+    worker_try(w);
+}
+
+static void worker_try(worker *w)
+{
+    if (dlock_async_acquire_for(w->a, "history", 5000, 3000, on_worker_acquired, w, NULL) !=
+        DLOCK_OK)
+        cr_expect_fail("acquire refused");
+}
+
+typedef struct blocking_arg {
+    const redis_proc *rs;
+    size_t n;
+    int failures;
+} blocking_arg;
+
+static void *blocking_worker(void *p)
+{
+    blocking_arg *b = p;
+    dlock_client *c = tc_client(b->rs, b->n, 0);
+
+    for (int i = 0; c != NULL && i < SECTIONS_EACH; i++) {
+        dlock_lock *l = NULL;
+        dlock_err rc = DLOCK_ERR_TAKEN;
+
+        /* Held by others all the wait: wait again (bounded). */
+        for (int tries = 0; tries < 20 && rc == DLOCK_ERR_TAKEN; tries++)
+            rc = dlock_acquire_for(c, "history", 5000, 3000, &l);
+        if (rc != DLOCK_OK) {
+            b->failures++;
+            continue;
+        }
+        enter_section(dlock_lock_fence(l));
+        test_sleep_ms(2);
+        leave_section();
+        if (dlock_release(c, l) != DLOCK_OK)
+            b->failures++;
+        dlock_lock_free(l);
+    }
+    if (c == NULL)
+        b->failures = SECTIONS_EACH;
+    dlock_client_free(c);
+    return NULL;
+}
+
+static void history(size_t n)
+{
+    dlock_async *a = async_client(n, 0);
+    worker ws[ASYNC_WORKERS];
+    pthread_t th[BLOCKING_WORKERS];
+    blocking_arg ba[BLOCKING_WORKERS];
+    int running = ASYNC_WORKERS, any = 0;
+
+    atomic_store(&holders, 0);
+    atomic_store(&last_fence, 0);
+    atomic_store(&overlaps, 0);
+    atomic_store(&fence_regressions, 0);
+    atomic_store(&sections, 0);
+    for (int i = 0; i < BLOCKING_WORKERS; i++) {
+        ba[i] = (blocking_arg){nodes, n, 0};
+        cr_assert_eq(pthread_create(&th[i], NULL, blocking_worker, &ba[i]), 0);
+    }
+    for (int i = 0; i < ASYNC_WORKERS; i++) {
+        ws[i] = (worker){.a = a, .left = SECTIONS_EACH, .running = &running};
+        uv_timer_init(&loop, &ws[i].hold);
+        ws[i].hold.data = &ws[i];
+        worker_next(&ws[i]);
+    }
+    for (int64_t until = test_now_ms() + 45000; running > 0 && test_now_ms() < until;)
+        run_until(&any, 50);
+    for (int i = 0; i < BLOCKING_WORKERS; i++)
+        pthread_join(th[i], NULL);
+    cr_assert_eq(running, 0, "%d async workers did not finish", running);
+    for (int i = 0; i < ASYNC_WORKERS; i++)
+        uv_close((uv_handle_t *)&ws[i].hold, NULL);
+    async_down(a);
+    for (int i = 0; i < BLOCKING_WORKERS; i++)
+        cr_assert_eq(ba[i].failures, 0, "blocking worker %d failed %d times", i, ba[i].failures);
+    cr_assert_eq(atomic_load(&overlaps), 0, "%d sections overlapped", atomic_load(&overlaps));
+    cr_assert_eq(atomic_load(&fence_regressions), 0, "%d fences did not increase",
+                 atomic_load(&fence_regressions));
+    cr_assert_eq(atomic_load(&sections), (ASYNC_WORKERS + BLOCKING_WORKERS) * SECTIONS_EACH,
+                 "sections: %d", atomic_load(&sections));
+}
+
+Test(lock_async, history_of_async_and_blocking_workers_on_one_node, .timeout = 90)
+{
+    history(1);
+}
+
+Test(lock_async, history_of_async_and_blocking_workers_on_redlock, .timeout = 90)
+{
+    history(NODES);
+}
