@@ -76,11 +76,43 @@ static void node_detail(const dlock__result *r, char *out, size_t outlen)
     snprintf(out, outlen, "%s", r->detail[0] != '\0' ? r->detail : "no answer");
 }
 
+/* Room left in an errstr for the "k/N nodes answered" that follows. */
+#define TAIL_ROOM 40
+
+/* Writes "node <addr>: <why>; " for every node in failed (not 0) into
+ * out[DLOCK_ERRSTR_LEN], each why cut to an equal share of the room, so a
+ * long reason cannot push a later node's name out. */
+static void failed_nodes(const dlock_client *c, const dlock__result *res, uint32_t failed,
+                         char *out)
+{
+    const size_t room = DLOCK_ERRSTR_LEN - TAIL_ROOM;
+    size_t used = 0, share = room / dlock__popcount(failed);
+    char why[DLOCK__DETAIL_LEN + 32];
+
+    out[0] = '\0';
+    for (size_t i = 0; i < c->n && used + 1 < room; i++) {
+        size_t fixed;
+        int m;
+
+        if (!(failed & (1u << i)))
+            continue;
+        node_detail(&res[i], why, sizeof(why));
+        fixed = strlen(c->nodes[i].addr.text) + sizeof("node : ; ") - 1;
+        m = snprintf(out + used, room - used, "node %s: %.*s; ", c->nodes[i].addr.text,
+                     share > fixed ? (int)(share - fixed) : 0, why);
+        if (m < 0)
+            break;
+        used += (size_t)m < room - used ? (size_t)m : room - used - 1;
+    }
+}
+
 /* Maps a round where too few nodes answered to the code the caller returns:
  * with one node its own failure (TIMEOUT, UNREACHABLE, AUTH, PROTOCOL);
  * with N nodes NO_QUORUM, unless every failed node failed the same
  * configuration-like way (AUTH, PROTOCOL), which the operator must see.
- * Writes "node <addr>: <why>; k/N nodes answered" into errbuf. */
+ * Writes "node <addr>: <why>; " for each node that did not answer, then
+ * "k/N nodes answered", into errbuf: a lost lock's detail must name every
+ * silent node, not just the first. */
 dlock_err dlock__unavailable(const dlock_client *c, const dlock__result *res, uint32_t mask,
                              uint32_t answered, char *errbuf)
 {
@@ -88,13 +120,15 @@ dlock_err dlock__unavailable(const dlock_client *c, const dlock__result *res, ui
     dlock_err common = DLOCK_OK;
     int mixed = 0;
     size_t first = c->n;
-    char why[DLOCK__DETAIL_LEN + 32];
+    uint32_t failed = 0;
+    char names[DLOCK_ERRSTR_LEN];
 
     for (size_t i = 0; i < c->n; i++) {
         dlock_err e;
         if (!(mask & (1u << i)) || (answered & (1u << i)))
             continue;
         e = node_code(&res[i]);
+        failed |= 1u << i;
         if (first == c->n) {
             first = i;
             common = e;
@@ -106,10 +140,10 @@ dlock_err dlock__unavailable(const dlock_client *c, const dlock__result *res, ui
         code = common != DLOCK_OK ? common : DLOCK_ERR_UNREACHABLE;
     else if (!mixed && (common == DLOCK_ERR_AUTH || common == DLOCK_ERR_PROTOCOL))
         code = common;
-    if (first < c->n) {
-        node_detail(&res[first], why, sizeof(why));
-        dlock__errf(errbuf, "node %s: %s; %zu/%zu nodes answered", c->nodes[first].addr.text,
-                    why, dlock__popcount(answered & mask), c->n);
+    if (failed != 0) {
+        failed_nodes(c, res, failed, names);
+        dlock__errf(errbuf, "%s%zu/%zu nodes answered", names, dlock__popcount(answered & mask),
+                    c->n);
     } else {
         dlock__errf(errbuf, "%zu/%zu nodes answered, quorum is %zu",
                     dlock__popcount(answered & mask), c->n, c->quorum);

@@ -126,6 +126,9 @@ static void *relay(void *arg)
             if (nlagged > 0 && write_all(pc->sfd, lagged, nlagged) != 0)
                 break;
             nlagged = 0;
+            /* Read again: a lag set while this thread sat in poll() must
+             * hold the very chunk that woke it, not the one after. */
+            lag = atomic_load(&pc->p->lag_ms);
             if (lag > 0) {
                 memcpy(lagged, buf, (size_t)n);
                 nlagged = (size_t)n;

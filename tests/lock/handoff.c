@@ -14,15 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lock_common.h"
+#include "handoff_setup.h"
 
 static redis_proc node;
 
 static void teardown(void)
 {
-    if (node.paused)
-        redis_resume(&node);
-    redis_stop(&node);
+    ho_nodes_down(&node, 1);
 }
 
 TestSuite(lock_handoff, .fini = teardown);
@@ -30,11 +28,9 @@ TestSuite(lock_handoff, .fini = teardown);
 /* One node; clock_shift: with the wall-clock step shim preloaded. */
 static void node_up(int clock_shift, const char *password)
 {
-    memset(&node, 0, sizeof node);
-    node.clock_shift = clock_shift;
-    if (password != NULL)
-        snprintf(node.password, sizeof node.password, "%s", password);
-    cr_assert_eq(redis_start(&node), 0, "redis-server did not start");
+    ho_nodes_opts o = {.clock_shift = clock_shift, .password = password};
+
+    cr_assert_eq(ho_nodes_up(&node, 1, &o), 0, "redis-server did not start");
 }
 
 /* A queued client (one node, wake_on_release: the hand-off path). A
@@ -42,16 +38,11 @@ static void node_up(int clock_shift, const char *password)
  * into an error. */
 static dlock_client *client(int command_timeout_ms, const char *password)
 {
-    dlock_options o;
-    tc_addrs a;
-    dlock_client *c = NULL;
+    ho_client_opts o = {.wake = 1, .command_timeout_ms = command_timeout_ms, .password = password};
     char err[DLOCK_ERRSTR_LEN] = "";
+    dlock_client *c = ho_client(&node, 1, &o, err);
 
-    tc_options(&o, &a, &node, 1);
-    o.wake_on_release = 1;
-    o.command_timeout_ms = command_timeout_ms;
-    o.password = password;
-    cr_assert_eq(dlock_client_new(&o, &c, err, sizeof err), DLOCK_OK, "client: %s", err);
+    cr_assert_not_null(c, "client: %s", err);
     return c;
 }
 

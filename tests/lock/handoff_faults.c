@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "delay_proxy.h"
-#include "lock_common.h"
+#include "handoff_setup.h"
 
 #define NODES 3
 static redis_proc nodes[NODES];
@@ -35,19 +35,14 @@ static delay_proxy *proxy;
 
 static void setup(void)
 {
-    memset(nodes, 0, sizeof nodes);
     proxy = NULL;
-    cr_assert_eq(redis_start_n(nodes, NODES), 0, "redis nodes did not start");
+    cr_assert_eq(ho_nodes_up(nodes, NODES, NULL), 0, "redis nodes did not start");
 }
 
 static void teardown(void)
 {
     delay_proxy_stop(proxy);
-    tc_kill_children();
-    for (size_t i = 0; i < NODES; i++)
-        if (nodes[i].paused)
-            redis_resume(&nodes[i]);
-    redis_stop_n(nodes, NODES);
+    ho_nodes_down(nodes, NODES);
 }
 
 TestSuite(lock_handoff_faults, .init = setup, .fini = teardown);
@@ -55,18 +50,11 @@ TestSuite(lock_handoff_faults, .init = setup, .fini = teardown);
 /* A client on addrs[0..n) (NULL: the first n test nodes). */
 static dlock_client *client_on(const char *const *addrs, size_t n, int wake, int command_timeout_ms)
 {
-    dlock_options o;
-    tc_addrs a;
-    dlock_client *c = NULL;
+    ho_client_opts o = {.addrs = addrs, .wake = wake, .command_timeout_ms = command_timeout_ms};
     char err[DLOCK_ERRSTR_LEN] = "";
+    dlock_client *c = ho_client(nodes, n, &o, err);
 
-    tc_options(&o, &a, nodes, n);
-    if (addrs != NULL)
-        o.addrs = addrs;
-    o.wake_on_release = wake;
-    if (command_timeout_ms > 0)
-        o.command_timeout_ms = command_timeout_ms;
-    cr_assert_eq(dlock_client_new(&o, &c, err, sizeof err), DLOCK_OK, "%s", err);
+    cr_assert_not_null(c, "%s", err);
     return c;
 }
 

@@ -29,6 +29,7 @@ typedef struct seen {
     dlock_err why;
     dlock_err ping;          /* a call on the same client from inside the callback */
     char resource[64];       /* read from the lock at the END of the callback */
+    char detail[DLOCK_ERRSTR_LEN]; /* dlock_lock_lost_detail, read inside the callback */
 } seen;
 
 static void on_lost(const dlock_lock *lock, dlock_err why, void *user)
@@ -36,6 +37,7 @@ static void on_lost(const dlock_lock *lock, dlock_err why, void *user)
     seen *s = user;
     atomic_fetch_add(&s->calls, 1);
     s->why = why;
+    (void)dlock_lock_lost_detail(lock, s->detail, sizeof s->detail);
     if (s->c != NULL)
         s->ping = dlock_ping(s->c, NULL);
     test_sleep_ms(s->sleep_ms);
@@ -162,9 +164,24 @@ Test(lock_lost, one_unanswered_renewal_is_retried, .timeout = 15)
     dlock_client_free(c);
 }
 
+/* The loss names both paused nodes, not only the first, and not the one
+ * that answered: the operator is told every node to look at. */
+static void expect_silent_named(const char *detail)
+{
+    char want[96];
+
+    for (size_t i = 1; i < NODES; i++) {
+        snprintf(want, sizeof want, "node %s: ", nodes[i].addr);
+        cr_assert_not_null(strstr(detail, want), "\"%s\" not in the detail: %s", want, detail);
+    }
+    cr_assert_null(strstr(detail, nodes[0].addr), "the node that answered is named: %s", detail);
+    cr_assert_not_null(strstr(detail, "; 1/3 nodes answered"), "%s", detail);
+}
+
 /* And it does give up: with the quorum gone for good, on_lost comes once,
  * with the unavailable code, no later than the validity's end and no
- * earlier than the last retry that could still fit in it. */
+ * earlier than the last retry that could still fit in it, and its detail
+ * names both silent nodes. */
 Test(lock_lost, renewal_gives_up_shortly_before_validity_ends, .timeout = 15)
 {
     dlock_client *c = tc_client(nodes, NODES, CMD_TIMEOUT);
@@ -178,6 +195,7 @@ Test(lock_lost, renewal_gives_up_shortly_before_validity_ends, .timeout = 15)
     cr_assert_eq(redis_resume(&nodes[1]), 0);
     cr_assert_eq(redis_resume(&nodes[2]), 0);
     cr_assert(dlock_err_is_unavailable(s.why), "on_lost with %s", dlock_strerror(s.why));
+    expect_silent_named(s.detail);
     cr_assert_geq(at, end - 3 * CMD_TIMEOUT, "gave up %lld ms before the validity's end",
                   (long long)(end - at));
     cr_assert_leq(at, end + CMD_TIMEOUT, "reported %lld ms after the validity's end",

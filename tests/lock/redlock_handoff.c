@@ -15,43 +15,30 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lock_common.h"
+#include "handoff_setup.h"
 
 #define NODES 3
 static redis_proc nodes[NODES];
 
 static void setup(void)
 {
-    memset(nodes, 0, sizeof nodes);
-    for (size_t i = 0; i < NODES; i++)
-        nodes[i].clock_shift = 1;
-    cr_assert_eq(redis_start_n(nodes, NODES), 0, "redis nodes did not start");
+    ho_nodes_opts o = {.clock_shift = 1};
+
+    cr_assert_eq(ho_nodes_up(nodes, NODES, &o), 0, "redis nodes did not start");
 }
 
 static void teardown(void)
 {
-    tc_kill_children();
-    for (size_t i = 0; i < NODES; i++)
-        if (nodes[i].paused)
-            redis_resume(&nodes[i]);
-    redis_stop_n(nodes, NODES);
+    ho_nodes_down(nodes, NODES);
 }
 
 TestSuite(lock_redlock_handoff, .init = setup, .fini = teardown);
 
 static dlock_client *client(int command_timeout_ms)
 {
-    dlock_options o;
-    tc_addrs a;
-    dlock_client *c = NULL;
-    char err[DLOCK_ERRSTR_LEN] = "";
+    ho_client_opts o = {.wake = 1, .command_timeout_ms = command_timeout_ms};
 
-    tc_options(&o, &a, nodes, NODES);
-    o.wake_on_release = 1;
-    o.command_timeout_ms = command_timeout_ms;
-    if (dlock_client_new(&o, &c, err, sizeof err) != DLOCK_OK)
-        return NULL;
-    return c;
+    return ho_client(nodes, NODES, &o, NULL);
 }
 
 /* Bounded wait until `want` waiters are listed on every node. */

@@ -11,20 +11,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lock_common.h"
+#include "handoff_setup.h"
 
 #define NODES 3
 static redis_proc nodes[NODES];
 
 static void setup(void)
 {
-    cr_assert_eq(tc_nodes_up(nodes, NODES, 0), 0);
+    cr_assert_eq(ho_nodes_up(nodes, NODES, NULL), 0);
 }
 
 static void teardown(void)
 {
-    tc_kill_children();
-    tc_nodes_down(nodes, NODES);
+    ho_nodes_down(nodes, NODES);
 }
 
 TestSuite(lock_wake, .init = setup, .fini = teardown);
@@ -36,14 +35,12 @@ TestSuite(lock_wake, .init = setup, .fini = teardown);
 
 static dlock_client *client(size_t n, int wake)
 {
-    dlock_options o;
-    tc_addrs a;
-    dlock_client *c = NULL;
-    tc_options(&o, &a, nodes, n);
-    o.retry_fixed_ms = POLL_MS;
-    o.wake_on_release = wake;
-    o.command_timeout_ms = 500; /* a loaded machine must not turn a wait into an error */
-    cr_assert_eq(dlock_client_new(&o, &c, NULL, 0), DLOCK_OK);
+    /* A 500 ms command timeout: a loaded machine must not turn a wait into
+     * an error. */
+    ho_client_opts o = {.wake = wake, .command_timeout_ms = 500, .retry_fixed_ms = POLL_MS};
+    dlock_client *c = ho_client(nodes, n, &o, NULL);
+
+    cr_assert_not_null(c);
     return c;
 }
 
