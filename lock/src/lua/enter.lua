@@ -1,3 +1,13 @@
+-- enter: a waiter's attempt and listing in one step (queue.c, rqueue.c).
+-- KEYS: lock, fence, waiters set, the caller's list.
+-- ARGV[1] token, [2] TTL ms, [3] member "<token>:<ttl>:<stay ms>",
+-- [4] waiters-set TTL ms, [5] "1" if this call may be listed already.
+-- Redlock only: [6] proposed score us, [7] send time us, [8] slack us,
+-- [9] "1" to push the fence onto the caller's list on success.
+-- Reply: {1, fence, pttl} if the key is ours (pttl -1: just taken),
+-- else {0, holder's pttl, fence, our score}: we are listed (ZADD NX).
+-- A key that holds our token was handed to us and is ours. Listing
+-- empties our list, so a later wake-up comes from a later hand-off.
 local fence, pttl
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[5] == '1' then

@@ -1,3 +1,11 @@
+-- hand_over: the one hand-off rule, put in front of pass, multi_release
+-- and release_each. The host has checked the token and deletes the key
+-- itself when this returns 0 (nobody to hand to).
+-- Pops the oldest listing whose stay has not run out, sets the key to
+-- its token and TTL, bumps the fence and pushes it onto the waiter's list
+-- (list_prefix .. token .. list_suffix: a key not in KEYS, which a
+-- standalone Redis allows). Returns 1 if handed over. With no waiters
+-- set it returns at once: no TIME, no ZRANGE.
 local function hand_over(key, fkey, waiters, list_prefix, list_suffix)
   if redis.call('EXISTS', waiters) == 0 then
     return 0

@@ -1,3 +1,7 @@
+-- multi_acquire: several resources as one lock, all or nothing.
+-- KEYS: n lock keys, then their n fence keys; ARGV[1] token, [2] TTL ms.
+-- Reply: {1, fence_1..fence_n}, or {0, i} (key i held; nothing changed).
+-- Checking all keys before setting any rules out hold-and-wait.
 local n = #KEYS / 2
 for i = 1, n do
   if redis.call('EXISTS', KEYS[i]) == 1 then

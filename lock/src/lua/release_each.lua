@@ -1,3 +1,8 @@
+-- release_each: pass.lua for each key on its own.
+-- Needs hand_over (handoff.lua, which the build puts in front).
+-- KEYS: n lock keys, n fence keys, n waiters sets.
+-- ARGV[1] list prefix, [1+i] key i's token, [1+n+i] its list suffix.
+-- Reply: {1 or 0, ...}, 0 = not our token.
 local n = #KEYS / 3
 local reply = {}
 for i = 1, n do
