@@ -346,12 +346,7 @@ static int connect_node(dlock_async *a, size_t i, char *detail)
     an->connected = 0;
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    node->state = DLOCK__CONNECTING;
-    node->connect_started_ms = dlock_now_ms();
-    node->auth_pending = 0;
-    node->runid_pending = 0;
-    node->stale = 0;
-    node->scripts_known = 0; /* a new server process may have an empty script cache */
+    dlock__conn_fresh(node);
     argc = dlock__auth_argv(c, argv);
     if (argc > 0) {
         for (int k = 0; k < argc; k++)

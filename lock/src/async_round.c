@@ -66,6 +66,12 @@ static int send_slots(dlock__around *r, uint32_t mask)
     return connecting;
 }
 
+/* The core's second chance, sent by this driver. */
+static int send_again(void *driver, uint32_t mask)
+{
+    return send_slots(driver, mask);
+}
+
 static void send_round(dlock__around *r, dlock__stop_fn stop, void *stop_arg, int64_t call_dl)
 {
     dlock_async *a = r->a;
@@ -193,21 +199,6 @@ void dlock__around_reply(redisAsyncContext *ac, void *reply_, void *privdata)
     dlock__around_mark(r);
 }
 
-/* Whether the round still waits; a second chance is sent here. */
-static int still_waiting(dlock__around *r)
-{
-    uint32_t again;
-    int connecting;
-
-    if (dlock__rc_still_waiting(&r->core))
-        return 1;
-    again = dlock__rc_second_chance(&r->core);
-    if (again == 0)
-        return 0;
-    connecting = send_slots(r, again);
-    dlock__rc_rearm(&r->core, connecting);
-    return (dlock__rc_waiting(&r->core) & again) != 0;
-}
 
 static void detach_tickets(dlock__around *r)
 {
@@ -258,7 +249,7 @@ void dlock__around_settle(dlock__around *r)
         return;
     dlock__rc_check_stop(&r->core);
     now = dlock_now_ms();
-    if (!still_waiting(r) || now >= r->core.deadline) {
+    if (!dlock__rc_waits(&r->core, send_again, r) || now >= r->core.deadline) {
         finish(r);
         return;
     }

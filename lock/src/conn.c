@@ -43,6 +43,17 @@ void dlock__node_close(dlock__node *node)
 
 /* ---- connecting ---- */
 
+void dlock__conn_fresh(dlock__node *node)
+{
+    node->state = DLOCK__CONNECTING;
+    node->connect_started_ms = dlock_now_ms();
+    node->auth_pending = 0;
+    node->runid_pending = 0;
+    node->stale = 0;
+    node->unwritten = 0;
+    node->scripts_known = 0; /* a new server process may have an empty script cache */
+}
+
 static void fail_node(dlock_client *c, dlock__node *node, dlock__result *r, const char *why,
                       const char *arg)
 {
@@ -108,13 +119,7 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
         fail_node(c, node, r, "connect: ", node->ctx->errstr);
         return;
     }
-    node->state = DLOCK__CONNECTING;
-    node->connect_started_ms = dlock_now_ms();
-    node->auth_pending = 0;
-    node->runid_pending = 0;
-    node->stale = 0;
-    node->unwritten = 0;
-    node->scripts_known = 0; /* a new server process may have an empty script cache */
+    dlock__conn_fresh(node);
     argc = dlock__auth_argv(c, argv);
     if (argc > 0) {
         for (int k = 0; k < argc; k++)

@@ -406,6 +406,9 @@ int dlock__poll(struct pollfd *pfd, size_t k, int timeout_ms, char *ebuf, size_t
 /* Connections without waiting: a round starts the connect, queues its
  * command behind it and finishes the connect in its own poll loop. */
 void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r);
+/* What a new connection of node starts from (both clients): CONNECTING
+ * now, nothing pending or owed, no script known to the server. */
+void dlock__conn_fresh(dlock__node *node);
 int dlock__conn_finish(dlock_client *c, dlock__node *node, dlock__result *r);
 int dlock__conn_write(dlock__node *node, char *ebuf);
 

@@ -191,10 +191,21 @@ uint32_t dlock__rc_second_chance(dlock__round_core *r)
     return skipped;
 }
 
-void dlock__rc_rearm(dlock__round_core *r, int connecting)
+int dlock__rc_waits(dlock__round_core *r, int (*send)(void *driver, uint32_t mask),
+                    void *driver)
 {
+    uint32_t again;
+    int connecting;
+
+    if (dlock__rc_still_waiting(r))
+        return 1;
+    again = dlock__rc_second_chance(r);
+    if (again == 0)
+        return 0;
+    connecting = send(driver, again);
     r->deadline = dlock_now_ms() + r->c->command_timeout_ms +
                   (connecting ? r->c->connect_timeout_ms : 0);
+    return (dlock__rc_waiting(r) & again) != 0;
 }
 
 /* A node whose answer is still due owes it - the connection is kept, and

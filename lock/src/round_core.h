@@ -54,10 +54,14 @@ void dlock__rc_check_stop(dlock__round_core *r);
 /* Whether the round still waits for an answer that matters. */
 int dlock__rc_still_waiting(const dlock__round_core *r);
 /* The round ran out of healthy answers: the skipped nodes to ask after all
- * (release and extend only, once), their results cleared and roles set;
- * the driver sends to them and calls dlock__rc_rearm. 0: none. */
+ * (release and extend only, once), their results cleared and roles set.
+ * 0: none. */
 uint32_t dlock__rc_second_chance(dlock__round_core *r);
-void dlock__rc_rearm(dlock__round_core *r, int connecting);
+/* Whether the round still waits, after giving the second chance when it is
+ * due: send(driver, mask) sends the command to those nodes and says
+ * whether a waited one is still connecting (its connect time is added). */
+int dlock__rc_waits(dlock__round_core *r, int (*send)(void *driver, uint32_t mask),
+                    void *driver);
 /* The nodes whose answer the round still waits for (any role). */
 uint32_t dlock__rc_waiting(const dlock__round_core *r);
 /* Ends the round: every node still due is marked PENDING (decided without

@@ -158,6 +158,12 @@ static int send_slots(round_run *rr, uint32_t mask)
     return connecting;
 }
 
+/* The core's second chance, sent by this driver. */
+static int send_again(void *driver, uint32_t mask)
+{
+    return send_slots(driver, mask);
+}
+
 /* Reads what the node sent and dispatches every complete reply in stream
  * order: our AUTH answer first, then replies owed to earlier rounds (those
  * two are conn.c's business: dlock__conn_next_reply), then this round's
@@ -247,22 +253,6 @@ static void serve(round_run *rr, size_t i, short revents)
         read_node(rr, i);
 }
 
-/* Whether the round still waits; when it ran out of healthy answers, the
- * second chance the core may give is sent here. */
-static int still_waiting(round_run *rr)
-{
-    uint32_t again;
-    int connecting;
-
-    if (dlock__rc_still_waiting(&rr->core))
-        return 1;
-    again = dlock__rc_second_chance(&rr->core);
-    if (again == 0)
-        return 0;
-    connecting = send_slots(rr, again);
-    dlock__rc_rearm(&rr->core, connecting);
-    return (dlock__rc_waiting(&rr->core) & again) != 0;
-}
 
 /* Fills pfd with what the round polls: its nodes whose answer is due, and
  * every other node with I/O of its own (a connect, owed replies), which is
@@ -329,7 +319,7 @@ static void collect(round_run *rr)
         int rc;
 
         expire_connects(rr, now);
-        if (!still_waiting(rr) || now >= rr->core.deadline)
+        if (!dlock__rc_waits(&rr->core, send_again, rr) || now >= rr->core.deadline)
             return;
         wake = rr->core.deadline;
         k = poll_set(rr, pfd, idx, &wake);

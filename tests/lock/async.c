@@ -310,23 +310,33 @@ Test(lock_async, the_loop_serves_its_timers_while_a_round_waits_on_a_paused_mast
     async_down(a);
 }
 
-Test(lock_async, a_lost_reply_times_out_and_the_late_answer_is_discarded)
+/* A client of node 0 through a fresh relay (the suite's proxy), connected
+ * and warm (scripts loaded) before the relay starts to lag. */
+static dlock_async *relayed_client(int command_timeout_ms)
 {
     dlock_options opts;
     tc_addrs addrs;
     dlock_async *a;
     char err[DLOCK_ERRSTR_LEN];
-    outcome o;
+    outcome w;
 
     proxy = delay_proxy_start(nodes[0].port);
     cr_assert_not_null(proxy);
     tc_options_via(&opts, &addrs, nodes, 1, 0, delay_proxy_port(proxy));
-    opts.command_timeout_ms = 200;
+    opts.command_timeout_ms = command_timeout_ms;
     cr_assert_eq(dlock_async_new(&opts, &hooks, &a, err, sizeof err), DLOCK_OK, "%s", err);
-    o = try_acquire(a, "warm", 5000);
-    cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
-    cr_assert_eq(release(a, o.lock).rc, DLOCK_OK);
-    dlock_lock_free(o.lock);
+    w = try_acquire(a, "warm", 5000);
+    cr_assert_eq(w.rc, DLOCK_OK, "%s", w.detail);
+    cr_assert_eq(release(a, w.lock).rc, DLOCK_OK);
+    dlock_lock_free(w.lock);
+    return a;
+}
+
+Test(lock_async, a_lost_reply_times_out_and_the_late_answer_is_discarded)
+{
+    dlock_async *a = relayed_client(200);
+    outcome o;
+
     /* The next command's reply is held 600 ms: past the 200 ms timeout. */
     delay_proxy_lag(proxy, 600);
     test_sleep_ms(150); /* the relay reads the setting once per 100 ms turn */
@@ -400,22 +410,10 @@ Test(lock_async, a_cancel_between_attempts_ends_the_wait)
 
 Test(lock_async, a_cancel_mid_round_hands_on_the_key_granted_meanwhile)
 {
-    dlock_options opts;
-    tc_addrs addrs;
-    dlock_async *a;
+    dlock_async *a = relayed_client(2000);
     dlock_async_op *op = NULL;
-    char err[DLOCK_ERRSTR_LEN];
-    outcome o = {0}, w;
+    outcome o = {0};
 
-    proxy = delay_proxy_start(nodes[0].port);
-    cr_assert_not_null(proxy);
-    tc_options_via(&opts, &addrs, nodes, 1, 0, delay_proxy_port(proxy));
-    opts.command_timeout_ms = 2000;
-    cr_assert_eq(dlock_async_new(&opts, &hooks, &a, err, sizeof err), DLOCK_OK, "%s", err);
-    w = try_acquire(a, "warm", 5000);
-    cr_assert_eq(w.rc, DLOCK_OK, "%s", w.detail);
-    cr_assert_eq(release(a, w.lock).rc, DLOCK_OK);
-    dlock_lock_free(w.lock);
     /* The grant's reply is held 400 ms: the cancel comes while it is out. */
     delay_proxy_lag(proxy, 400);
     test_sleep_ms(150); /* the relay reads the setting once per 100 ms turn */
