@@ -587,8 +587,8 @@ DLOCK_API void dlock_client_stats(dlock_client *c, dlock_stats *out);
  * its deadline.
  *
  * Not yet on this client: wake_on_release's queue (acquire with a deadline
- * retries with backoff instead), automatic renewal, several resources at
- * once, and sentinel:// addresses (refused at dlock_async_new). */
+ * retries with backoff instead), several resources at once, and
+ * sentinel:// addresses (refused at dlock_async_new). */
 
 typedef struct dlock_async dlock_async;
 typedef struct dlock_async_op dlock_async_op;
@@ -665,6 +665,16 @@ DLOCK_API dlock_err dlock_async_release(dlock_async *a, dlock_lock *lock,
                                         dlock_async_done_cb cb, void *arg);
 DLOCK_API dlock_err dlock_async_extend(dlock_async *a, dlock_lock *lock, uint32_t ttl_ms,
                                        dlock_async_done_cb cb, void *arg);
+
+/* dlock_auto_renew on the loop: the same rules (renewal at about TTL/3,
+ * retries while a round still fits in the validity, limits, lost once the
+ * validity ran out or a quorum says the key is gone), from a loop timer
+ * instead of a thread. on_lost is called once, from the loop; inside it
+ * the lock may be released or freed (the free is done when it returns).
+ * Renewal stops the moment the lock is released or freed. DLOCK_OK, ARG
+ * (NULL, a lock of another client) or LOST (already released or lost). */
+DLOCK_API dlock_err dlock_async_auto_renew(dlock_async *a, dlock_lock *lock,
+                                           const dlock_renew_options *ropts);
 
 /* Counters of this client, as dlock_client_stats. */
 DLOCK_API void dlock_async_stats(dlock_async *a, dlock_stats *out);

@@ -494,6 +494,10 @@ dlock_err dlock_async_new(const dlock_options *opts, const dlock_loop *loop, dlo
         }
     }
     a->kick = loop->timer_new(loop->loop, on_kick, a);
+    if (a->kick != NULL && dlock__async_renew_init(a) != 0) {
+        loop->timer_free(a->kick);
+        a->kick = NULL;
+    }
     for (size_t i = 0; a->kick != NULL && i < a->c->n; i++) {
         if (dlock__anode_init(a, i) != 0) {
             loop->timer_free(a->kick);
@@ -547,9 +551,9 @@ void dlock_async_free(dlock_async *a)
             dlock__errf(op->detail, "cancelled: the client was freed");
         op_complete(op, DLOCK_ERR_CANCELLED, NULL);
     }
+    dlock__async_renew_free(a);
     flush_writes(a);
-    if (a->c != NULL)
-        dlock__anodes_free(a);
+    dlock__anodes_free(a);
     a->dirty = NULL;
     if (a->kick != NULL)
         a->loop.timer_free(a->kick);

@@ -73,6 +73,12 @@ struct dlock_async {
     int draining;             /* dlock__async_kick is running */
     struct dlock_async_op *ops; /* calls in flight */
     int depth;                /* inside a loop entry point, hiredis or a user callback */
+    /* automatic renewal (async_renew.c): the watchdog's work on a timer */
+    void *renew_timer;
+    int renewing;             /* a renewal round is out (one at a time) */
+    dlock_lock *rlock;        /* its lock */
+    dlock__around *rround;    /* its round */
+    dlock__extension rx;      /* its extension */
     int free_pending;         /* dlock_async_free was called from inside: free on the way out */
     int freeing;              /* dlock_async_free is running */
     char errbuf[DLOCK_ERRSTR_LEN];
@@ -99,6 +105,11 @@ void dlock__async_kick(dlock_async *a);
  * (the kick timer) - never inside a call of the program. */
 void dlock__async_wake(dlock_async *a);
 redisReply *dlock__async_reply_dup(const redisReply *r);
+
+/* ---- async_renew.c ---- */
+int dlock__async_renew_init(dlock_async *a);
+/* Ends a renewal in flight and stops the timer (dlock_async_free). */
+void dlock__async_renew_free(dlock_async *a);
 
 /* ---- async_round.c ---- */
 /* A script round of a on mask (keys, args kept alive by the caller until

@@ -624,6 +624,27 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
 
 /* ---- renew.c ---- */
 void dlock__renew_unregister_locked(dlock_client *c, dlock_lock *lock);
+/* The renewal rules, for the watchdog thread and the event-loop client's
+ * timer alike; client mutex held. */
+/* Checks and lists lock for renewal by c (dlock_auto_renew's part that
+ * starts no thread): OK, ARG or LOST with why in c->errstr. */
+dlock_err dlock__renew_register(dlock_client *c, dlock_lock *lock,
+                                const dlock_renew_options *ropts);
+/* When the lock is next due (a third of its TTL after its last renewal,
+ * or its retry time). */
+int64_t dlock__renew_due_ms(const dlock_lock *lock);
+typedef enum dlock__renew_step {
+    DLOCK__RENEW_STOP,  /* limits reached: unregister, let the lease run out (no on_lost) */
+    DLOCK__RENEW_LOST,  /* the validity ran out first: lost (why in c->wd_errstr) */
+    DLOCK__RENEW_EXTEND /* extend to dlock__renew_ttl(lock) */
+} dlock__renew_step;
+dlock__renew_step dlock__renew_next(dlock_client *c, dlock_lock *lock, int64_t now);
+uint32_t dlock__renew_ttl(const dlock_lock *lock);
+/* After the extension (rc): 0 renewed or a retry scheduled, -1 lost. */
+int dlock__renew_settle(dlock_client *c, dlock_lock *lock, dlock_err rc);
+/* Marks lock lost and calls its on_lost once, with the mutex released
+ * around the call and c->wd_cb_lock naming the lock; unregisters it. */
+void dlock__renew_mark_lost(dlock_client *c, dlock_lock *lock, dlock_err why);
 void dlock__watchdog_stop(dlock_client *c);
 
 #endif /* DLOCK_INTERNAL_H */

@@ -81,7 +81,7 @@ static uint32_t renew_ttl(const dlock_lock *lock)
  * that too few nodes answered (a node restarting, a network blip). At
  * least 1 ms after the last renewal, so a TTL under 3 ms cannot make the
  * watchdog renew back to back with the mutex held. */
-static int64_t due_ms(const dlock_lock *lock)
+int64_t dlock__renew_due_ms(const dlock_lock *lock)
 {
     int64_t third = lock->cur_ttl_ms / 3;
 
@@ -107,7 +107,7 @@ static int64_t retry_gap_ms(const dlock_client *c, const dlock_lock *lock)
  * registered with wd_cb_lock naming it, so dlock_lock_free waits for the
  * callback and dlock__renew_unregister_locked leaves it be. Client mutex
  * held on entry and on return. */
-static void mark_lost(dlock_client *c, dlock_lock *lock, dlock_err why)
+void dlock__renew_mark_lost(dlock_client *c, dlock_lock *lock, dlock_err why)
 {
     dlock_lost_fn fn = lock->ropts.on_lost;
     void *user = lock->ropts.user;
@@ -137,19 +137,15 @@ static void mark_lost(dlock_client *c, dlock_lock *lock, dlock_err why)
     pthread_cond_broadcast(&c->cb_cond);
 }
 
-/* One renewal of a due lock; client mutex held. */
-static void renew_one(dlock_client *c, dlock_lock *lock, int64_t now)
+dlock__renew_step dlock__renew_next(dlock_client *c, dlock_lock *lock, int64_t now)
 {
-    dlock_err rc;
-
     if ((lock->ropts.max_renewals != 0 &&
          atomic_load(&lock->renewals) >= lock->ropts.max_renewals) ||
         (lock->ropts.max_lease_ms != 0 && now - lock->acquired_ms >= lock->ropts.max_lease_ms)) {
         /* Limits reached: stop renewing and let the lease run out on its
          * own; dlock_is_held() turns 0 when the validity ends. A hung
          * holder thus cannot keep a resource forever. */
-        dlock__renew_unregister_locked(c, lock);
-        return;
+        return DLOCK__RENEW_STOP;
     }
     if (now >= atomic_load(&lock->valid_until_ms)) {
         /* Too late: the keys may already have expired and been taken by
@@ -159,14 +155,22 @@ static void renew_one(dlock_client *c, dlock_lock *lock, int64_t now)
         dlock__errf(c->wd_errstr, "renew \"%s\": validity ran out before renewal",
                     lock->resource);
         c->stats.lost++;
-        mark_lost(c, lock, DLOCK_ERR_LOST);
-        return;
+        return DLOCK__RENEW_LOST;
     }
-    rc = dlock__extend_locked(c, lock, renew_ttl(lock), c->wd_errstr);
+    return DLOCK__RENEW_EXTEND;
+}
+
+uint32_t dlock__renew_ttl(const dlock_lock *lock)
+{
+    return renew_ttl(lock);
+}
+
+int dlock__renew_settle(dlock_client *c, dlock_lock *lock, dlock_err rc)
+{
     if (rc == DLOCK_OK) {
         lock->renew_retry_ms = 0;
         atomic_fetch_add(&lock->renewals, 1);
-        return;
+        return 0;
     }
     if (dlock_err_is_unavailable(rc) && atomic_load(&lock->state) == DLOCK__HELD) {
         /* Too few nodes answered, but none said the lock is gone: with most
@@ -179,13 +183,33 @@ static void renew_one(dlock_client *c, dlock_lock *lock, int64_t now)
 
         if (next + c->command_timeout_ms < atomic_load(&lock->valid_until_ms)) {
             lock->renew_retry_ms = next;
-            return;
+            return 0;
         }
     }
     /* Gone (not our token on enough nodes), or no retry fits in the
      * validity left: report it now rather than let the holder run on into
      * an unprotected window. */
-    mark_lost(c, lock, rc);
+    return -1;
+}
+
+/* One renewal of a due lock; client mutex held. */
+static void renew_one(dlock_client *c, dlock_lock *lock, int64_t now)
+{
+    dlock_err rc;
+
+    switch (dlock__renew_next(c, lock, now)) {
+    case DLOCK__RENEW_STOP:
+        dlock__renew_unregister_locked(c, lock);
+        return;
+    case DLOCK__RENEW_LOST:
+        dlock__renew_mark_lost(c, lock, DLOCK_ERR_LOST);
+        return;
+    case DLOCK__RENEW_EXTEND:
+        break;
+    }
+    rc = dlock__extend_locked(c, lock, renew_ttl(lock), c->wd_errstr);
+    if (dlock__renew_settle(c, lock, rc) != 0)
+        dlock__renew_mark_lost(c, lock, rc);
 }
 
 static void *watchdog_main(void *arg)
@@ -198,7 +222,7 @@ static void *watchdog_main(void *arg)
         dlock_lock *due = NULL;
 
         for (dlock_lock *l = c->renew_head; l != NULL; l = l->reg_next) {
-            int64_t t = due_ms(l);
+            int64_t t = dlock__renew_due_ms(l);
             if (t <= now) {
                 due = l;
                 break;
@@ -224,32 +248,27 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-dlock_err dlock_auto_renew(dlock_client *c, dlock_lock *lock, const dlock_renew_options *ropts)
+dlock_err dlock__renew_register(dlock_client *c, dlock_lock *lock,
+                                const dlock_renew_options *ropts)
 {
     static const dlock_renew_options defaults = {0, 0, 0, NULL, NULL};
-    dlock_err rc = DLOCK_ERR_ARG;
     dlock_client *owner;
 
-    if (c == NULL)
-        return DLOCK_ERR_ARG;
-    if (dlock__enter(c, "auto_renew") != 0)
-        return DLOCK_ERR_ARG;
     if (lock == NULL) {
         dlock__errf(c->errstr, "auto_renew: lock is NULL");
-        goto out;
+        return DLOCK_ERR_ARG;
     }
     if (dlock__check_owner(c, lock, "auto_renew", c->errstr) != 0)
-        goto out;
+        return DLOCK_ERR_ARG;
     /* ropts->ttl_ms 0 means the acquire's TTL, checked then. */
     if (ropts != NULL && ropts->ttl_ms != 0 &&
         dlock__ttl_check(ropts->ttl_ms, "auto_renew", c->errstr) != 0)
-        goto out;
+        return DLOCK_ERR_ARG;
     owner = atomic_load(&lock->reg_client);
-    if (atomic_load(&lock->state) != DLOCK__HELD) {
+    if (atomic_load(&lock->state) != DLOCK__HELD || lock->release_sent) {
         dlock__errf(c->errstr, "auto_renew \"%s\": lock was already released or lost",
                     lock->resource);
-        rc = DLOCK_ERR_LOST;
-        goto out;
+        return DLOCK_ERR_LOST;
     }
     lock->ropts = ropts != NULL ? *ropts : defaults;
     lock->renew_retry_ms = 0;
@@ -258,6 +277,20 @@ dlock_err dlock_auto_renew(dlock_client *c, dlock_lock *lock, const dlock_renew_
         c->renew_head = lock;
         atomic_store(&lock->reg_client, c);
     }
+    return DLOCK_OK;
+}
+
+dlock_err dlock_auto_renew(dlock_client *c, dlock_lock *lock, const dlock_renew_options *ropts)
+{
+    dlock_err rc;
+
+    if (c == NULL)
+        return DLOCK_ERR_ARG;
+    if (dlock__enter(c, "auto_renew") != 0)
+        return DLOCK_ERR_ARG;
+    rc = dlock__renew_register(c, lock, ropts);
+    if (rc != DLOCK_OK)
+        goto out;
     if (!c->wd_started) {
         int err = pthread_create(&c->wd_thread, NULL, watchdog_main, c);
         if (err != 0) {

@@ -1,9 +1,10 @@
 /* async.c - the event-loop client (dlock_async_*) on libuv against real
  * redis-servers: the calls and their codes, Redlock with nodes killed and
  * paused (the loop keeps serving its timers while a round waits), a lost
- * reply, cancellation at every stage, a free with calls in flight, and a
- * history of async workers beside blocking clients on one key (no two
- * sections overlap, fences strictly increase). */
+ * reply, cancellation at every stage, a free with calls in flight,
+ * automatic renewal (kept, taken away, a stalled loop), and a history of
+ * async workers beside blocking clients on one key (no two sections
+ * overlap, fences strictly increase). */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
@@ -472,6 +473,100 @@ Test(lock_async, free_completes_every_call_in_flight_once)
     cr_assert_eq(dlock_release(b, held), DLOCK_OK);
     dlock_lock_free(held);
     dlock_client_free(b);
+}
+
+/* ---- automatic renewal ---- */
+
+typedef struct lost_seen {
+    int calls;
+    dlock_err why;
+    int free_inside; /* free the lock from inside on_lost */
+} lost_seen;
+
+static void on_lost(const dlock_lock *lock, dlock_err why, void *user)
+{
+    lost_seen *l = user;
+
+    l->calls++;
+    l->why = why;
+    if (l->free_inside)
+        dlock_lock_free((dlock_lock *)lock);
+}
+
+static void run_for(int64_t ms)
+{
+    int none = 0;
+
+    run_until(&none, ms);
+}
+
+Test(lock_async, renewal_keeps_the_lock_past_its_ttl_until_released)
+{
+    dlock_async *a = async_client(NODES, 0);
+    lost_seen l = {0};
+    dlock_renew_options ro = {.on_lost = on_lost, .user = &l};
+    outcome o = try_acquire(a, "renewed", 300);
+
+    cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
+    cr_assert_eq(dlock_async_auto_renew(a, o.lock, &ro), DLOCK_OK);
+    run_for(1000); /* more than 3 TTLs */
+    cr_assert_eq(l.calls, 0, "on_lost fired: %d", l.why);
+    cr_assert(dlock_is_held(o.lock));
+    cr_assert_geq(dlock_lock_renewals(o.lock), 4, "renewals: %u", dlock_lock_renewals(o.lock));
+    cr_assert_eq(tc_count_holding(nodes, NODES, "renewed"), NODES);
+    cr_assert_eq(release(a, o.lock).rc, DLOCK_OK);
+    {
+        uint32_t after = dlock_lock_renewals(o.lock);
+
+        run_for(400);
+        cr_assert_eq(dlock_lock_renewals(o.lock), after, "renewed after the release");
+    }
+    cr_assert_eq(tc_count_holding(nodes, NODES, "renewed"), 0);
+    dlock_lock_free(o.lock);
+    async_down(a);
+}
+
+Test(lock_async, a_renewed_lock_taken_away_calls_on_lost_once)
+{
+    dlock_async *a = async_client(1, 0);
+    lost_seen l = {.free_inside = 1};
+    dlock_renew_options ro = {.on_lost = on_lost, .user = &l};
+    outcome o = try_acquire(a, "stolen", 600);
+    char key[TC_KEY_LEN], out[64];
+
+    cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
+    cr_assert_eq(dlock_async_auto_renew(a, o.lock, &ro), DLOCK_OK);
+    /* Someone else's token in its place: the next renewal finds it gone. */
+    tc_cmd(&nodes[0], out, sizeof out, 5,
+           (const char *const[]){"SET", tc_lock_key(key, "stolen"), "not-ours", "PX", "60000"});
+    run_for(800);
+    cr_assert_eq(l.calls, 1, "on_lost calls: %d", l.calls);
+    cr_assert_eq(l.why, DLOCK_ERR_LOST);
+    /* The lock was freed inside on_lost; the other token's key stays. */
+    cr_assert_eq(tc_exists(&nodes[0], "stolen"), 1);
+    run_for(300);
+    cr_assert_eq(l.calls, 1, "on_lost fired again");
+    async_down(a);
+}
+
+Test(lock_async, a_loop_stalled_past_the_validity_is_told_it_lost_the_lock)
+{
+    dlock_async *a = async_client(1, 0);
+    lost_seen l = {0};
+    dlock_renew_options ro = {.on_lost = on_lost, .user = &l};
+    outcome o = try_acquire(a, "stalled", 300);
+
+    cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
+    cr_assert_eq(dlock_async_auto_renew(a, o.lock, &ro), DLOCK_OK);
+    /* The loop's thread stalls past the validity: no renewal could run. */
+    test_sleep_ms(450);
+    run_for(200);
+    cr_assert_eq(l.calls, 1, "on_lost calls: %d", l.calls);
+    cr_assert_eq(l.why, DLOCK_ERR_LOST);
+    cr_assert_not(dlock_is_held(o.lock), "held after its validity ran out");
+    cr_assert_eq(dlock_lock_renewals(o.lock), 0, "a renewal revived it");
+    dlock_lock_free(o.lock);
+    async_down(a);
 }
 
 /* ---- history: async workers beside blocking clients on one key ---- */
