@@ -556,8 +556,16 @@ Test(lock_async, a_loop_stalled_past_the_validity_is_told_it_lost_the_lock)
     dlock_renew_options ro = {.on_lost = on_lost, .user = &l};
     outcome o = try_acquire(a, "stalled", 300);
 
+    char key[TC_KEY_LEN], out[64];
+
     cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
     cr_assert_eq(dlock_async_auto_renew(a, o.lock, &ro), DLOCK_OK);
+    /* The node keeps the key longer than the client counts on (a clock
+     * running slow): only the client's own validity check can refuse to
+     * revive it, since the late extend would find our token. */
+    tc_cmd(&nodes[0], out, sizeof out, 3,
+           (const char *const[]){"PEXPIRE", tc_lock_key(key, "stalled"), "60000"});
+    cr_assert_str_eq(out, "1");
     /* The loop's thread stalls past the validity: no renewal could run. */
     test_sleep_ms(450);
     run_for(200);
