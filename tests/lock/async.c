@@ -6,11 +6,10 @@
  * async workers beside blocking clients on one key (no two sections
  * overlap, fences strictly increase). */
 #include <criterion/criterion.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <string.h>
 
+#include "async_history.h"
 #include "delay_proxy.h"
 #include "dlock_uv.h"
 #include "lock_common.h"
@@ -579,169 +578,16 @@ Test(lock_async, a_loop_stalled_past_the_validity_is_told_it_lost_the_lock)
 
 /* ---- history: async workers beside blocking clients on one key ---- */
 
-#define ASYNC_WORKERS 16
-#define BLOCKING_WORKERS 2
-#define SECTIONS_EACH 12
-
-static atomic_int holders;
-static _Atomic uint64_t last_fence;
-static atomic_int overlaps, fence_regressions, sections;
-
-static void enter_section(uint64_t fence)
-{
-    uint64_t prev;
-
-    if (atomic_fetch_add(&holders, 1) != 0)
-        atomic_fetch_add(&overlaps, 1);
-    prev = atomic_exchange(&last_fence, fence);
-    if (fence <= prev)
-        atomic_fetch_add(&fence_regressions, 1);
-    atomic_fetch_add(&sections, 1);
-}
-
-static void leave_section(void)
-{
-    atomic_fetch_sub(&holders, 1);
-}
-
-typedef struct worker {
-    dlock_async *a;
-    uv_timer_t hold;
-    dlock_lock *lock;
-    int left;
-    int *running;
-} worker;
-
-static void worker_next(worker *w);
-static void worker_try(worker *w);
-
-static void on_worker_released(dlock_async *a, dlock_err rc, const char *detail, void *arg)
-{
-    worker *w = arg;
-
-    (void)a;
-    cr_expect_eq(rc, DLOCK_OK, "release: %s", detail);
-    worker_next(w);
-}
-
-static void on_hold_done(uv_timer_t *h)
-{
-    worker *w = h->data;
-    dlock_lock *l = w->lock;
-
-    w->lock = NULL;
-    leave_section(); /* before the release goes: the next holder may enter at once */
-    if (dlock_async_release(w->a, l, on_worker_released, w) != DLOCK_OK)
-        cr_expect_fail("release refused");
-    dlock_lock_free(l);
-}
-
-static void on_worker_acquired(dlock_async *a, dlock_err rc, dlock_lock *lock, const char *detail,
-                               void *arg)
-{
-    worker *w = arg;
-
-    (void)a;
-    if (rc != DLOCK_OK) {
-        cr_expect(rc == DLOCK_ERR_TAKEN, "acquire: %s", detail);
-        worker_try(w); /* the wait ended while others held it: wait again */
-        return;
-    }
-    enter_section(dlock_lock_fence(lock));
-    w->lock = lock;
-    uv_timer_start(&w->hold, on_hold_done, 2, 0);
-}
-
-static void worker_next(worker *w)
-{
-    if (w->left == 0) {
-        (*w->running)--;
-        return;
-    }
-    w->left--;
-    worker_try(w);
-}
-
-static void worker_try(worker *w)
-{
-    if (dlock_async_acquire_for(w->a, "history", 5000, 3000, on_worker_acquired, w, NULL) !=
-        DLOCK_OK)
-        cr_expect_fail("acquire refused");
-}
-
-typedef struct blocking_arg {
-    const redis_proc *rs;
-    size_t n;
-    int failures;
-} blocking_arg;
-
-static void *blocking_worker(void *p)
-{
-    blocking_arg *b = p;
-    dlock_client *c = tc_client(b->rs, b->n, 0);
-
-    for (int i = 0; c != NULL && i < SECTIONS_EACH; i++) {
-        dlock_lock *l = NULL;
-        dlock_err rc = DLOCK_ERR_TAKEN;
-
-        /* Held by others all the wait: wait again (bounded). */
-        for (int tries = 0; tries < 20 && rc == DLOCK_ERR_TAKEN; tries++)
-            rc = dlock_acquire_for(c, "history", 5000, 3000, &l);
-        if (rc != DLOCK_OK) {
-            b->failures++;
-            continue;
-        }
-        enter_section(dlock_lock_fence(l));
-        test_sleep_ms(2);
-        leave_section();
-        if (dlock_release(c, l) != DLOCK_OK)
-            b->failures++;
-        dlock_lock_free(l);
-    }
-    if (c == NULL)
-        b->failures = SECTIONS_EACH;
-    dlock_client_free(c);
-    return NULL;
-}
-
 static void history(size_t n)
 {
-    dlock_async *a = async_client(n, 0);
-    worker ws[ASYNC_WORKERS];
-    pthread_t th[BLOCKING_WORKERS];
-    blocking_arg ba[BLOCKING_WORKERS];
-    int running = ASYNC_WORKERS, any = 0;
+    async_history h;
 
-    atomic_store(&holders, 0);
-    atomic_store(&last_fence, 0);
-    atomic_store(&overlaps, 0);
-    atomic_store(&fence_regressions, 0);
-    atomic_store(&sections, 0);
-    for (int i = 0; i < BLOCKING_WORKERS; i++) {
-        ba[i] = (blocking_arg){nodes, n, 0};
-        cr_assert_eq(pthread_create(&th[i], NULL, blocking_worker, &ba[i]), 0);
-    }
-    for (int i = 0; i < ASYNC_WORKERS; i++) {
-        ws[i] = (worker){.a = a, .left = SECTIONS_EACH, .running = &running};
-        uv_timer_init(&loop, &ws[i].hold);
-        ws[i].hold.data = &ws[i];
-        worker_next(&ws[i]);
-    }
-    for (int64_t until = test_now_ms() + 45000; running > 0 && test_now_ms() < until;)
-        run_until(&any, 50);
-    for (int i = 0; i < BLOCKING_WORKERS; i++)
-        pthread_join(th[i], NULL);
-    cr_assert_eq(running, 0, "%d async workers did not finish", running);
-    for (int i = 0; i < ASYNC_WORKERS; i++)
-        uv_close((uv_handle_t *)&ws[i].hold, NULL);
-    async_down(a);
-    for (int i = 0; i < BLOCKING_WORKERS; i++)
-        cr_assert_eq(ba[i].failures, 0, "blocking worker %d failed %d times", i, ba[i].failures);
-    cr_assert_eq(atomic_load(&overlaps), 0, "%d sections overlapped", atomic_load(&overlaps));
-    cr_assert_eq(atomic_load(&fence_regressions), 0, "%d fences did not increase",
-                 atomic_load(&fence_regressions));
-    cr_assert_eq(atomic_load(&sections), (ASYNC_WORKERS + BLOCKING_WORKERS) * SECTIONS_EACH,
-                 "sections: %d", atomic_load(&sections));
+    cr_assert_eq(async_history_run(&loop, &hooks, nodes, n, 16, 2, 12, 60000, &h), 0);
+    cr_assert_eq(h.unfinished, 0, "%d async workers did not finish", h.unfinished);
+    cr_assert_eq(h.failures, 0, "%d acquires or releases failed", h.failures);
+    cr_assert_eq(h.overlaps, 0, "%d sections overlapped", h.overlaps);
+    cr_assert_eq(h.fence_regressions, 0, "%d fences did not increase", h.fence_regressions);
+    cr_assert_eq(h.sections, (16 + 2) * 12, "sections: %d", h.sections);
 }
 
 Test(lock_async, history_of_async_and_blocking_workers_on_one_node, .timeout = 90)
