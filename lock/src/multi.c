@@ -11,7 +11,7 @@
  * and {b,a} cannot deadlock whatever their order, and a failed attempt
  * leaves nothing behind for others to trip over (docs/single-instance.md,
  * "Several resources at once"; tests/lock/multi.c). */
-#include "dlock_internal.h"
+#include "protocol.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -47,56 +47,6 @@ static size_t refused_at(const dlock__result *r, size_t n)
         (size_t)x->element[1]->integer > n)
         return 0;
     return (size_t)x->element[1]->integer;
-}
-
-typedef struct decide_arg {
-    size_t quorum;
-    size_t n;
-} decide_arg;
-
-static int multi_decided(const dlock__result *res, size_t nodes, void *arg)
-{
-    const decide_arg *d = arg;
-    size_t ok = 0;
-
-    for (size_t i = 0; i < nodes; i++)
-        ok += (size_t)granted(&res[i], d->n);
-    return ok >= d->quorum;
-}
-
-/* The fence sync of acquire.c (why: see fence_sync there), per resource:
- * the nodes of ok_mask whose counters are below fences[] for any resource
- * get every counter raised (multi_fence_sync.lua only ever raises).
- * Returns the mask of nodes known to hold >= fences[i] for every i. */
-static uint32_t fences_sync(dlock_client *c, uint32_t ok_mask, const uint64_t *fences, size_t n,
-                            const dlock__multi_keys *mk, dlock__result *res)
-{
-    char fence_s[DLOCK_MAX_MULTI][24];
-    const char *args[DLOCK_MAX_MULTI];
-    uint32_t synced = 0, lagging = 0, ones;
-
-    for (size_t i = 0; i < c->n; i++) {
-        int behind = 0;
-
-        if (!(ok_mask & (1u << i)))
-            continue;
-        for (size_t j = 0; j < n; j++)
-            behind |= (uint64_t)res[i].reply->element[j + 1]->integer != fences[j];
-        if (behind)
-            lagging |= 1u << i;
-        else
-            synced |= 1u << i;
-    }
-    if (lagging == 0)
-        return synced;
-    for (size_t j = 0; j < n; j++) {
-        snprintf(fence_s[j], sizeof(fence_s[j]), "%" PRIu64, fences[j]);
-        args[j] = fence_s[j];
-    }
-    dlock__script_round(c, lagging, 0, DLOCK__SCRIPT_MULTI_FENCE_SYNC, mk->keys + n, (int)n, args,
-                        (int)n, res, NULL, NULL);
-    dlock__count_int(res, c->n, 1, &ones);
-    return synced | (ones & lagging);
 }
 
 /* The handle: dlock__lock_grant for resource 0 (which checks the
@@ -138,90 +88,165 @@ fail:
     return DLOCK_ERR_NOMEM;
 }
 
-/* One attempt; client mutex held. mk: the keys of names (its token is
- * this attempt's). errbuf gets the detail on failure. */
-static dlock_err multi_once(dlock_client *c, const char *const *names, size_t n, uint32_t ttl_ms,
-                            dlock__multi_keys *mk, dlock_lock **out, char *errbuf)
+int dlock__multi_decided(const dlock__result *res, size_t nodes, void *arg)
 {
-    dlock_err rc = DLOCK_ERR_NOMEM;
-    dlock__result res[DLOCK_MAX_NODES];
-    char token[DLOCK_TOKEN_LEN] = "", ttl_s[16];
-    const char *args[2] = {token, ttl_s};
-    uint64_t fences[DLOCK_MAX_MULTI] = {0};
-    uint32_t ok_mask = 0, maybe_mask = 0, answered = 0, all = dlock__all_nodes(c);
-    size_t busy = 0;
-    decide_arg d = {c->quorum, n};
-    int64_t t0;
+    const dlock__multi_quorum *d = arg;
+    size_t ok = 0;
 
-    memset(res, 0, sizeof(res));
-    mk->args[0] = token;
-    snprintf(ttl_s, sizeof(ttl_s), "%" PRIu32, ttl_ms);
+    for (size_t i = 0; i < nodes; i++)
+        ok += (size_t)granted(&res[i], d->n);
+    return ok >= d->quorum;
+}
+
+dlock_err dlock__multi_prepare(dlock_client *c, dlock__multi_attempt *m,
+                               const char *const *names, size_t n, uint32_t ttl_ms,
+                               dlock__multi_keys *mk, char *errbuf)
+{
+    memset(m, 0, sizeof(*m));
+    m->names = names;
+    m->n = n;
+    m->ttl_ms = ttl_ms;
+    m->mk = mk;
+    m->dq.quorum = c->quorum;
+    m->dq.n = n;
+    m->args[0] = m->token;
+    m->args[1] = m->ttl_s;
+    mk->args[0] = m->token;
+    snprintf(m->ttl_s, sizeof(m->ttl_s), "%" PRIu32, ttl_ms);
     /* A fresh token per acquisition (acquire.c says why). */
-    if (dlock__token_new(token) != 0) {
+    if (dlock__token_new(m->token) != 0) {
         dlock__errf(errbuf, "no randomness for the token");
-        goto out;
+        return DLOCK_ERR_NOMEM;
     }
     /* As for one resource: every key is set at or after t0. */
-    t0 = dlock_now_ms();
-    dlock__script_round(c, all, 0, DLOCK__SCRIPT_MULTI_ACQUIRE, mk->keys, (int)(2 * n), args, 2,
-                        res, multi_decided, &d);
+    m->t0 = dlock_now_ms();
+    return DLOCK_OK;
+}
+
+/* The fence sync of acquire.c (why: see fence_lagging there), per
+ * resource: the nodes of the quorum whose counters are below the fences
+ * for any resource get every counter raised (multi_fence_sync.lua only
+ * ever raises). */
+static uint32_t fences_lagging(const dlock_client *c, dlock__multi_attempt *m,
+                               const dlock__result *res)
+{
+    uint32_t lagging = 0;
+
+    for (size_t i = 0; i < c->n; i++) {
+        int behind = 0;
+
+        if (!(m->ok_mask & (1u << i)))
+            continue;
+        for (size_t j = 0; j < m->n; j++)
+            behind |= (uint64_t)res[i].reply->element[j + 1]->integer != m->fences[j];
+        if (behind)
+            lagging |= 1u << i;
+        else
+            m->synced |= 1u << i;
+    }
+    for (size_t j = 0; j < m->n; j++) {
+        snprintf(m->fence_s[j], sizeof(m->fence_s[j]), "%" PRIu64, m->fences[j]);
+        m->sync_args[j] = m->fence_s[j];
+    }
+    return lagging;
+}
+
+dlock_err dlock__multi_decide(dlock_client *c, dlock__multi_attempt *m, const dlock__result *res,
+                              uint32_t *lagging, char *errbuf)
+{
+    *lagging = 0;
     for (size_t i = 0; i < c->n; i++) {
         size_t at;
 
-        if (granted(&res[i], n)) {
-            ok_mask |= 1u << i;
-            for (size_t j = 0; j < n; j++)
-                if ((uint64_t)res[i].reply->element[j + 1]->integer > fences[j])
-                    fences[j] = (uint64_t)res[i].reply->element[j + 1]->integer;
-        } else if ((at = refused_at(&res[i], n)) != 0) {
-            answered |= 1u << i;
-            busy = at;
+        if (granted(&res[i], m->n)) {
+            m->ok_mask |= 1u << i;
+            for (size_t j = 0; j < m->n; j++)
+                if ((uint64_t)res[i].reply->element[j + 1]->integer > m->fences[j])
+                    m->fences[j] = (uint64_t)res[i].reply->element[j + 1]->integer;
+        } else if ((at = refused_at(&res[i], m->n)) != 0) {
+            m->answered |= 1u << i;
+            m->busy = at;
         } else if (res[i].status != DLOCK__R_DOWN && res[i].status != DLOCK__R_AUTH) {
             /* Unknown outcome or an error after some SETs: the set may be
              * ours there (acquire.c, the same case). */
-            maybe_mask |= 1u << i;
+            m->maybe_mask |= 1u << i;
         }
     }
-    answered |= ok_mask;
-
-    if (dlock__popcount(ok_mask) >= c->quorum) {
-        uint32_t synced = fences_sync(c, ok_mask, fences, n, mk, res);
-        dlock__grant g = {names[0], token, fences[0], ttl_ms, t0,
-                          t0 + (int64_t)ttl_ms - dlock__drift_ms(c, ttl_ms),
-                          ok_mask | maybe_mask};
-
-        if (dlock__popcount(synced) < c->quorum) {
-            char why[DLOCK_ERRSTR_LEN];
-
-            (void)dlock__unavailable(c, res, ok_mask, synced, why);
-            dlock__errf(errbuf,
-                        "%zu resources (\"%s\", ...) acquired on %zu/%zu nodes, but their fence "
-                        "counters were raised on only %zu of them (quorum %zu): %s",
-                        n, names[0], dlock__popcount(ok_mask), c->n, dlock__popcount(synced),
-                        c->quorum, why);
-            rc = DLOCK_ERR_FENCE_SYNC;
-            goto out;
-        }
-        rc = multi_grant(c, names, n, fences, &g, errbuf, out);
-        goto out;
+    m->answered |= m->ok_mask;
+    if (dlock__popcount(m->ok_mask) >= c->quorum) {
+        *lagging = fences_lagging(c, m, res);
+        return DLOCK_OK;
     }
-    if (dlock__popcount(answered) >= c->quorum) {
+    if (dlock__popcount(m->answered) >= c->quorum) {
         dlock__errf(errbuf,
                     "\"%s\" (resource %zu of %zu) is held by another owner (the whole set "
                     "granted on %zu/%zu nodes, quorum %zu)",
-                    busy > 0 ? names[busy - 1] : "?", busy > 0 ? busy - 1 : 0, n,
-                    dlock__popcount(ok_mask), c->n, c->quorum);
-        rc = DLOCK_ERR_TAKEN;
-    } else {
-        rc = dlock__unavailable(c, res, all, answered, errbuf);
+                    m->busy > 0 ? m->names[m->busy - 1] : "?", m->busy > 0 ? m->busy - 1 : 0,
+                    m->n, dlock__popcount(m->ok_mask), c->n, c->quorum);
+        return DLOCK_ERR_TAKEN;
     }
-out:
-    /* Undo a failed attempt where the set may have landed (acquire.c, the
-     * distlock page's step 5), as a release: a waiter that listed itself
-     * on one of our keys meanwhile is handed it, not left to its TTL. */
-    if (rc != DLOCK_OK && (ok_mask | maybe_mask) != 0)
-        dlock__script_send_only(c, ok_mask | maybe_mask, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys,
-                                (int)(3 * n), mk->args, (int)(3 + n));
+    return dlock__unavailable(c, res, dlock__all_nodes(c), m->answered, errbuf);
+}
+
+dlock_err dlock__multi_grant(dlock_client *c, dlock__multi_attempt *m, uint32_t lagging,
+                             const dlock__result *res, dlock_lock **out, char *errbuf)
+{
+    uint32_t ones = 0;
+    dlock__grant g = {m->names[0], m->token, m->fences[0], m->ttl_ms, m->t0,
+                      m->t0 + (int64_t)m->ttl_ms - dlock__drift_ms(c, m->ttl_ms),
+                      m->ok_mask | m->maybe_mask};
+
+    dlock__count_int(res, c->n, 1, &ones);
+    m->synced |= ones & lagging;
+    if (dlock__popcount(m->synced) < c->quorum) {
+        char why[DLOCK_ERRSTR_LEN];
+
+        (void)dlock__unavailable(c, res, m->ok_mask, m->synced, why);
+        dlock__errf(errbuf,
+                    "%zu resources (\"%s\", ...) acquired on %zu/%zu nodes, but their fence "
+                    "counters were raised on only %zu of them (quorum %zu): %s",
+                    m->n, m->names[0], dlock__popcount(m->ok_mask), c->n,
+                    dlock__popcount(m->synced), c->quorum, why);
+        return DLOCK_ERR_FENCE_SYNC;
+    }
+    return multi_grant(c, m->names, m->n, m->fences, &g, errbuf, out);
+}
+
+/* Undo a failed attempt where the set may have landed (acquire.c, the
+ * distlock page's step 5), as a release: a waiter that listed itself on
+ * one of our keys meanwhile is handed it, not left to its TTL. */
+uint32_t dlock__multi_undo_mask(const dlock__multi_attempt *m, dlock_err rc)
+{
+    return rc != DLOCK_OK ? m->ok_mask | m->maybe_mask : 0;
+}
+
+/* One attempt, the blocking way; client mutex held. mk: the keys of
+ * names. errbuf gets the detail on failure. */
+static dlock_err multi_once(dlock_client *c, const char *const *names, size_t n, uint32_t ttl_ms,
+                            dlock__multi_keys *mk, dlock_lock **out, char *errbuf)
+{
+    dlock__result res[DLOCK_MAX_NODES];
+    dlock__multi_attempt m;
+    uint32_t lagging = 0, undo;
+    dlock_err rc;
+
+    memset(res, 0, sizeof(res));
+    rc = dlock__multi_prepare(c, &m, names, n, ttl_ms, mk, errbuf);
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock__script_round(c, dlock__all_nodes(c), 0, DLOCK__SCRIPT_MULTI_ACQUIRE, mk->keys,
+                        (int)(2 * n), m.args, 2, res, dlock__multi_decided, &m.dq);
+    rc = dlock__multi_decide(c, &m, res, &lagging, errbuf);
+    if (rc == DLOCK_OK) {
+        if (lagging != 0)
+            dlock__script_round(c, lagging, 0, DLOCK__SCRIPT_MULTI_FENCE_SYNC, mk->keys + n,
+                                (int)n, m.sync_args, (int)n, res, NULL, NULL);
+        rc = dlock__multi_grant(c, &m, lagging, res, out, errbuf);
+    }
+    undo = dlock__multi_undo_mask(&m, rc);
+    if (undo != 0)
+        dlock__script_send_only(c, undo, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys, (int)(3 * n),
+                                mk->args, (int)(3 + n));
     dlock__results_clear(res, DLOCK_MAX_NODES);
     return rc;
 }
@@ -308,14 +333,8 @@ dlock_err dlock_acquire_multi(dlock_client *c, const char *const *resources, siz
     for (;;) {
         int64_t now;
 
-        c->stats.attempts++;
-        if (attempt > 0)
-            c->stats.retries++;
         rc = multi_once(c, resources, n, ttl_ms, mk, out, c->errstr);
-        if (rc == DLOCK_OK)
-            c->stats.acquires++;
-        else if (rc == DLOCK_ERR_TAKEN)
-            c->stats.taken++;
+        dlock__acquire_count_attempt(c, attempt, rc);
         now = dlock_now_ms();
         if (now >= deadline_ms || !dlock__should_retry(c, rc))
             break;
@@ -325,8 +344,7 @@ dlock_err dlock_acquire_multi(dlock_client *c, const char *const *resources, siz
     dlock__call_end(outer);
     if (rc == DLOCK_OK)
         dlock__held_add(c, *out);
-    else if (dlock_err_is_unavailable(rc))
-        c->stats.errors++;
+    dlock__acquire_count_call(c, rc);
 out:
     free(mk);
     pthread_mutex_unlock(&c->mu);

@@ -74,6 +74,46 @@ dlock_err dlock__attempt_grant(dlock_client *c, dlock__attempt *a, uint32_t lagg
  * (3) and args (4), sent without waiting; 0 when none. */
 uint32_t dlock__attempt_undo_mask(dlock_client *c, dlock__attempt *a, dlock_err rc);
 
+/* ---- one attempt at several resources (multi.c) ---- */
+
+typedef struct dlock__multi_quorum {
+    size_t quorum;
+    size_t n;
+} dlock__multi_quorum;
+
+typedef struct dlock__multi_attempt {
+    const char *const *names;
+    size_t n;
+    uint32_t ttl_ms;
+    dlock__multi_keys *mk;            /* the caller's keys of names; this attempt's token in */
+    char token[DLOCK_TOKEN_LEN], ttl_s[16];
+    const char *args[2];
+    dlock__multi_quorum dq;           /* the stop rule's argument */
+    uint64_t fences[DLOCK_MAX_MULTI]; /* per resource, the largest the ok nodes answered */
+    char fence_s[DLOCK_MAX_MULTI][24];
+    const char *sync_args[DLOCK_MAX_MULTI];
+    uint32_t ok_mask, maybe_mask, answered, synced;
+    size_t busy;                      /* 1-based index of a resource found held */
+    int64_t t0;
+} dlock__multi_attempt;
+
+/* A fresh token and the round's arguments: multi_acquire.lua to every
+ * node with mk->keys (2n) and m->args (2), stop rule dlock__multi_decided
+ * with &m->dq. */
+dlock_err dlock__multi_prepare(dlock_client *c, dlock__multi_attempt *m,
+                               const char *const *names, size_t n, uint32_t ttl_ms,
+                               dlock__multi_keys *mk, char *errbuf);
+int dlock__multi_decided(const dlock__result *res, size_t nodes, void *arg);
+/* As dlock__attempt_decide; the sync is multi_fence_sync.lua with keys
+ * mk->keys + n (n) and m->sync_args (n). */
+dlock_err dlock__multi_decide(dlock_client *c, dlock__multi_attempt *m, const dlock__result *res,
+                              uint32_t *lagging, char *errbuf);
+dlock_err dlock__multi_grant(dlock_client *c, dlock__multi_attempt *m, uint32_t lagging,
+                             const dlock__result *res, dlock_lock **out, char *errbuf);
+/* The nodes a failed attempt undoes with multi_release.lua (keys
+ * mk->keys 3n, args mk->args 3+n). */
+uint32_t dlock__multi_undo_mask(const dlock__multi_attempt *m, dlock_err rc);
+
 /* ---- extend (extend.c) ---- */
 
 typedef struct dlock__extension {
