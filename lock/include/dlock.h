@@ -587,8 +587,8 @@ DLOCK_API void dlock_client_stats(dlock_client *c, dlock_stats *out);
  * its deadline.
  *
  * Not yet on this client: wake_on_release's queue (acquire with a deadline
- * retries with backoff instead), several resources at once, and
- * sentinel:// addresses (refused at dlock_async_new). */
+ * retries with backoff instead) and sentinel:// addresses (refused at
+ * dlock_async_new). */
 
 typedef struct dlock_async dlock_async;
 typedef struct dlock_async_op dlock_async_op;
@@ -648,6 +648,20 @@ DLOCK_API dlock_err dlock_async_acquire_for(dlock_async *a, const char *resource
                                             uint32_t ttl_ms, int64_t wait_ms,
                                             dlock_async_acquire_cb cb, void *arg,
                                             dlock_async_op **op);
+
+/* dlock_acquire_multi on the loop: all of resources[0..n) as one lock, or
+ * none (same checks, one round per node per attempt, fences per resource,
+ * backoff between attempts until deadline_ms). cb as dlock_async_acquire's;
+ * release it with dlock_async_release. */
+DLOCK_API dlock_err dlock_async_acquire_multi(dlock_async *a, const char *const *resources,
+                                              size_t n, uint32_t ttl_ms, int64_t deadline_ms,
+                                              dlock_async_acquire_cb cb, void *arg,
+                                              dlock_async_op **op);
+DLOCK_API dlock_err dlock_async_acquire_multi_for(dlock_async *a,
+                                                  const char *const *resources, size_t n,
+                                                  uint32_t ttl_ms, int64_t wait_ms,
+                                                  dlock_async_acquire_cb cb, void *arg,
+                                                  dlock_async_op **op);
 
 /* Cancels a pending acquire. Between attempts (backoff) or before its first
  * round, its callback fires inside this call; during a round, when the

@@ -14,7 +14,11 @@ struct dlock_async_op {
     dlock_async *a;
     op_kind kind;
     int cancelled;            /* cancel asked while a round was in flight */
-    char *resource;           /* acquire: owned copy */
+    char *resource;           /* acquire: owned copy (multi: of the first name) */
+    char **names;             /* acquire_multi: owned copies of every name, n of them */
+    size_t n;                 /* acquire_multi: how many (0: one resource) */
+    dlock__multi_keys *mk;    /* acquire_multi and a multi lock's release: the keys (owned) */
+    dlock__multi_attempt ma;  /* acquire_multi: the attempt in flight */
     uint32_t ttl_ms;
     int64_t deadline_ms;      /* acquire: retry until then */
     int64_t call_deadline_ms; /* no round past this plus one command timeout */
@@ -59,6 +63,10 @@ static void op_free(dlock_async_op *op)
     if (op->timer != NULL)
         a->loop.timer_free(op->timer);
     dlock__extend_done(&op->ext);
+    for (size_t i = 0; op->names != NULL && i < op->n; i++)
+        free(op->names[i]);
+    free(op->names);
+    free(op->mk);
     free(op->resource);
     free(op);
 }
@@ -126,18 +134,34 @@ static void op_complete_later(dlock_async_op *op, dlock_err rc)
 
 static void attempt_start(dlock_async_op *op);
 
+/* The undo of the attempt in flight when it ends as rc (CANCELLED: a grant
+ * given up), by the protocol core's rule for one resource or several. */
+static void attempt_undo(dlock_async_op *op, dlock_err rc)
+{
+    dlock_async *a = op->a;
+    uint32_t undo;
+
+    if (op->n > 0) {
+        undo = dlock__multi_undo_mask(&op->ma, rc);
+        if (undo != 0)
+            dlock__async_send_only(a, undo, DLOCK__SCRIPT_MULTI_RELEASE, op->mk->keys,
+                                   (int)(3 * op->n), op->mk->args, (int)(3 + op->n));
+        return;
+    }
+    undo = dlock__attempt_undo_mask(a->c, &op->att, rc);
+    if (undo != 0)
+        dlock__async_send_only(a, undo, DLOCK__SCRIPT_PASS, op->att.undo.keys, 3,
+                               op->att.undo.args, 4);
+}
+
 static void acquire_finish(dlock_async_op *op, dlock_err rc, dlock_lock *lock)
 {
     dlock_async *a = op->a;
     dlock_client *c = a->c;
-    uint32_t undo;
     int64_t now;
 
     /* Redlock step 5, as the blocking attempt: the undo of a failed one. */
-    undo = dlock__attempt_undo_mask(c, &op->att, rc);
-    if (undo != 0)
-        dlock__async_send_only(a, undo, DLOCK__SCRIPT_PASS, op->att.undo.keys, 3,
-                               op->att.undo.args, 4);
+    attempt_undo(op, rc);
     dlock__acquire_count_attempt(c, op->attempt, rc);
     dlock__around_free(op->acq_round);
     op->acq_round = NULL;
@@ -145,10 +169,7 @@ static void acquire_finish(dlock_async_op *op, dlock_err rc, dlock_lock *lock)
         if (rc == DLOCK_OK) {
             /* Granted while being cancelled: handed on at once (pass.lua,
              * token-checked), never left to its TTL. */
-            undo = dlock__attempt_undo_mask(c, &op->att, DLOCK_ERR_CANCELLED);
-            if (undo != 0)
-                dlock__async_send_only(a, undo, DLOCK__SCRIPT_PASS, op->att.undo.keys, 3,
-                                       op->att.undo.args, 4);
+            attempt_undo(op, DLOCK_ERR_CANCELLED);
             dlock_lock_free(lock);
         }
         dlock__errf(op->detail, "acquire \"%s\": cancelled", op->resource);
@@ -191,7 +212,8 @@ static void sync_done(dlock__around *r, void *arg)
     }
     op->round = NULL;
     dlock__around_free(r);
-    rc = dlock__attempt_grant(c, &op->att, op->lagging, res, &lock, op->detail);
+    rc = op->n > 0 ? dlock__multi_grant(c, &op->ma, op->lagging, res, &lock, op->detail)
+                   : dlock__attempt_grant(c, &op->att, op->lagging, res, &lock, op->detail);
     acquire_finish(op, rc, lock);
 }
 
@@ -205,18 +227,26 @@ static void acquire_done(dlock__around *r, void *arg)
 
     op->round = NULL;
     op->acq_round = r;
-    rc = dlock__attempt_decide(c, &op->att, r->res, &op->lagging, op->detail);
+    rc = op->n > 0 ? dlock__multi_decide(c, &op->ma, r->res, &op->lagging, op->detail)
+                   : dlock__attempt_decide(c, &op->att, r->res, &op->lagging, op->detail);
     if (rc == DLOCK_OK && op->lagging != 0) {
-        op->round = dlock__around_start(a, op->lagging, 0, DLOCK__SCRIPT_FENCE_SYNC,
-                                        (const char *const *)&op->att.keys[1], 1,
-                                        op->att.sync_args, 1, NULL, NULL, op->call_deadline_ms,
-                                        sync_done, op);
+        if (op->n > 0)
+            op->round = dlock__around_start(a, op->lagging, 0, DLOCK__SCRIPT_MULTI_FENCE_SYNC,
+                                            op->mk->keys + op->n, (int)op->n, op->ma.sync_args,
+                                            (int)op->n, NULL, NULL, op->call_deadline_ms,
+                                            sync_done, op);
+        else
+            op->round = dlock__around_start(a, op->lagging, 0, DLOCK__SCRIPT_FENCE_SYNC,
+                                            (const char *const *)&op->att.keys[1], 1,
+                                            op->att.sync_args, 1, NULL, NULL,
+                                            op->call_deadline_ms, sync_done, op);
         if (op->round != NULL)
             return;
         dlock__errf(op->detail, "out of memory for the fence sync round");
         rc = DLOCK_ERR_NOMEM;
     } else if (rc == DLOCK_OK) {
-        rc = dlock__attempt_grant(c, &op->att, 0, r->res, &lock, op->detail);
+        rc = op->n > 0 ? dlock__multi_grant(c, &op->ma, 0, r->res, &lock, op->detail)
+                       : dlock__attempt_grant(c, &op->att, 0, r->res, &lock, op->detail);
     }
     acquire_finish(op, rc, lock);
 }
@@ -228,14 +258,26 @@ static void attempt_start(dlock_async_op *op)
     dlock_err rc;
 
     op->detail[0] = '\0';
-    rc = dlock__attempt_prepare(c, &op->att, op->resource, op->ttl_ms, op->detail);
+    if (op->n > 0) {
+        rc = dlock__multi_prepare(c, &op->ma, (const char *const *)op->names, op->n, op->ttl_ms,
+                                  op->mk, op->detail);
+        if (rc == DLOCK_OK)
+            op->round = dlock__around_start(a, dlock__all_nodes(c), 0,
+                                            DLOCK__SCRIPT_MULTI_ACQUIRE, op->mk->keys,
+                                            (int)(2 * op->n), op->ma.args, 2,
+                                            dlock__multi_decided, &op->ma.dq,
+                                            op->call_deadline_ms, acquire_done, op);
+    } else {
+        rc = dlock__attempt_prepare(c, &op->att, op->resource, op->ttl_ms, op->detail);
+        if (rc == DLOCK_OK)
+            op->round = dlock__around_start(a, dlock__all_nodes(c), 0, DLOCK__SCRIPT_ACQUIRE,
+                                            op->att.keys, 2, op->att.args, 2,
+                                            dlock__attempt_decided, &c->quorum,
+                                            op->call_deadline_ms, acquire_done, op);
+    }
+    if (rc == DLOCK_OK && op->round != NULL)
+        return;
     if (rc == DLOCK_OK) {
-        op->round = dlock__around_start(a, dlock__all_nodes(c), 0, DLOCK__SCRIPT_ACQUIRE,
-                                        op->att.keys, 2, op->att.args, 2,
-                                        dlock__attempt_decided, &c->quorum,
-                                        op->call_deadline_ms, acquire_done, op);
-        if (op->round != NULL)
-            return;
         dlock__errf(op->detail, "out of memory for the acquire round");
         rc = DLOCK_ERR_NOMEM;
     }
@@ -255,12 +297,40 @@ static void on_op_timer(void *arg)
     dlock__async_leave(a);
 }
 
+/* The common start of an acquire: its deadlines, then the first attempt
+ * from the loop (a failure found at once still reaches cb later, never
+ * inside the call that started it). */
+static void acquire_begin(dlock_async_op *op, dlock_async_acquire_cb cb, uint32_t ttl_ms,
+                          int64_t deadline_ms, dlock_async_op **out)
+{
+    int64_t now = dlock_now_ms();
+
+    op->acquire_cb = cb;
+    op->ttl_ms = ttl_ms;
+    op->deadline_ms = deadline_ms;
+    /* As dlock__call_begin: a try's rounds are bounded by now. */
+    op->call_deadline_ms = deadline_ms > now ? deadline_ms : now;
+    op->a->loop.timer_set(op->timer, 0);
+    if (out != NULL)
+        *out = op;
+}
+
+/* Out of memory making the call: undone, said in the client's errstr. */
+static dlock_err call_nomem(dlock_async *a, dlock_async_op *op, const char *what)
+{
+    if (op != NULL) {
+        op_unlink(op);
+        op_free(op);
+    }
+    dlock__errf(a->c->errstr, "%s: out of memory", what);
+    return DLOCK_ERR_NOMEM;
+}
+
 dlock_err dlock_async_acquire(dlock_async *a, const char *resource, uint32_t ttl_ms,
                               int64_t deadline_ms, dlock_async_acquire_cb cb, void *arg,
                               dlock_async_op **out)
 {
     dlock_async_op *op;
-    int64_t now;
 
     if (out != NULL)
         *out = NULL;
@@ -269,26 +339,49 @@ dlock_err dlock_async_acquire(dlock_async *a, const char *resource, uint32_t ttl
     if (dlock__acquire_check(a->c, resource, ttl_ms, deadline_ms) != 0)
         return DLOCK_ERR_ARG;
     op = op_new(a, OP_ACQUIRE, arg);
-    if (op == NULL || (op->resource = strdup(resource)) == NULL) {
-        if (op != NULL) {
-            op_unlink(op);
-            op_free(op);
-        }
-        dlock__errf(a->c->errstr, "acquire: out of memory");
-        return DLOCK_ERR_NOMEM;
-    }
-    now = dlock_now_ms();
-    op->acquire_cb = cb;
-    op->ttl_ms = ttl_ms;
-    op->deadline_ms = deadline_ms;
-    /* As dlock__call_begin: a try's rounds are bounded by now. */
-    op->call_deadline_ms = deadline_ms > now ? deadline_ms : now;
-    /* The first attempt starts from the loop: a failure found at once
-     * still reaches cb later, never inside this call. */
-    a->loop.timer_set(op->timer, 0);
-    if (out != NULL)
-        *out = op;
+    if (op == NULL || (op->resource = strdup(resource)) == NULL)
+        return call_nomem(a, op, "acquire");
+    acquire_begin(op, cb, ttl_ms, deadline_ms, out);
     return DLOCK_OK;
+}
+
+dlock_err dlock_async_acquire_multi(dlock_async *a, const char *const *resources, size_t n,
+                                    uint32_t ttl_ms, int64_t deadline_ms,
+                                    dlock_async_acquire_cb cb, void *arg, dlock_async_op **out)
+{
+    dlock_async_op *op;
+
+    if (out != NULL)
+        *out = NULL;
+    if (a == NULL)
+        return DLOCK_ERR_ARG;
+    a->c->errstr[0] = '\0';
+    if (dlock__names_check(a->c, "acquire_multi", resources, n, ttl_ms) != 0 ||
+        dlock__deadline_check(deadline_ms, "dlock_async_acquire_multi", a->c->errstr) != 0)
+        return DLOCK_ERR_ARG;
+    op = op_new(a, OP_ACQUIRE, arg);
+    if (op == NULL || (op->names = calloc(n, sizeof(*op->names))) == NULL)
+        return call_nomem(a, op, "acquire_multi");
+    for (; op->n < n; op->n++) {
+        op->names[op->n] = strdup(resources[op->n]);
+        if (op->names[op->n] == NULL)
+            return call_nomem(a, op, "acquire_multi");
+    }
+    op->resource = strdup(resources[0]);
+    op->mk = dlock__multi_keys_new(a->c, resources, n, NULL);
+    if (op->resource == NULL || op->mk == NULL)
+        return call_nomem(a, op, "acquire_multi");
+    acquire_begin(op, cb, ttl_ms, deadline_ms, out);
+    return DLOCK_OK;
+}
+
+dlock_err dlock_async_acquire_multi_for(dlock_async *a, const char *const *resources, size_t n,
+                                        uint32_t ttl_ms, int64_t wait_ms,
+                                        dlock_async_acquire_cb cb, void *arg,
+                                        dlock_async_op **op)
+{
+    return dlock_async_acquire_multi(a, resources, n, ttl_ms, dlock__deadline_after(wait_ms), cb,
+                                     arg, op);
 }
 
 dlock_err dlock_async_try_acquire(dlock_async *a, const char *resource, uint32_t ttl_ms,
@@ -340,7 +433,10 @@ static void release_done(dlock__around *r, void *arg)
     /* As dlock__release_round: a single node that did not answer may yet
      * answer NOSCRIPT, so the body goes behind it. */
     unknown = dlock__release_unanswered(c, dlock__all_nodes(c), r->res);
-    if (unknown != 0)
+    if (unknown != 0 && op->mk != NULL)
+        dlock__async_send_only(op->a, unknown, DLOCK__SCRIPT_MULTI_RELEASE, op->mk->keys,
+                               (int)(3 * op->mk->n), op->mk->args, (int)(3 + op->mk->n));
+    else if (unknown != 0)
         dlock__async_send_only(op->a, unknown, DLOCK__SCRIPT_PASS, op->pass.keys, 3,
                                op->pass.args, 4);
     dlock__count_int(r->res, c->n, 1, &ones);
@@ -367,7 +463,12 @@ dlock_err dlock_async_release(dlock_async *a, dlock_lock *lock, dlock_async_done
         dlock__errf(c->errstr, "release: out of memory");
         return DLOCK_ERR_NOMEM;
     }
-    if (dlock__pass_prepare(c, lock->resource, lock->token, &op->pass) != 0) {
+    if (lock->multi != NULL) {
+        op->mk = dlock__multi_keys_new(c, (const char *const *)lock->multi->names,
+                                       lock->multi->n, lock->token);
+        if (op->mk == NULL)
+            return call_nomem(a, op, "release");
+    } else if (dlock__pass_prepare(c, lock->resource, lock->token, &op->pass) != 0) {
         op_unlink(op);
         op_free(op);
         dlock__errf(c->errstr, "release: key longer than %d bytes", DLOCK_MAX_KEY_LEN);
@@ -377,9 +478,19 @@ dlock_err dlock_async_release(dlock_async *a, dlock_lock *lock, dlock_async_done
     op->lock = lock;
     op->call_deadline_ms = INT64_MAX;
     dlock__release_mark(c, lock);
-    op->round = dlock__around_start(a, dlock__all_nodes(c), lock->may_hold, DLOCK__SCRIPT_PASS,
-                                    op->pass.keys, 3, op->pass.args, 4, dlock__quorum_of_ones,
-                                    &c->quorum, INT64_MAX, release_done, op);
+    /* As dlock_release: pass.lua for one key, multi_release.lua for a set
+     * (every key still ours handed to its waiter or deleted, in one step). */
+    if (op->mk != NULL)
+        op->round = dlock__around_start(a, dlock__all_nodes(c), lock->may_hold,
+                                        DLOCK__SCRIPT_MULTI_RELEASE, op->mk->keys,
+                                        (int)(3 * op->mk->n), op->mk->args,
+                                        (int)(3 + op->mk->n), dlock__release_decided,
+                                        &c->quorum, INT64_MAX, release_done, op);
+    else
+        op->round = dlock__around_start(a, dlock__all_nodes(c), lock->may_hold,
+                                        DLOCK__SCRIPT_PASS, op->pass.keys, 3, op->pass.args, 4,
+                                        dlock__quorum_of_ones, &c->quorum, INT64_MAX,
+                                        release_done, op);
     if (op->round == NULL) {
         dlock__errf(op->detail, "release: out of memory for the round");
         op_complete_later(op, DLOCK_ERR_NOMEM);
@@ -537,12 +648,11 @@ void dlock_async_free(dlock_async *a)
     while (a->ops != NULL) {
         dlock_async_op *op = a->ops;
 
-        if (op->kind == OP_ACQUIRE && op->round != NULL && op->att.token[0] != '\0') {
+        if (op->kind == OP_ACQUIRE && op->round != NULL) {
             /* Its keys may land anywhere: the token-checked hand-over to
-             * every node. */
-            if (dlock__pass_prepare(a->c, op->resource, op->att.token, &op->att.undo) == 0)
-                dlock__async_send_only(a, dlock__all_nodes(a->c), DLOCK__SCRIPT_PASS,
-                                       op->att.undo.keys, 3, op->att.undo.args, 4);
+             * every node (the undo's rule, as if every node had set it). */
+            op->att.ok_mask = op->ma.ok_mask = dlock__all_nodes(a->c);
+            attempt_undo(op, DLOCK_ERR_CANCELLED);
         }
         dlock__around_free(op->round);
         op->round = NULL;

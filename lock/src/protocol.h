@@ -114,6 +114,12 @@ dlock_err dlock__multi_grant(dlock_client *c, dlock__multi_attempt *m, uint32_t 
  * mk->keys 3n, args mk->args 3+n). */
 uint32_t dlock__multi_undo_mask(const dlock__multi_attempt *m, dlock_err rc);
 
+/* ---- release (release.c) ---- */
+
+/* The stop rule of a multi lock's release: a quorum answered that every
+ * key held our token (the second chance is for single keys only). */
+int dlock__release_decided(const dlock__result *res, size_t nodes, void *arg);
+
 /* ---- extend (extend.c) ---- */
 
 typedef struct dlock__extension {

@@ -2,7 +2,7 @@
  * parallel: one resource's (pass.lua: the key, if it holds our token, is
  * handed to the oldest queued waiter or deleted) and a multi lock's
  * (multi_release.lua, the same for every key of the set in one step). */
-#include "dlock_internal.h"
+#include "protocol.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +81,7 @@ static int all_ours(const dlock__result *r)
            r->reply->integer == 1;
 }
 
-static int release_decided(const dlock__result *res, size_t nodes, void *arg)
+int dlock__release_decided(const dlock__result *res, size_t nodes, void *arg)
 {
     size_t ok = 0;
 
@@ -119,7 +119,7 @@ void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_
      * oldest of them and deletes the rest: whether this round's answer
      * comes in time or not, no waiter is left to our TTL. */
     dlock__script_round(c, mask, reach, DLOCK__SCRIPT_MULTI_RELEASE, mk->keys, (int)(3 * m->n),
-                        mk->args, (int)(3 + m->n), res, release_decided, &c->quorum);
+                        mk->args, (int)(3 + m->n), res, dlock__release_decided, &c->quorum);
     dlock__count_int(res, c->n, 1, ones_mask);
     dlock__count_int(res, c->n, 0, zeros_mask);
     *ones_mask &= mask;

@@ -474,6 +474,53 @@ Test(lock_async, free_completes_every_call_in_flight_once)
     dlock_client_free(b);
 }
 
+/* ---- several resources ---- */
+
+Test(lock_async, several_resources_as_one_lock_on_redlock)
+{
+    dlock_async *a = async_client(NODES, 0);
+    dlock_client *b = tc_client(nodes, NODES, 0);
+    const char *const set[3] = {"acct:a", "acct:b", "acct:c"};
+    dlock_lock *held = NULL;
+    outcome o = {0}, x = {0};
+
+    /* One of them held elsewhere: none is taken. */
+    cr_assert_eq(dlock_try_acquire(b, "acct:b", 5000, &held), DLOCK_OK);
+    cr_assert_eq(dlock_async_acquire_multi(a, set, 3, 5000, INT64_MIN, on_acquired, &o, NULL),
+                 DLOCK_OK);
+    cr_assert(run_until(&o.calls, 5000));
+    cr_assert_eq(o.rc, DLOCK_ERR_TAKEN, "%s", o.detail);
+    cr_assert_eq(tc_count_holding(nodes, NODES, "acct:a"), 0, "a partial set was left");
+    cr_assert_eq(dlock_release(b, held), DLOCK_OK);
+    dlock_lock_free(held);
+    /* Free: all three, a fence each, as one lock. */
+    o = (outcome){0};
+    cr_assert_eq(dlock_async_acquire_multi_for(a, set, 3, 5000, 2000, on_acquired, &o, NULL),
+                 DLOCK_OK);
+    cr_assert(run_until(&o.calls, 5000));
+    cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
+    cr_assert_eq(dlock_lock_count(o.lock), 3);
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_str_eq(dlock_lock_resource_of(o.lock, i), set[i]);
+        cr_assert_gt(dlock_lock_fence_of(o.lock, i), 0);
+        cr_assert_eq(tc_count_holding(nodes, NODES, set[i]), NODES);
+    }
+    cr_assert_eq(dlock_try_acquire(b, "acct:c", 5000, &held), DLOCK_ERR_TAKEN);
+    cr_assert_eq(dlock_async_extend(a, o.lock, 20000, on_done, &x), DLOCK_OK);
+    cr_assert(run_until(&x.calls, 5000));
+    cr_assert_eq(x.rc, DLOCK_OK, "%s", x.detail);
+    cr_assert_eq(release(a, o.lock).rc, DLOCK_OK);
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(tc_count_holding(nodes, NODES, set[i]), 0);
+    dlock_lock_free(o.lock);
+    /* Bad sets are refused at once. */
+    cr_assert_eq(dlock_async_acquire_multi(a, (const char *const[]){"x", "x"}, 2, 5000,
+                                           INT64_MIN, on_acquired, &o, NULL),
+                 DLOCK_ERR_ARG);
+    dlock_client_free(b);
+    async_down(a);
+}
+
 /* ---- automatic renewal ---- */
 
 typedef struct lost_seen {
