@@ -86,10 +86,10 @@ const char *db_fault_str(db_fault f);
 /* Open (creating the file and its schema if absent, migrating older
  * user_versions) with WAL and a busy timeout of busy_timeout_ms.
  * A path starting with "postgresql://" or "postgres://" is a libpq URL
- * instead: the schema is created if absent, and busy_timeout_ms bounds
+ * instead: the schema is created if absent. busy_timeout_ms then bounds
  * every statement (statement_timeout, lock_timeout, and a client-side
  * deadline that drops a connection that stopped answering) and the connect
- * (connect_timeout, unless the URL sets one); a dropped connection is
+ * (connect_timeout, unless the URL sets one). A dropped connection is
  * opened again by the next call.
  * On failure *out is NULL and errbuf (if not NULL) gets a one-line reason.
  * The caller owns *out: close with db_close(). */

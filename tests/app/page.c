@@ -1,8 +1,12 @@
 /* page.c - the flash-sale page at / as headless Chromium renders it after its
- * script ran: per coupon stock and issued, the claims/s and 503s/s chart and
- * numbers computed from /metrics, the lock nodes up from /healthz, the fence
- * refusals; names from admins shown as text; "unavailable" (not a blank
- * page) when the endpoints cannot be reached; and a screenshot. */
+ * script ran:
+ *   - per coupon stock and issued, the claims/s and 503s/s chart and
+ *     numbers computed from /metrics, the lock nodes up from /healthz, the
+ *     fence refusals;
+ *   - names from admins shown as text;
+ *   - "unavailable" (not a blank page) when the endpoints cannot be
+ *     reached;
+ *   - and a screenshot. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

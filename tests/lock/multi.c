@@ -187,8 +187,8 @@ static void *wait_for_a(void *p)
 
 /* A single-resource waiter queued (one node: FIFO with direct hand-off) on
  * a key of a multi lock is handed that key when the set is released, as it
- * would be by a release of that key alone - not left blocked until the
- * set's 20 s TTL would have freed it. */
+ * would be by a release of that key alone. It is not left blocked until
+ * the set's 20 s TTL would have freed it. */
 Test(lock_multi, release_hands_a_key_to_its_queued_waiter, .timeout = 30)
 {
     const char *set[2] = {"m6a", "m6b"};

@@ -1,9 +1,12 @@
 /* redlock_handoff.c - Redlock's queue with direct hand-off (rqueue.c) on
- * three real redis-servers: an exclusion history of 64 workers (ns stamps
- * and fences; LOCK_RHANDOFF_BREAK=1 gives each worker a resource of its
- * own, and the check must then fail), the nodes' queues forced into
- * different orders, a node paused during a hand-off, a waiter that dies
- * holding a minority, and a step of one node's wall clock. The rule every
+ * three real redis-servers:
+ *   - an exclusion history of 64 workers (ns stamps and fences;
+ *     LOCK_RHANDOFF_BREAK=1 gives each worker a resource of its own, and
+ *     the check must then fail);
+ *   - the nodes' queues forced into different orders;
+ *   - a node paused during a hand-off;
+ *   - a waiter that dies holding a minority;
+ *   - a step of one node's wall clock. The rule every
  * test checks: a waiter holds the lock only when a quorum handed it over. */
 #include <criterion/criterion.h>
 #include <pthread.h>

@@ -27,9 +27,9 @@
  * remembers the highest fence it accepted, so every holder is refused as
  * stale, though no other holder exists. A refusal while our lease is still
  * valid can only mean that (an expired lease is the fence doing its job,
- * and is left alone): the counters are raised to the row's fence, the lock
- * is taken again (its new fence is above the row's) and the section runs
- * once more with the same claims. Raising never lowers a counter, so this
+ * and is left alone). Then the counters are raised to the row's fence, the
+ * lock is taken again (its new fence is above the row's), and the section
+ * runs once more with the same claims. Raising never lowers a counter, so this
  * cannot let an older holder through. Returns the section's new status,
  * with *lockp the lock now held (or NULL if the retake failed). */
 static db_status heal_fence(worker *w, const app_config *cfg, const char *resource, int64_t coupon_id,
@@ -165,12 +165,13 @@ static void log_fence_refused(worker *w, int64_t coupon_id, uint64_t fence, size
  * costs a release and an acquiring round on the masters plus two wake-ups
  * (benchmarks.md, "Hot coupon on SQLite"). Each batch starts only while
  * the hold bound is not reached, so the other servers' waiters (in
- * libdlock's wake queue) get the lock within about MS, and only while half
- * the lease is left, so a healthy batch ends well inside the lease; a batch
- * that outlives it anyway (a pause, a SIGSTOP) is what the fence is for:
- * every batch carries the acquisition's fence, the store accepts it again
- * from the same holder (last_fence <= fence) and refuses it once a newer
- * holder has read (1010, the batch not applied), which ends the hold. */
+ * libdlock's wake queue) get the lock within about MS. It also starts only
+ * while half the lease is left, so a healthy batch ends well inside the
+ * lease. A batch that outlives it anyway (a pause, a SIGSTOP) is what the
+ * fence is for. Every batch carries the acquisition's fence: the store
+ * accepts it again from the same holder (last_fence <= fence) and refuses
+ * it once a newer holder has read (1010, the batch not applied), which
+ * ends the hold. */
 static void hold_batches(worker *w, const app_config *cfg, const dlock_lock *lock, int64_t coupon_id)
 {
     batch b;
@@ -207,9 +208,9 @@ static void hold_batches(worker *w, const app_config *cfg, const dlock_lock *loc
 
 /* The section under a held lock: our claim plus, with --lock-batch > 1,
  * claims of this coupon queued behind us in this server (combiner.h), with
- * one fenced read and one write for all of them (group commit): the lock's
+ * one fenced read and one write for all of them (group commit). The lock's
  * round trips and the commit are paid once per batch. They all carry our
- * fence, so if our lease runs out mid-way (a pause, a SIGSTOP) and a newer
+ * fence. So if our lease runs out mid-way (a pause, a SIGSTOP) and a newer
  * holder reads the coupon, the store refuses the whole batch (1010) and
  * nothing of it is applied. Then, with --lock-hold-ms, more batches under
  * the same lock (hold_batches). *lockp may be replaced (heal_fence). */

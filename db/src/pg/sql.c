@@ -75,8 +75,8 @@ const dbpg_sql dbpg_batch_statements[DBPG_BATCH_COUNT] = {
                           "ORDER BY u.ord",
                           "ia"},
     /* The section's write and its records as one statement: the INSERT
-     * reads the UPDATE's row, so when the UPDATE changes nothing (no such
-     * coupon; with the fence, a newer holder's fence on the row) no record
+     * reads the UPDATE's row. So when the UPDATE changes nothing (no such
+     * coupon; with the fence, a newer holder's fence on the row), no record
      * is inserted and no row comes back: nothing of the batch is written.
      * ORDER BY ord: the records get their ids in the batch's order. */
     [DBPG_BATCH_WRITE] = {"write batch",
