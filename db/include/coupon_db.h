@@ -1,7 +1,8 @@
 /* coupon_db.h - the coupon stock store: the schema, the claim's critical
  * section (read / work / write, with the fence enforced by the database),
- * the lock-free atomic claim, and the audit, on SQLite (a file path, the
- * embedded default) or PostgreSQL (a postgresql:// URL, through libpq).
+ * the lock-free atomic claim, and the audit. It runs on SQLite (a file
+ * path, the embedded default) or PostgreSQL (a postgresql:// URL, through
+ * libpq).
  *
  * Knows SQL only: nothing of Redis or HTTP. The fence a caller passes is
  * an opaque, per-coupon increasing number (libdlock's fencing token).

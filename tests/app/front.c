@@ -695,10 +695,10 @@ Test(app_front, short_admin_token_refused, .timeout = 60)
 
 /* ---- 4. nine addresses, directly -------------------------------------- */
 
-/* The issue's attack 4: 9 addresses, each trying for 130 connections with
- * slow heads (1170 in all: more than the old --max-connections 1024, which
- * the per-address cap of 128 let them fill); the cap holds them to 1152 of
- * the 2048, and the rest stay free. */
+/* Attack 4: 9 addresses, each trying for 130 connections with slow heads
+ * (1170 in all: more than a --max-connections of 1024, which the
+ * per-address cap of 128 would let them fill). The cap holds them to 1152
+ * of the 2048, and the rest stay free. */
 Test(app_front, nine_addresses_cannot_fill_the_slots, .timeout = 90)
 {
     APP_SETUP_OK();

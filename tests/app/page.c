@@ -107,9 +107,9 @@ static void expect_row(const char *dom, long long id, const char *name_html, lon
     cr_assert_not_null(strstr(dom, row), "row missing: %s\nDOM: %.4000s", row, dom);
 }
 
-/* Makes every claim of coupon id refused by the store's fence (503 / 1010):
- * the row has seen a fence above 2^53, more than the lock service will ever
- * hand out; the server's self-healing (dlock_fence_raise) refuses to raise
+/* Makes every claim of coupon id refused by the store's fence (503 / 1010).
+ * The row has seen a fence above 2^53, more than the lock service will ever
+ * hand out. The server's self-healing (dlock_fence_raise) refuses to raise
  * the counters that far, so the refusals stand. */
 static void fence_off_coupon(long long id)
 {

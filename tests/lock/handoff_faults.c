@@ -464,10 +464,10 @@ Test(lock_handoff_faults, a_master_always_a_little_late_stalls_no_waiter, .timeo
  * back by the relay, takes the free key for W after the round. X
  * queues behind on C. W hears of C, holds it alone for a hand-off window
  * and yields it: C's key goes to X (C's fence rises), long before W's key
- * there would expire (2 s). Before, W never read the late answer and C's
- * key sat unused, unknown to its owner, for its whole TTL (C's fence did
- * not move in 5 s): with the other nodes' queues in different orders
- * nobody had a quorum meanwhile (the stall of the 64-worker history). */
+ * there would expire (2 s). A W that never read the late answer would
+ * leave C's key unused, unknown to its owner, for its whole TTL. With the
+ * other nodes' queues in different orders, nobody would have a quorum
+ * meanwhile (the stall of the 64-worker history). */
 Test(lock_handoff_faults, a_key_a_late_listing_took_is_heard_of_at_once, .timeout = 60)
 {
     char lkey[TC_KEY_LEN], fkey[TC_KEY_LEN], out[128];

@@ -1,7 +1,9 @@
-/* multi.c - dlock_acquire_multi on one node: all of the resources or none,
- * a fence per resource, release / extend / renewal of the whole set, the
- * argument checks, and a single waiter queued on one of the keys being
- * handed it when the set is released. (The many-thread history check of
+/* multi.c - dlock_acquire_multi on one node:
+ *   - all of the resources or none, a fence per resource;
+ *   - release / extend / renewal of the whole set;
+ *   - the argument checks;
+ *   - a single waiter queued on one of the keys is handed it when the set
+ *     is released. (The many-thread history check of
  * overlapping sets is multi_history.c.) */
 #include <criterion/criterion.h>
 #include <pthread.h>

@@ -446,9 +446,9 @@ static void move_to_front(const redis_proc *r, const char *res, int rank)
 /* A wait listens on every node it waits for until its end, even where a
  * BLPOP of an earlier, shorter wait is still pending and times out
  * meanwhile. Here w's first BLPOPs on nodes 1 and 2 are bounded by h's
- * key (1 s); w holds node 0 alone, yields it to z after a hand-off window
- * and waits again, bounded by y's key (2 s), with a new BLPOP on node 0
- * only. At 1 s the old ones time out. y's release then hands w nodes 1
+ * key (1 s). w holds node 0 alone and yields it to z after a hand-off
+ * window. It waits again, bounded by y's key (2 s), with a new BLPOP on
+ * node 0 only. At 1 s the old ones time out. y's release then hands w nodes 1
  * and 2: w must hold the lock at once, not when its wait ends a second
  * later while those two keys, handed to it, keep everyone from a quorum
  * (the stall the 64-worker history showed). */

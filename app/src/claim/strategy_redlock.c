@@ -1,7 +1,8 @@
 /* strategy_redlock.c - the critical section under libdlock's lock on the
- * resource "coupon:<id>", which libdlock keeps at the key "lock:coupon:<id>"
- * and its fence counter at "fence:coupon:<id>" (dlock.h, "Keys") (single instance with one Redis address, Redlock with
- * several), with the lock's fencing token checked by the store (--fence).
+ * resource "coupon:<id>" (single instance with one Redis address, Redlock
+ * with several), with the lock's fencing token checked by the store
+ * (--fence). libdlock keeps the lock at the key "lock:coupon:<id>" and its
+ * fence counter at "fence:coupon:<id>" (dlock.h, "Keys").
  * Same-coupon claims of this server queue locally first (combiner.h) and,
  * with --lock-batch > 1, share one acquisition, one read and one write. */
 #include "claim/strategy.h"
@@ -161,8 +162,8 @@ static void log_fence_refused(worker *w, int64_t coupon_id, uint64_t fence, size
 /* --lock-hold-ms: after the first batch, more batches under the same lease
  * instead of a release and a new acquisition each. On a hot coupon the
  * claims of this server's connections come back within about a millisecond
- * of their answers, while handing the lock to the other server and back
- * costs a release and an acquiring round on the masters plus two wake-ups
+ * of their answers. Handing the lock to the other server and back costs a
+ * release and an acquiring round on the masters plus two wake-ups
  * (benchmarks.md, "Hot coupon on SQLite"). Each batch starts only while
  * the hold bound is not reached, so the other servers' waiters (in
  * libdlock's wake queue) get the lock within about MS. It also starts only
@@ -397,9 +398,9 @@ static void spread_release(worker *w, spread *sp)
 
 /* The leader of coupon_id with claims of other coupons waiting: one round
  * for all their locks. Returns 1 when the leader's own claim was answered
- * here (*result, out), 0 when it goes the single path (only its coupon
- * had claims waiting, or its lock was taken or unavailable: then the other
- * coupons were served or given back first, and nothing is held). */
+ * here (*result, out). Returns 0 when it goes the single path: only its
+ * coupon had claims waiting, or its lock was taken or unavailable (then the
+ * other coupons were served or given back first, and nothing is held). */
 static int spread_claim(worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id, int64_t t0,
                         int64_t deadline, claim_out *out, claim_result *result)
 {

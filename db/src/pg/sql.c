@@ -94,8 +94,8 @@ const dbpg_sql dbpg_batch_statements[DBPG_BATCH_COUNT] = {
                                  "iiia"},
     /* The whole section of a batch with no business step, run right after
      * DBI_FENCED_READ in its transaction, which registered our fence and
-     * holds the row lock: this statement's snapshot is taken after it, so it
-     * sees every record committed before the row let our fence in.
+     * holds the row lock. This statement's snapshot is taken after it, so
+     * it sees every record committed before the row let our fence in.
      *   c  the coupon as our fenced read left it (last_fence = $2; no row
      *      when the read was refused, and then nothing below happens);
      *   u  each claim's user, its records (held) and its rank among the
