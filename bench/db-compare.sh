@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# db-compare.sh - the hot coupon on SQLite and on PostgreSQL, side by side:
-# for each store and each strategy (redlock, atomic-sql), 3 redis-server
-# masters, 2 coupon-servers, a coupon of stock 100000, 20000 claims from 64
-# connections on min(64, cores) load-tester threads with no business step
-# (--work-us 0), audited by
-# coupon-loadtest (servers and database). Prints one table: claims/s, p99,
+# db-compare.sh - the hot coupon on SQLite and on PostgreSQL, side by side.
+# For each store and each strategy (redlock, atomic-sql): 3 redis-server
+# masters, 2 coupon-servers, a coupon of stock 100000. The load is 20000
+# claims from 64 connections on min(64, cores) load-tester threads with no
+# business step (--work-us 0), audited by coupon-loadtest (servers and
+# database). Prints one table: claims/s, p99,
 # issued, verdict. Every process is started here and stopped by its PID.
 #
 # usage: bench/db-compare.sh [--requests R] [--stock S] [--connections C] [--threads T]

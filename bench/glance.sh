@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # glance.sh - the at-a-glance table of docs/benchmarks.md, from one pass on
-# one tree: runs the end-to-end benches one after the other (never two at a
-# time), records the load before and after each, and prints the table in
-# markdown (what | command | result) under a line that names the date, the
-# machine and the range of the load. The steps:
+# one tree. It runs the end-to-end benches one after the other (never two
+# at a time) and records the load before and after each. It prints the
+# table in markdown (what | command | result) under a line that names the
+# date, the machine and the range of the load. The steps:
 #   bench/hot-coupon.sh                  the hot coupon on SQLite
 #   bench/db-compare.sh                  R runs with --pg-synchronous-commit
 #                                        off, each followed by one with on
@@ -14,9 +14,9 @@
 #                                        libdlock on 1, 3 and 5 nodes,
 #                                        and 3 nodes contended
 # Each script writes its runs as JSON lines (--json; dlock-bench prints its
-# own), and the table is computed from those: a ratio is taken within one
-# round (the two rows ran one after the other on the same nodes and load),
-# and a figure is the median of the rounds, the ratios' too.
+# own), and the table is computed from those. A ratio is taken within one
+# round (the two rows ran one after the other on the same nodes and load).
+# A figure is the median of the rounds, the ratios' too.
 #
 # usage: bench/glance.sh [--rounds R] [--quick] [--logs DIR]
 # --rounds R: rounds of every bench (default 3; about 11 minutes; 1 with

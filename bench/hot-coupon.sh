@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # hot-coupon.sh - the hot coupon on SQLite: redlock against atomic-sql, each
-# at its defaults, against the HTTP ceiling of the same run. For R rounds,
-# interleaved, each row on a fresh SQLite file and a fresh pair of
+# at its defaults, against the HTTP ceiling of the same run. It runs R
+# rounds, interleaved, each row on a fresh SQLite file and a fresh pair of
 # coupon-servers over the same 3 redis-server masters (flushed between
-# rows): the ceiling (a coupon of stock 0: every claim takes the sold-out
-# fast path, the most a server answers through the same HTTP path), then
-# atomic-sql, then redlock (a coupon of --stock, every request a real claim
-# by a distinct user). The load: coupon-loadtest --threads 2 --connections
-# 64 --duration 4, audited against the servers and the database. Prints a
-# line per row, then one table of medians with the ratios (redlock /
-# atomic-sql, each / ceiling), and the stages of a claim (from the servers'
-# coupon_claim_stage_seconds_total, summed over the rounds): microseconds per
-# claim run and per pass (a batch's lock, read, commit and release pass once
-# per batch), and the CPU per answer of the servers and of the masters (from
-# /proc). `uptime` is printed before and after.
+# rows). The rows:
+#   - the ceiling: a coupon of stock 0, so every claim takes the sold-out
+#     fast path (the most a server answers through the same HTTP path);
+#   - atomic-sql;
+#   - redlock: a coupon of --stock, every request a real claim by a
+#     distinct user.
+# The load: coupon-loadtest --threads 2 --connections 64 --duration 4,
+# audited against the servers and the database. Prints a line per row,
+# then one table of medians with the ratios (redlock / atomic-sql, each /
+# ceiling). Then the stages of a claim (from the servers'
+# coupon_claim_stage_seconds_total, summed over the rounds): microseconds
+# per claim run and per pass (a batch's lock, read, commit and release pass
+# once per batch). Then the CPU per answer of the servers and of the
+# masters (from /proc). `uptime` is printed before and after.
 #
 # usage: bench/hot-coupon.sh [--rounds R] [--duration S] [--stock N]
 #                            [--connections C] [--threads T]

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # many-coupons.sh - a sale of many coupons on SQLite: redlock against
 # atomic-sql, each at its defaults, with the claims spread uniformly over 1,
-# 10 and 100 coupons (coupon-loadtest --coupons N). For R rounds,
+# 10 and 100 coupons (coupon-loadtest --coupons N). It runs R rounds,
 # interleaved, each row on a fresh SQLite file and a fresh pair of
 # coupon-servers over the same 3 redis-server masters (flushed between
-# rows): per coupon count, atomic-sql, then redlock (N coupons of --stock
+# rows). Per coupon count: atomic-sql, then redlock (N coupons of --stock
 # each, every request a real claim by a distinct user). The load:
 # coupon-loadtest --threads 2 --connections 64 --duration 4 --coupons N,
 # audited per coupon against the servers and the database. Prints a line

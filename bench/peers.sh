@@ -5,17 +5,20 @@
 # throwaway redis-server nodes. For each row, R rounds; in each round every
 # client runs once, in an order that rotates by one each round, with the
 # row's nodes flushed before each run. Prints a line per run, then markdown
-# tables: the medians (ops/s, acquire p50 / p99 of the successful
-# acquisitions, per-worker successes min-max, acquisitions given up), the
-# worst round's violations, the CPU per success of the client process
-# (dlock-bench: this shell's `times`; the Node driver: its own cpu_s, over
-# its measured loops) and of the row's redis-servers (/proc), libdlock
-# against the best peer of each row (the ratio of the ops/s medians, with
-# each round's ratio to that round's best peer; its acquire p99 against
-# that peer's; its per-worker max/min), and, for each uncontended row,
-# Redis INFO commandstats per client (calls per success and microseconds
-# per call, summed over the rounds and the row's nodes; CONFIG RESETSTAT
-# before each run, so the warm-up's few calls count too).
+# tables:
+#   - the medians (ops/s, acquire p50 / p99 of the successful acquisitions,
+#     per-worker successes min-max, acquisitions given up);
+#   - the worst round's violations;
+#   - the CPU per success of the client process (dlock-bench: this shell's
+#     `times`; the Node driver: its own cpu_s, over its measured loops) and
+#     of the row's redis-servers (/proc);
+#   - libdlock against the best peer of each row: the ratio of the ops/s
+#     medians, with each round's ratio to that round's best peer; its
+#     acquire p99 against that peer's; its per-worker max/min;
+#   - for each uncontended row, Redis INFO commandstats per client: calls
+#     per success and microseconds per call, summed over the rounds and the
+#     row's nodes (CONFIG RESETSTAT before each run, so the warm-up's few
+#     calls count too).
 # `uptime` is printed before and after.
 #
 # usage: bench/peers.sh [--rounds R] [--duration S] [--rows LIST] [--clients LIST]

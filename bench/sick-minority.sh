@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# sick-minority.sh - what a sick minority of Redis masters costs libdlock:
-# dlock-bench (uncontended, or --mode contended: every worker on one key)
-# against fresh redis-servers on free loopback
-# ports, healthy and with one of three and two of five masters paused
-# (SIGSTOP), tarpitted (a socket that listens and never accepts), killed or
-# slowed (kept busy by a Lua loop); then counts the lock keys left on every
-# node once the paused ones resumed (there must be none).
+# sick-minority.sh - what a sick minority of Redis masters costs libdlock.
+# Runs dlock-bench (uncontended, or --mode contended: every worker on one
+# key) against fresh redis-servers on free loopback ports. They are healthy,
+# or one of three and two of five masters are paused (SIGSTOP), tarpitted
+# (a socket that listens and never accepts), killed or slowed (kept busy by
+# a Lua loop). Then it counts the lock keys left on every node once the
+# paused ones resumed (there must be none).
 #
 # usage: bench/sick-minority.sh [--bench PATH] [--redis-server PATH]
 #                               [--duration S] [--workers "8 1"] [--fault-after S]

@@ -193,13 +193,15 @@ static step open_logs(process *p)
     return STEP_NEXT;
 }
 
-/* Descriptors the process may need at most: every client connection, the
- * store's and the lock's connections of every slot (an HTTP thread, a
- * claim worker, the health prober, the lock watch: a SQLite file takes up
- * to 4 with its WAL, shared-memory and journal files, a PostgreSQL
- * connection 1; each Redis node a round connection and a wake-up one),
- * libmicrohttpd's epoll and wake-up descriptors per thread, and a few
- * more (the listen socket, the logs, the stop pipe, stdio). */
+/* Descriptors the process may need at most:
+ *   - every client connection;
+ *   - the store's and the lock's connections of every slot (an HTTP
+ *     thread, a claim worker, the health prober, the lock watch). A SQLite
+ *     file takes up to 4 with its WAL, shared-memory and journal files, a
+ *     PostgreSQL connection 1; each Redis node a round connection and a
+ *     wake-up one;
+ *   - libmicrohttpd's epoll and wake-up descriptors per thread;
+ *   - a few more (the listen socket, the logs, the stop pipe, stdio). */
 static rlim_t fds_needed(const app_config *cfg)
 {
     rlim_t slots = (rlim_t)cfg->threads + (rlim_t)cfg->claim_workers + 2;

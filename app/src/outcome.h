@@ -95,9 +95,9 @@ claim_result claim_from_db(db_status st);
 claim_result claim_from_lock(dlock_err e, lock_error_kind *kind);
 /* The row of a claim whose wait ran out before an acquisition of its own
  * answered (queued behind another claim of its coupon: LOCK_TIMEOUT; in
- * the claim queue: QUEUE_TIMEOUT), given the lock service's last seen
- * failure (core/lockstate.h; DLOCK_OK: a quorum answered): that row, or
- * the failure's own (1006) when the service had no quorum as it ended. */
+ * the claim queue: QUEUE_TIMEOUT). Given the lock service's last seen
+ * failure (core/lockstate.h; DLOCK_OK: a quorum answered), it is that row,
+ * or the failure's own (1006) when the service had no quorum as it ended. */
 claim_result claim_from_wait(claim_result waited, dlock_err last_seen, lock_error_kind *kind);
 
 #endif /* APP_OUTCOME_H */

@@ -1,9 +1,11 @@
 # bench/lib/sale_bench.sh - the preamble and the rig that the benches of a
-# sale share (hot-coupon.sh, many-coupons.sh, db-compare.sh): the error
-# trap, die and say, the binaries, the settings scripts/lib/sale.sh reads,
-# the option helpers (usage, need_value, need_int), the rig itself (a temp
-# dir, the Redis masters, the admin token; everything stopped by PID at
-# exit), the figures of a coupon-loadtest report, and the --json lines.
+# sale share (hot-coupon.sh, many-coupons.sh, db-compare.sh):
+#   - the error trap, die and say, the binaries;
+#   - the settings scripts/lib/sale.sh reads;
+#   - the option helpers (usage, need_value, need_int);
+#   - the rig itself: a temp dir, the Redis masters, the admin token,
+#     everything stopped by PID at exit;
+#   - the figures of a coupon-loadtest report, and the --json lines.
 #
 # The script sources this file, calls sale_bench_init NAME, sets its own
 # defaults and parses its options, then calls sale_bench_start. A script

@@ -120,9 +120,9 @@ typedef struct cm_args_spec {
 /* Parses argv[1..argc) into the struct at base, in order; a repeated option
  * keeps its last value. The caller fills in the defaults first. Returns 0,
  * 1 when a CM_ARG_HELP option was given (nothing after it is looked at), or
- * -1 with one line in err naming the option: an unknown option, a missing or
- * unwanted value, a bad number, a convert failure, an argument that is not
- * an option, or a required option that is absent. */
+ * -1 with one line in err naming the option. The errors: an unknown
+ * option, a missing or unwanted value, a bad number, a convert failure, an
+ * argument that is not an option, or a required option that is absent. */
 int cm_args_parse(const cm_args_spec *spec, int argc, char **argv, void *base, char *err,
                   size_t errlen);
 /* Writes the usage text, the option list generated from the table and the

@@ -1,7 +1,7 @@
 /* coupon_bundle.h - the bundle claim of the coupon store: one unit of each
- * of several coupons for one user, all or nothing, in the same two shapes
- * as the single claim (coupon_db.h): the critical section under a lock
- * (fenced read of every row, business step, one transaction of fenced
+ * of several coupons for one user, all or nothing. It comes in the same two
+ * shapes as the single claim (coupon_db.h): the critical section under a
+ * lock (fenced read of every row, business step, one transaction of fenced
  * writes) and the lock-free `atomic-sql` transaction.
  *
  * Same conventions as coupon_db.h: a db_status comes back, the items'

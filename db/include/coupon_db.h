@@ -1,7 +1,8 @@
 /* coupon_db.h - the coupon stock store: the schema, the claim's critical
  * section (read / work / write, with the fence enforced by the database),
- * the lock-free atomic claim, and the audit, on SQLite (a file path, the
- * embedded default) or PostgreSQL (a postgresql:// URL, through libpq).
+ * the lock-free atomic claim, and the audit. It runs on SQLite (a file
+ * path, the embedded default) or PostgreSQL (a postgresql:// URL, through
+ * libpq).
  *
  * Knows SQL only: nothing of Redis or HTTP. The fence a caller passes is
  * an opaque, per-coupon increasing number (libdlock's fencing token).
@@ -86,10 +87,10 @@ const char *db_fault_str(db_fault f);
 /* Open (creating the file and its schema if absent, migrating older
  * user_versions) with WAL and a busy timeout of busy_timeout_ms.
  * A path starting with "postgresql://" or "postgres://" is a libpq URL
- * instead: the schema is created if absent, and busy_timeout_ms bounds
+ * instead: the schema is created if absent. busy_timeout_ms then bounds
  * every statement (statement_timeout, lock_timeout, and a client-side
  * deadline that drops a connection that stopped answering) and the connect
- * (connect_timeout, unless the URL sets one); a dropped connection is
+ * (connect_timeout, unless the URL sets one). A dropped connection is
  * opened again by the next call.
  * On failure *out is NULL and errbuf (if not NULL) gets a one-line reason.
  * The caller owns *out: close with db_close(). */

@@ -1,9 +1,10 @@
 /* bundle.c - the bundle claim (coupon_bundle.h): one unit of every listed
  * coupon for one user, or nothing. The section is the single claim's
- * (section.c) stretched over several rows: (1) one short read transaction
- * of fenced reads, one per row, each with its own coupon's fence; (2) the
- * business step with no transaction open; (3) ONE write transaction of
- * fenced writes and record inserts. A row that refuses its fence in (3)
+ * (section.c) stretched over several rows:
+ *   (1) one short read transaction of fenced reads, one per row, each with
+ *       its own coupon's fence;
+ *   (2) the business step with no transaction open;
+ *   (3) ONE write transaction of fenced writes and record inserts. A row that refuses its fence in (3)
  * rolls the whole transaction back, so a holder whose lease ran out on one
  * coupon can issue none of the bundle: never half a bundle.
  *

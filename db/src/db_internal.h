@@ -80,12 +80,12 @@ typedef struct dbi_ops {
                              int64_t *excess);
     /* The section's read and write whole, for a backend where each statement
      * is a round trip (NULL: section.c runs the statements above one by one).
-     * section_read: as db_claim_read's transaction; *has_row 0 when the
+     * section_read: as db_claim_read's transaction. *has_row is 0 when the
      * fenced read refused the fence or found no coupon (DB_NOT_FOUND itself
      * for an unfenced read of no coupon). section_write: stock := stock and
      * one record per DB_OK claim (their record_id set) in one transaction,
-     * fenced unless DB_FENCE_OFF; *changed 0 when the UPDATE changed no row,
-     * and then nothing was written. */
+     * fenced unless DB_FENCE_OFF. *changed is 0 when the UPDATE changed no
+     * row, and then nothing was written. */
     db_status (*section_read)(db_store *db, int64_t coupon_id, db_fence_mode mode, int64_t fence,
                               db_claim_req *reqs, size_t n, db_claim_view *view, int *has_row);
     db_status (*section_write)(db_store *db, int64_t coupon_id, db_fence_mode mode, int64_t fence, int64_t stock,
@@ -93,8 +93,8 @@ typedef struct dbi_ops {
     /* The whole section under DB_FENCE_FULL when there is no business step
      * (NULL: read, decide, write as above): fenced read, db_claim_decide and
      * fenced write in one transaction, every reqs[i] filled (held, status,
-     * claim); *has_row 0 when the fenced read refused or found no coupon, and
-     * then nothing was written. */
+     * claim). *has_row is 0 when the fenced read refused or found no
+     * coupon, and then nothing was written. */
     db_status (*section_whole)(db_store *db, int64_t coupon_id, int64_t fence, db_claim_req *reqs, size_t n,
                                int *has_row);
     /* A savepoint inside the open transaction, for db_claim_group (NULL: the

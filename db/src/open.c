@@ -68,8 +68,8 @@ static db_status configure_readwrite(db_store *db, int busy_timeout_ms)
     db_status res = set_wal(db, busy_timeout_ms);
 
     /* synchronous=NORMAL is safe with WAL: a commit is appended to the WAL
-     * and survives any crash of our process; only an OS crash or power cut
-     * may lose the last commits, and each claim's decrement and record are in
+     * and survives any crash of our process. Only an OS crash or power cut
+     * may lose the last commits. Each claim's decrement and record are in
      * one transaction, so such a loss drops whole claims and never breaks
      * stock + issued == total (no oversell, no corruption). FULL would add an
      * fsync to every claim, inside the lock's critical section. */

@@ -1,8 +1,8 @@
 /* coupon_pg.c - the audit's DB side on PostgreSQL (--db postgresql://...):
  * our own read-only SQL over the contract's schema through libpq,
  * independent of db/, in one REPEATABLE READ READ ONLY transaction (one
- * snapshot), every statement sent asynchronously and waited for with a
- * deadline so a server that stops answering cannot hang the audit. */
+ * snapshot). Every statement is sent asynchronously and waited for with a
+ * deadline, so a server that stops answering cannot hang the audit. */
 #include "common.h"
 #include "loadtest.h"
 

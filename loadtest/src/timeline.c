@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A log-linear latency histogram small enough for one per bucket: values
- * below 2^SUB_BITS us exact, then 2^SUB_BITS buckets per power of two up to
- * 2^MAX_BITS us (~4.8 h; longer is clamped): 496 uint32 counts, ~2 KB a
- * bucket, ~8 KB per second of run per worker. */
+/* A log-linear latency histogram small enough for one per bucket. Values
+ * below 2^SUB_BITS us are exact, then 2^SUB_BITS buckets per power of two
+ * up to 2^MAX_BITS us (~4.8 h; longer is clamped). That is 496 uint32
+ * counts, ~2 KB a bucket, ~8 KB per second of run per worker. */
 #define TL_SUB_BITS 4
 #define TL_SUB (1u << TL_SUB_BITS)
 #define TL_MAX_BITS 34

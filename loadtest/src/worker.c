@@ -6,8 +6,8 @@
  *
  * Why not a curl transfer per request: measured on this project's 2-core
  * machine, curl's per-transfer work cost ~35 us of CPU per request (one
- * blocking easy_perform per thread: ~55 us) against wrk's ~14 us, and on
- * cores shared with the server that CPU is taken from the server: the tester
+ * blocking easy_perform per thread: ~55 us) against wrk's ~14 us. On cores
+ * shared with the server, that CPU is taken from the server: the tester
  * became the bottleneck at ~65 % of wrk's rate (loadtest/README.md). */
 #include "loadtest.h"
 

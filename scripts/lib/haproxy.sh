@@ -81,15 +81,15 @@ backend coupon_servers
     # and the others get the rest, before its health checks take it out.
     balance leastconn
     # Server connections are kept alive and shared (a client's first
-    # request always gets one of its own; HAProxy's default), at most
-    # pool-max-conn of them idle per server, closed after pool-purge-delay
-    # when not needed: idle clients hold no server connection (with
-    # http-reuse never each held one: 300 from one address took both
-    # servers down). A shared connection stays with a client until it has
-    # read its answer, so clients that read nothing pin one each (576 held
-    # about 300 of each server's 2048); option http-server-close avoids
+    # request always gets one of its own; HAProxy's default). At most
+    # pool-max-conn of them are idle per server, closed after
+    # pool-purge-delay when not needed. So idle clients hold no server
+    # connection (with http-reuse never each held one: 300 from one address
+    # took both servers down). A shared connection stays with a client until
+    # it has read its answer, so clients that read nothing pin one each (576
+    # held about 300 of each server's 2048). option http-server-close avoids
     # that at 0.7x the claims/s, but lost answers in the rehearsal under
-    # load (docs/deployment.md), so it is not used until that is explained.
+    # load (docs/deployment.md). So it is not used until that is explained.
     http-reuse safe
     option httpchk GET /healthz
     http-check expect status 200

@@ -7,7 +7,7 @@
 # shellcheck shell=bash
 
 # Running, and not a zombie. `kill -0` also succeeds on a zombie: a process
-# that has exited stays in /proc in state Z until its parent reaps it, so a
+# that has exited stays in /proc in state Z until its parent reaps it. So a
 # loop that waits with `kill -0` for a stopped server to go would wait out
 # its whole bound, and one that watches a starting server would not see it
 # die. The state is the field after the command, which may hold spaces and

@@ -1,7 +1,7 @@
 # scripts/lib/sale.sh - the processes of a sale on this machine, for
-# scripts/demo, trial, chaos, hosts, bundles and the sale benches of bench/:
-# redis-server nodes and coupon-server instances on probed loopback ports,
-# the coupon, the load. Every process is started in its own session and
+# scripts/demo, trial, chaos, hosts, bundles and the sale benches of bench/.
+# They are redis-server nodes and coupon-server instances on probed
+# loopback ports, the coupon, the load. Every process is started in its own session and
 # stopped by its PID (cleanup, scripts/lib/proc.sh), never by name.
 #
 # The caller sets: die, say, work (a temp dir), redis_bin, server_bin,

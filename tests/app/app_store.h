@@ -1,8 +1,8 @@
 /* app_store.h - the store an app suite runs against. A suite that matters
  * for safety is built twice from one source: app_<name> on a SQLite file in
- * its temp dir, and with APP_PG=1 app_<name>_pg, where every test gets a
- * fresh database on one PostgreSQL server the binary starts (app_pg_server.c)
- * and the tests read the tables back through libpq. app_db_int / app_db_exec
+ * its temp dir, and with APP_PG=1 app_<name>_pg. There every test gets a
+ * fresh database on one PostgreSQL server the binary starts
+ * (app_pg_server.c), and the tests read the tables back through libpq. app_db_int / app_db_exec
  * / app_db_state take either (the db string says which), so the assertions
  * are written once. */
 #ifndef TESTS_APP_STORE_H

@@ -1,7 +1,9 @@
-/* bundle.c - POST /api/v1/coupon/bundle end to end: each --bundle-lock way
- * issues every listed coupon with its own record and fence; sold out (409
- * / 1003 naming the ids), a user at a limit (409 / 1004), bad lists (400),
- * GET (405) and unknown ids (404) write nothing; /metrics counts bundles.
+/* bundle.c - POST /api/v1/coupon/bundle end to end:
+ *   - each --bundle-lock way issues every listed coupon with its own record
+ *     and fence;
+ *   - sold out (409 / 1003 naming the ids), a user at a limit (409 / 1004),
+ *     bad lists (400), GET (405) and unknown ids (404) write nothing;
+ *   - /metrics counts bundles.
  * Built twice: on SQLite (app_bundle) and on PostgreSQL (app_bundle_pg). */
 #include <stdio.h>
 #include <stdlib.h>

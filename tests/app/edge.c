@@ -1,8 +1,10 @@
 /* edge.c - the HTTP edge as a hostile client tries it, over raw sockets:
- * many query arguments, a body framed two ways, a chunked body past the
- * limit sent slowly, one address holding connections open (slowloris),
- * headers dripped a byte at a time past --header-timeout-s, and the
- * connections run short beside kept-alive clients. */
+ *   - many query arguments;
+ *   - a body framed two ways;
+ *   - a chunked body past the limit sent slowly;
+ *   - one address holding connections open (slowloris);
+ *   - headers dripped a byte at a time past --header-timeout-s;
+ *   - the connections run short beside kept-alive clients. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

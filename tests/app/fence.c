@@ -1,8 +1,8 @@
 /* fence.c - fencing end to end: fences grow claim by claim and are stored
- * with each record; when the row has accepted a fence above the lock's
- * counter while the lease is fresh (Redis lost its counters), the server
- * raises the counter to the row's fence and the claim goes through once
- * healed. (A holder whose lease ran out is refused, 503 / 1010: app_lease.)
+ * with each record. The row may have accepted a fence above the lock's
+ * counter while the lease is fresh (Redis lost its counters). The server
+ * then raises the counter to the row's fence, and the claim goes through
+ * once healed. (A holder whose lease ran out is refused, 503 / 1010: app_lease.)
  * Built twice: on SQLite (app_fence) and on PostgreSQL (app_fence_pg), the
  * same assertions on the tables read back from either store. */
 #include <signal.h>

@@ -1,6 +1,6 @@
 /* flash.c - the flash crowd: two servers on one store, one coupon of
- * stock 100, 32 threads x 100 claims from repeated users; exactly 100 are
- * sold with redlock (1 and 3 Redis nodes) and atomic-sql, and the unsafe
+ * stock 100, 32 threads x 100 claims from repeated users. Exactly 100 are
+ * sold with redlock (1 and 3 Redis nodes) and atomic-sql. The unsafe
  * `none` strategy is shown to oversell under the same load. Built twice: on
  * a SQLite file (app_flash) and on PostgreSQL (app_flash_pg). */
 #include <pthread.h>

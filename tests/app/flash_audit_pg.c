@@ -1,7 +1,7 @@
 /* flash_audit_pg.c - the flash crowd on PostgreSQL through coupon-loadtest,
- * audited from the database: two coupon-servers sharing one
- * PostgreSQL database (--db postgresql://...), three Redis masters, and
- * coupon-loadtest firing 4000 claims from 32 connections at a coupon of 200,
+ * audited from the database. Two coupon-servers share one PostgreSQL
+ * database (--db postgresql://...) and three Redis masters.
+ * coupon-loadtest fires 4000 claims from 32 connections at a coupon of 200,
  * auditing the servers and the database (its PostgreSQL read path). Under
  * redlock (fence full) and atomic-sql exactly the stock is sold, which the
  * tables confirm; under `none` the same load oversells and the audit says so.

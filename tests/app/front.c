@@ -1,13 +1,14 @@
 /* front.c - the front in its production layout, attacked as a client would
- * as the project ships it: HAProxy with the configuration scripts/lib/haproxy.sh writes
- * (`haproxy -db -f CFG`, bound on 127.0.0.1:<free port>) in front of two
- * coupon-servers on one SQLite file and one redis-server, each server with
- * --trusted-proxy 127.0.0.1/32 (HAProxy reaches them from 127.0.0.1), or
- * one server reached directly. Attackers speak from 127.0.0.2 ... .10
- * (bind() before connect); the honest client from 127.0.0.200 claims on a
- * coupon with plenty of stock every 250 ms during each attack and must get
- * at least 95 % business answers (200, or a 409), and the store's audit is
- * exact (records == issued == the client's 200s):
+ * as the project ships it. HAProxy runs with the configuration
+ * scripts/lib/haproxy.sh writes (`haproxy -db -f CFG`, bound on
+ * 127.0.0.1:<free port>) in front of two coupon-servers on one SQLite file
+ * and one redis-server. Each server has --trusted-proxy 127.0.0.1/32
+ * (HAProxy reaches them from 127.0.0.1); or one server is reached
+ * directly. Attackers speak from 127.0.0.2 ... .10 (bind() before
+ * connect). The honest client from 127.0.0.200 claims on a coupon with
+ * plenty of stock every 250 ms during each attack. It must get at least
+ * 95 % business answers (200, or a 409), and the store's audit is exact
+ * (records == issued == the client's 200s):
  *   - one_source_many_kept_alive_through_proxy: 9 addresses x 250
  *     kept-alive connections, a GET each every 3 s: no server DOWN;
  *   - slow_readers_are_closed: 9 x 64 connections with a 1 KiB receive
@@ -424,9 +425,9 @@ static int server_conns(int port)
 
 /* sr->n connections to sr->target, 1 KiB receive buffers, each sending
  * SR_PIPELINED GET / (the page, the largest answer) at once and then
- * reading nothing; watched every 100 ms (TCP_INFO: a reset or a FIN shows
- * as a state other than ESTABLISHED, without reading) until all are
- * closed or the deadline has passed for the last one. */
+ * reading nothing. They are watched every 100 ms until all are closed or
+ * the deadline has passed for the last one (TCP_INFO: a reset or a FIN
+ * shows as a state other than ESTABLISHED, without reading). */
 static void slow_readers_run(slow_readers *sr)
 {
     static char req[SR_PIPELINED * 40];
@@ -694,10 +695,10 @@ Test(app_front, short_admin_token_refused, .timeout = 60)
 
 /* ---- 4. nine addresses, directly -------------------------------------- */
 
-/* The issue's attack 4: 9 addresses, each trying for 130 connections with
- * slow heads (1170 in all: more than the old --max-connections 1024, which
- * the per-address cap of 128 let them fill); the cap holds them to 1152 of
- * the 2048, and the rest stay free. */
+/* Attack 4: 9 addresses, each trying for 130 connections with slow heads
+ * (1170 in all: more than a --max-connections of 1024, which the
+ * per-address cap of 128 would let them fill). The cap holds them to 1152
+ * of the 2048, and the rest stay free. */
 Test(app_front, nine_addresses_cannot_fill_the_slots, .timeout = 90)
 {
     APP_SETUP_OK();
@@ -782,10 +783,10 @@ Test(app_front, bad_content_length_through_proxy, .timeout = 60)
     }
 }
 
-/* A control byte in a header through the proxy: HAProxy 2.6 forwards a
+/* A control byte in a header through the proxy. HAProxy 2.6 forwards a
  * NUL, \x01 or DEL, which the shipped configuration refuses with its JSON
- * 400 errorfile (code 1001), so proxy and server never read one header two
- * ways; a lone CR its parser refuses itself, with one built-in 400 (2.6
+ * 400 errorfile (code 1001). So proxy and server never read one header two
+ * ways. A lone CR its parser refuses itself, with one built-in 400 (2.6
  * skips the errorfiles there: haproxy/haproxy#3032). One answer each. */
 Test(app_front, control_bytes_through_proxy_refused, .timeout = 60)
 {

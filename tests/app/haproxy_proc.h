@@ -1,6 +1,6 @@
 /* haproxy_proc.h - HAProxy as production runs it, for the suites that test
- * the front: the configuration written by scripts/lib/haproxy.sh (the
- * shipped one, unchanged), `haproxy -db -f CFG` started in a temp dir of
+ * the front. The configuration is written by scripts/lib/haproxy.sh (the
+ * shipped one, unchanged). `haproxy -db -f CFG` is started in a temp dir of
  * its own, its log (stderr, `log stderr`) in a file there, stopped by PID. */
 #ifndef TESTS_APP_HAPROXY_PROC_H
 #define TESTS_APP_HAPROXY_PROC_H

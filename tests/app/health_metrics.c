@@ -36,7 +36,7 @@ static int health_is(const http_reply *r, long status, const char *db, const cha
 }
 
 /* GET /healthz until it reports the state given (the prober notices a
- * change within about its interval, 500 ms: polled for at most 5 s), then
+ * change within about its interval, 500 ms: polled for at most 5 s). Then
  * asserts status, the envelope, the exact data {"db", "lock", "nodes_up",
  * "nodes"} and the result's age (data.age_ms, under the 5 s bound). */
 static void expect_health(long status, const char *db, const char *lock, long long up,

@@ -1,9 +1,8 @@
-/* health_prober.c - /healthz off the HTTP threads: with 2 of 3 Redis nodes
- * SIGSTOPped and a foreign writer holding SQLite's write lock, 64
- * concurrent /healthz leave the coupon reads fast (the health prober waits
- * on Redis and the lock, no HTTP thread does), and /healthz says 503 with
- * both parts down once the prober has noticed. Before, each /healthz ran a
- * Redis round and a write probe on an HTTP thread: one read took 7.7 s. */
+/* health_prober.c - /healthz off the HTTP threads. 2 of 3 Redis nodes are
+ * SIGSTOPped and a foreign writer holds SQLite's write lock. 64 concurrent
+ * /healthz then leave the coupon reads fast: the health prober waits on
+ * Redis and the lock, no HTTP thread does. /healthz says 503 with both
+ * parts down once the prober has noticed. */
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
@@ -20,9 +19,9 @@ TestSuite(app_health_prober, .init = app_suite_init, .fini = app_suite_fini, .ti
 
 /* A /healthz that probed the store on a request's db slot would hold the
  * slots for the store's busy timeout (5 s) at a time, so every read would
- * wait (broken so on purpose: reads took 4.7-4.9 s, then failed): the
+ * wait (broken so on purpose: reads took 4.7-4.9 s, then failed). The
  * median read is held to READ_BOUND_MS, and the slowest to a bound under
- * that 5 s, which leaves room for one read that a 2-core machine under
+ * that 5 s. That leaves room for one read that a 2-core machine under
  * other suites' load schedules late (737 ms once in CI). */
 enum { HEALTH_CALLS = 64, READS = 10, READ_BOUND_MS = 300, SLOWEST_BOUND_MS = 2500 };
 

@@ -212,13 +212,13 @@ static void one_claim_start(one_claim *c, const server_proc *srv, long long id, 
 
 /* TTL 1000 ms, each batch's business step 300 ms, a hold bound of a minute
  * (so half the lease, 500 ms, ends it). A's claim x takes the lock at 0
- * (the plan is timed from the lock key's appearance, not from the request:
- * a loaded machine once took 150 ms more to get there, and the stop then
- * caught batch 1 in its write, holding the store's write lock) and
- * runs batch 1 over [~0, ~300]; y, sent to A at 100, waits and becomes
+ * and runs batch 1 over [~0, ~300]. The plan is timed from the lock key's
+ * appearance, not from the request: a loaded machine may take 150 ms more
+ * to get there, and the stop would then catch batch 1 in its write,
+ * holding the store's write lock. y, sent to A at 100, waits and becomes
  * batch 2 of the same hold over [~300, ~600] (half the lease is still left
  * when it starts). A is SIGSTOPped at 450, inside batch 2's business step,
- * past its lease's end (~1000); B's claim at 1300 takes the lock with a
+ * past its lease's end (~1000). B's claim at 1300 takes the lock with a
  * newer fence and sells; then A is continued and batch 2 writes with the
  * first batch's fence: refused. */
 Test(app_hold, sigstop_mid_hold_is_refused_by_the_fence)

@@ -1,6 +1,6 @@
 /* lease.c - the lease outlived, end to end: two coupon-servers on one store
- * (a SQLite file: app_lease; a PostgreSQL database: app_lease_pg), 3 Redis
- * masters, and a holder that stalls inside the critical section (after its
+ * (a SQLite file: app_lease; a PostgreSQL database: app_lease_pg) and 3
+ * Redis masters. A holder stalls inside the critical section (after its
  * read) longer than its lock's TTL, so that the other server gets the lock
  * and reads the same stock.
  *

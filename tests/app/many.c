@@ -1,7 +1,7 @@
 /* many.c - a sale of 100 coupons of small stocks under concurrent claims
- * from two redlock servers over 3 Redis masters, with the commit group on
+ * from two redlock servers over 3 Redis masters. The commit group is on
  * (--commit-group 64: sections of different coupons share one SQLite
- * transaction, a savepoint each) and off (0): every coupon sells exactly
+ * transaction, a savepoint each) and off (0). Every coupon sells exactly
  * its stock, no user holds more than the per-user limit, every success is
  * one record, and the audit of each coupon is clean. With the group on,
  * the servers' metrics show that its path ran (commit passes, one per
@@ -193,11 +193,11 @@ Test(app_many, hundred_coupons_group_off)
     cr_expect_eq(commit_passes(), 0, "--commit-group 0 still ran the group");
 }
 
-/* The claims of many coupons through the batched path: two claim workers
- * per server, so claims of several coupons wait in each worker's queue
- * and a leader takes them along (strategy_redlock.c, spread_claim): one
- * dlock_try_acquire_each round for their locks, their sections in one
- * commit group, one dlock_release_each round; a coupon whose lock the
+/* The claims of many coupons through the batched path. With two claim
+ * workers per server, claims of several coupons wait in each worker's
+ * queue, and a leader takes them along (strategy_redlock.c, spread_claim):
+ * one dlock_try_acquire_each round for their locks, their sections in one
+ * commit group, one dlock_release_each round. A coupon whose lock the
  * other server holds goes back to the single path. Still exactly every
  * stock sold, no user over the limit, one record per success (sale()). */
 Test(app_many, hundred_coupons_batched_rounds)
@@ -212,10 +212,10 @@ Test(app_many, hundred_coupons_batched_rounds)
 }
 
 /* The self-healing of lost fence counters (strategy_redlock.c, heal_fence)
- * through the group: after every master lost its keys (FLUSHALL, nothing in
- * flight), the next section of each coupon is refused inside its group as
- * stale (the row's fence is above the new counter), healed, and committed
- * through the group again: every claim succeeds, no unit twice. */
+ * through the group. Every master loses its keys (FLUSHALL, nothing in
+ * flight). The next section of each coupon is then refused inside its
+ * group as stale (the row's fence is above the new counter), healed, and
+ * committed through the group again: every claim succeeds, no unit twice. */
 Test(app_many, group_heals_lost_fence_counters)
 {
     APP_SETUP_OK();

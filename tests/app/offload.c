@@ -1,9 +1,10 @@
-/* offload.c - claims run on claim workers, not on the HTTP threads: while
- * claims wait for a lock service that lost its quorum (2 of 3 Redis nodes
- * SIGSTOPped), reads, /healthz and /metrics are still answered, and before
- * the claims are; every claim is answered 503 within a bound set by
- * --lock-wait (the time it spent queued counts); a full claim queue answers
- * at once. Real processes: 3 redis-servers and one coupon-server. */
+/* offload.c - claims run on claim workers, not on the HTTP threads.
+ *   - While claims wait for a lock service that lost its quorum (2 of 3
+ *     Redis nodes SIGSTOPped), reads, /healthz and /metrics are still
+ *     answered, and before the claims are.
+ *   - Every claim is answered 503 within a bound set by --lock-wait (the
+ *     time it spent queued counts).
+ *   - A full claim queue answers at once. Real processes: 3 redis-servers and one coupon-server. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -269,10 +270,10 @@ Test(app_offload, a_full_claim_queue_answers_at_once)
     app_expect_db(g_app.db, id, 1000, 0, &st);
 }
 
-/* The deadline is fixed at arrival: a claim whose --lock-wait passed while
+/* The deadline is fixed at arrival. A claim whose --lock-wait passed while
  * it waited in the claim queue is answered 1005 when a worker reaches it,
- * without a round to Redis (the lock service is up: contention, not an
- * outage; with the quorum lost it is 1006, app_outcomes/quorum_lost_*).
+ * without a round to Redis. The lock service is up, so this is contention,
+ * not an outage; with the quorum lost it is 1006 (app_outcomes/quorum_lost_*).
  * One worker, held by a claim that got the lock and spends a whole
  * --work-us in its critical section, longer than --lock-wait. */
 Test(app_offload, a_claim_queued_past_its_wait_is_answered_1005_without_a_round)

@@ -1,9 +1,11 @@
-/* ops.c - what an operator sees: the stderr log (start line with the
- * effective options and no secret, node down / up, quorum lost / back,
- * stop), its rate limit with the count of what it held back, --log-level,
- * the access log, /healthz "degraded" and its write probe, the start-up
- * refusals (read-only DB file, busy port: exit 2), and /metrics as
- * promtool reads it. */
+/* ops.c - what an operator sees:
+ *   - the stderr log (start line with the effective options and no secret,
+ *     node down / up, quorum lost / back, stop);
+ *   - its rate limit with the count of what it held back, --log-level;
+ *   - the access log;
+ *   - /healthz "degraded" and its write probe;
+ *   - the start-up refusals (read-only DB file, busy port: exit 2);
+ *   - /metrics as promtool reads it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>

@@ -21,9 +21,9 @@ const app_suite_plan app_plan = {.db_name = "outcomes.db", .flags = APP_ENV_CURL
 TestSuite(app_outcomes, .init = app_suite_init, .fini = app_suite_fini, .timeout = 120);
 
 /* The burst: more claims than claim workers (32 by default) and all of one
- * coupon, so that most of them wait behind another claim's acquisition
- * (the local queue) or for a worker (the claim queue), not in one of
- * their own: the waits whose end was misreported. */
+ * coupon. So most of them wait behind another claim's acquisition (the
+ * local queue) or for a worker (the claim queue), not in one of their own.
+ * Those are the waits whose end must be reported right. */
 #define N_BURST 100
 #define LOCK_WAIT "1000"
 
@@ -215,10 +215,10 @@ Test(app_outcomes, lock_held_by_another_answers_1005)
 
 /* The claim-queue path alone: one claim worker, held by a claim whose
  * round waits on the stopped nodes for a whole --redis-timeout-ms, longer
- * than --lock-wait; the claims queued behind it reach their deadline in the
- * claim queue and are answered there, without a round: 1006 as well, since
- * the lock service had no quorum when their wait ended (they were told
- * 1005 "lock not acquired in time"). */
+ * than --lock-wait. The claims queued behind it reach their deadline in
+ * the claim queue and are answered there, without a round. They get 1006
+ * as well, not 1005 "lock not acquired in time", since the lock service
+ * had no quorum when their wait ended. */
 Test(app_outcomes, queued_past_its_wait_without_quorum_answers_1006)
 {
     APP_SETUP_OK();

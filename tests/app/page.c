@@ -1,8 +1,12 @@
 /* page.c - the flash-sale page at / as headless Chromium renders it after its
- * script ran: per coupon stock and issued, the claims/s and 503s/s chart and
- * numbers computed from /metrics, the lock nodes up from /healthz, the fence
- * refusals; names from admins shown as text; "unavailable" (not a blank
- * page) when the endpoints cannot be reached; and a screenshot. */
+ * script ran:
+ *   - per coupon stock and issued, the claims/s and 503s/s chart and
+ *     numbers computed from /metrics, the lock nodes up from /healthz, the
+ *     fence refusals;
+ *   - names from admins shown as text;
+ *   - "unavailable" (not a blank page) when the endpoints cannot be
+ *     reached;
+ *   - and a screenshot. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,9 +107,9 @@ static void expect_row(const char *dom, long long id, const char *name_html, lon
     cr_assert_not_null(strstr(dom, row), "row missing: %s\nDOM: %.4000s", row, dom);
 }
 
-/* Makes every claim of coupon id refused by the store's fence (503 / 1010):
- * the row has seen a fence above 2^53, more than the lock service will ever
- * hand out; the server's self-healing (dlock_fence_raise) refuses to raise
+/* Makes every claim of coupon id refused by the store's fence (503 / 1010).
+ * The row has seen a fence above 2^53, more than the lock service will ever
+ * hand out. The server's self-healing (dlock_fence_raise) refuses to raise
  * the counters that far, so the refusals stand. */
 static void fence_off_coupon(long long id)
 {

@@ -1,9 +1,9 @@
 /* screen.c - the server's screen of each request (app/src/http/server.c,
- * target.c): every byte sequence of the security re-test is
- * refused and changes nothing: the contract's JSON (400 / 1001, 413, 431
- * with Content-Type and the security headers) for what the server screens,
- * libmicrohttpd's own status (or a close) for what it refuses before any
- * callback; and a valid request is still served. */
+ * target.c). Every byte sequence of the security re-test is refused and
+ * changes nothing. What the server screens gets the contract's JSON (400 /
+ * 1001, 413, 431 with Content-Type and the security headers). What
+ * libmicrohttpd refuses before any callback gets its own status (or a
+ * close). A valid request is still served. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -103,8 +103,8 @@ Test(app_selfheal, flushall_mid_sale_heals_without_oversell)
             test_sleep_ms(10);
     }
     long long fence_before = app_db_int(g_app.db, "SELECT last_fence FROM coupon WHERE id=%lld", id);
-    /* Every node at once, as a restart of all of them without AOF would:
-     * flushed one by one under load, the nodes not yet flushed would carry
+    /* Every node at once, as a restart of all of them without AOF would.
+     * Flushed one by one under load, the nodes not yet flushed would carry
      * the counters over (each acquisition's fence sync lifts the lagging
      * nodes of its quorum), and nothing would need healing. The servers are
      * stopped for the few milliseconds of the three FLUSHALLs, well inside

@@ -54,9 +54,9 @@ static const char *drip(slow_kind k, int64_t *period_ms)
 }
 
 /* A closed connection is reopened REOPEN_MS later: the attacker keeps
- * every slot it can, at the pace of a slow client, not in a hot loop (a
+ * every slot it can, at the pace of a slow client, not in a hot loop. A
  * reconnect flood is a CPU flood, another test's subject; here it would
- * only measure which of the two processes gets the shared cores). */
+ * only measure which of the two processes gets the shared cores. */
 #define REOPEN_MS 250
 
 static void slot_close(slow_attack *a, slow_slot *s)

@@ -1,8 +1,8 @@
 /* slow_conns.h - the slow-client attacker of app_slowloris and
  * app_attacks: one thread holding as many connections as it can from a
- * few source addresses (127.0.0.<first_addr ...>), each sending a slow
- * request head, a slow body or slow keep-alive traffic, reopening every
- * connection the server closes REOPEN_MS later. */
+ * few source addresses (127.0.0.<first_addr ...>). Each sends a slow
+ * request head, a slow body or slow keep-alive traffic. Every connection
+ * the server closes is reopened REOPEN_MS later. */
 #ifndef TESTS_APP_SLOW_CONNS_H
 #define TESTS_APP_SLOW_CONNS_H
 

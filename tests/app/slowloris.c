@@ -1,10 +1,11 @@
-/* slowloris.c - a handful of addresses try to lock everyone out: 5 source
+/* slowloris.c - a handful of addresses try to lock everyone out. 5 source
  * addresses (127.0.0.2-6) hold 1,100 connections, more than the server's
  * 1,024 slots, with slow request heads, slow bodies, or slow keep-alive
- * traffic (a valid request every 20 s per connection), reopening every
- * connection the server closes (250 ms later). Meanwhile a normal client from 127.0.0.1
- * asks for a coupon once a second, ten times: with the server's defaults
- * it must get at least 9 answers within 15 s of the attack's start. */
+ * traffic (a valid request every 20 s per connection). They reopen every
+ * connection the server closes (250 ms later). Meanwhile a normal client
+ * from 127.0.0.1 asks for a coupon once a second, ten times. With the
+ * server's defaults it must get at least 9 answers within 15 s of the
+ * attack's start. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

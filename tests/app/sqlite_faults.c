@@ -1,12 +1,16 @@
 /* sqlite_faults.c - coupon-server on a SQLite file that stops taking writes
- * mid-run, for real: the disk fills up (a small tmpfs the test mounts and
- * fills), or the file and its WAL become immutable (FS_IMMUTABLE_FL, which
- * binds root too; chmod 0444 would not: root ignores modes, and the server
- * holds the file open anyway). In both, every claim answers 500/1500 with a
- * fixed message (no path, no SQLite text), nothing is written half-way
- * (stock + records == total, one record per 200), reads keep answering,
- * /healthz is 503 naming the class of fault, the log has the detail, and
- * once the fault is removed claims succeed again without a restart.
+ * mid-run, for real. Either the disk fills up (a small tmpfs the test
+ * mounts and fills), or the file and its WAL become immutable
+ * (FS_IMMUTABLE_FL, which binds root too). chmod 0444 would not: root
+ * ignores modes, and the server holds the file open anyway. In both:
+ *   - every claim answers 500/1500 with a fixed message (no path, no SQLite
+ *     text);
+ *   - nothing is written half-way (stock + records == total, one record
+ *     per 200);
+ *   - reads keep answering;
+ *   - /healthz is 503 naming the class of fault, and the log has the
+ *     detail;
+ *   - once the fault is removed, claims succeed again without a restart.
  * Also: with Redis down, the 1006 reply names no address; the log does.
  *
  * Needs root-like powers (mount, FS_IOC_SETFLAGS); each test skips with one

@@ -1,11 +1,14 @@
 /* stock_view.c - the sold-out fast path answered from the server's stock
- * view (app/src/claim/stock_view.h): once sold out, claims are refused
- * before the lock with no store round trip and no Redis command; one unit
- * under a concurrent crowd is sold exactly once; a burst spares round
- * trips (coupon_stock_peeks_total); "not found" is never remembered, so a
- * coupon created after a 1002 (here or on the other server) is claimable
- * at once; and under a strategy that can raise a stock, a remembered 0
- * lasts no longer than --stock-view-ms. Built twice: on a SQLite file
+ * view (app/src/claim/stock_view.h):
+ *   - once sold out, claims are refused before the lock with no store
+ *     round trip and no Redis command;
+ *   - one unit under a concurrent crowd is sold exactly once;
+ *   - a burst spares round trips (coupon_stock_peeks_total);
+ *   - "not found" is never remembered, so a coupon created after a 1002
+ *     (here or on the other server) is claimable at once;
+ *   - under a strategy that can raise a stock, a remembered 0 lasts no
+ *     longer than --stock-view-ms.
+ * Built twice: on a SQLite file
  * (app_stock_view) and on PostgreSQL (app_stock_view_pg). */
 #include <pthread.h>
 #include <stdio.h>

@@ -1,7 +1,9 @@
-/* bundle.c - the bundle claim of the store (coupon_bundle.h): every listed
- * coupon issued in one transaction or none; sold-out, per-user limit,
- * unknown id and bad lists refused with nothing written; a stale fence on
- * ANY row refuses the whole bundle; the atomic-sql bundle rolls back whole.
+/* bundle.c - the bundle claim of the store (coupon_bundle.h):
+ *   - every listed coupon issued in one transaction or none;
+ *   - sold-out, per-user limit, unknown id and bad lists refused with
+ *     nothing written;
+ *   - a stale fence on ANY row refuses the whole bundle;
+ *   - the atomic-sql bundle rolls back whole.
  * Each test asserts the exact table state behind the API's back. */
 #include <criterion/criterion.h>
 #include <stdio.h>

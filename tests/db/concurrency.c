@@ -1,8 +1,8 @@
 /* concurrency.c - several processes, each with its own connection, claim
- * from one SQLite file at once: the fenced claim (with and without a stand-in
- * for the distributed lock) and the atomic claim hand out exactly the stock;
- * the unfenced critical section without a lock oversells, which the audit
- * must show. */
+ * from one SQLite file at once. The fenced claim (with and without a
+ * stand-in for the distributed lock) and the atomic claim hand out exactly
+ * the stock. The unfenced critical section without a lock oversells, which
+ * the audit must show. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>

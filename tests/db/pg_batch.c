@@ -1,15 +1,14 @@
-/* pg_batch.c - PostgreSQL only: a batch of claims costs two round trips to
+/* pg_batch.c - PostgreSQL only. A batch of claims costs two round trips to
  * the server with no business step (fenced read, decision and fenced write
- * in one pipeline, then its COMMIT), three with one (the read, then the
- * write and its COMMIT), whatever the batch's size, counted from libpq's own
- * trace of the messages
- * ($COUPON_DB_PG_TRACE): each round trip is one run of messages sent (F)
- * followed by the answers (B). Both paths give the same outcomes as
- * db_claim_decide: sold out, per-user limit (records held and earlier
- * claims of the batch), the stock left per claim, one record per accepted
- * claim with its user; a stale fence refuses the whole batch and writes
- * nothing; user ids with quotes, backslashes, commas and braces travel as
- * themselves. */
+ * in one pipeline, then its COMMIT). It costs three with one (the read,
+ * then the write and its COMMIT), whatever the batch's size. They are
+ * counted from libpq's own trace of the messages ($COUPON_DB_PG_TRACE):
+ * each round trip is one run of messages sent (F) followed by the answers
+ * (B). Both paths give the same outcomes as db_claim_decide: sold out,
+ * per-user limit (records held and earlier claims of the batch), the stock
+ * left per claim, one record per accepted claim with its user. A stale
+ * fence refuses the whole batch and writes nothing. User ids with quotes,
+ * backslashes, commas and braces travel as themselves. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

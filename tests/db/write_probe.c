@@ -1,8 +1,10 @@
-/* write_probe.c - db_write_probe: "can a write go through now?" answers
- * DB_OK on an idle store and changes no data; SQLite answers DB_BUSY while
- * another connection holds the write lock, and DB_ERROR (class
- * DB_FAULT_FULL) on a full disk, recovering once space is back; PostgreSQL
- * refuses it on a read-only database while reads (db_ping) still answer. */
+/* write_probe.c - db_write_probe: "can a write go through now?"
+ *   - it answers DB_OK on an idle store and changes no data;
+ *   - SQLite answers DB_BUSY while another connection holds the write
+ *     lock, and DB_ERROR (class DB_FAULT_FULL) on a full disk, recovering
+ *     once space is back;
+ *   - PostgreSQL refuses it on a read-only database while reads (db_ping)
+ *     still answer. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>

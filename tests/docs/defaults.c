@@ -1,14 +1,14 @@
 /* defaults.c - every default the docs state is the one the program has.
  *
  * A default lives in the code and its --help. The docs may quote one, and
- * this suite is what keeps the quote true: it reads README.md, docs/ pages,
- * loadtest/README.md and tests/README.md, finds each "(default X)",
- * "default X", "default: X" and "defaults to X" outside code blocks, takes
- * the nearest option (--flag) before it in the same sentence, decides which
- * program the option belongs to (the first of these that knows it: the
- * program named last before it in the paragraph, the one its heading names,
- * the page's own program, coupon-server), and compares
- * X with the default that program's --help gives that option. A mismatch,
+ * this suite is what keeps the quote true. It reads README.md, docs/ pages,
+ * loadtest/README.md and tests/README.md, and finds each "(default X)",
+ * "default X", "default: X" and "defaults to X" outside code blocks. It
+ * takes the nearest option (--flag) before it in the same sentence and
+ * decides which program the option belongs to. That is the first of these
+ * that knows it: the program named last before it in the paragraph, the
+ * one its heading names, the page's own program, coupon-server. Then it
+ * compares X with the default that program's --help gives that option. A mismatch,
  * an option the program does not know, or one whose --help states no
  * default fails the suite with file:line. */
 #include <criterion/criterion.h>

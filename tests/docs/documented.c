@@ -1,7 +1,7 @@
 /* documented.c - the commands docs_commands covers, and the test that reads
- * README.md and the docs/ pages (at run time: the text as it is when the suite
- * runs) and fails when they tell a reader to run a script, a mode of
- * ./scripts/demo or a program that is not in that list. A newly documented
+ * README.md and the docs/ pages (at run time: the text as it is when the
+ * suite runs). The test fails when they tell a reader to run a script, a
+ * mode of ./scripts/demo or a program that is not in that list. A newly documented
  * command must be added here, with the test that runs it.
  *
  * Commands are taken from fenced blocks (``` or ~~~, untagged or sh, bash,

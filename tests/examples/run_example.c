@@ -1,9 +1,9 @@
 /* run_example.c - runs one program of examples/ against real redis-servers,
- * as a user would: starts NODES redis-servers on free loopback ports,
- * stops the last DOWN of them (a master that is down), runs the program
- * with one redis:// URL per node after its own arguments, prints what it
- * printed, stops every server by PID and exits with the program's status
- * (2 when something around it failed).
+ * as a user would. It starts NODES redis-servers on free loopback ports
+ * and stops the last DOWN of them (a master that is down). It runs the
+ * program with one redis:// URL per node after its own arguments and
+ * prints what it printed. Then it stops every server by PID and exits with
+ * the program's status (2 when something around it failed).
  * usage: run_example NODES DOWN PROGRAM [ARG...] */
 #include <stdio.h>
 #include <stdlib.h>

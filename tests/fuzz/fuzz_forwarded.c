@@ -1,7 +1,7 @@
 /* fuzz_forwarded.c - X-Forwarded-For as a trusted proxy passes it on
  * (app/src/http/forwarded.c): any bytes, split into header lines at each
- * newline, never read past their end, and a client found is a real IPv4 or
- * IPv6 address outside the trusted networks (127.0.0.0/8 and ::1 here),
+ * newline, are never read past their end. A client found is a real IPv4
+ * or IPv6 address outside the trusted networks (127.0.0.0/8 and ::1 here),
  * written in the input. */
 #include <arpa/inet.h>
 #include <netinet/in.h>

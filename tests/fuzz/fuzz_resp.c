@@ -1,6 +1,6 @@
 /* fuzz_resp.c - libdlock on whatever bytes a broken or hostile "Redis"
- * answers: the harness listens on a unix socket, answers every command the
- * library sends with the fuzz input (RESP or not) and closes, and drives the
+ * answers. The harness listens on a unix socket, answers every command the
+ * library sends with the fuzz input (RESP or not) and closes. It drives the
  * public API through it: connect, ping, acquire, extend, release, and the
  * same for a set of three (dlock_acquire_multi). No crash,
  * no leak, no hang, and every outcome a code of the enum. */

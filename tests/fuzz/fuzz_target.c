@@ -1,8 +1,8 @@
 /* fuzz_target.c - the screen of a request's raw target
- * (app/src/http/target.c) on any bytes a client sends as one: never reads
- * past the string, and what it lets through keeps its promises: no
+ * (app/src/http/target.c) on any bytes a client sends as one. It never
+ * reads past the string. What it lets through keeps its promises: no
  * fragment, no %00, every escape whole, at most TARGET_MAX_ARGS arguments
- * and no name twice (checked here again, the slow way); a refusal says why. */
+ * and no name twice (checked here again, the slow way). A refusal says why. */
 #include <string.h>
 
 #include "fuzz.h"

@@ -1,11 +1,11 @@
 #!/bin/sh
 # install_test.sh CMAKE LOCK_BUILD_DIR CONSUMER_C CC PKG_CONFIG SAN_FLAGS VERSION REDIS_SERVER FIND_PACKAGE_DIR [TOP_BUILD_DIR]
 # Installs libdlock into a fresh temporary prefix and checks what a user of
-# the installed library sees: files, pkg-config metadata, a consumer built
-# both ways (pkg-config, shared and static; find_package(dlock CONFIG),
-# shared and static), each run against a real redis-server (acquire, taken,
-# release, larger fence), found through its rpath without LD_LIBRARY_PATH,
-# and an export list of dlock_* names only. With TOP_BUILD_DIR (a build
+# the installed library sees: files, pkg-config metadata, and an export
+# list of dlock_* names only. A consumer is built both ways (pkg-config,
+# shared and static; find_package(dlock CONFIG), shared and static). Each
+# runs against a real redis-server (acquire, taken, release, larger fence),
+# found through its rpath without LD_LIBRARY_PATH. With TOP_BUILD_DIR (a build
 # that has dlockctl), the whole project is installed too: the installed
 # dlockctl must run and reach the same redis-server, and coupon-server and
 # coupon-loadtest must run from bin/.

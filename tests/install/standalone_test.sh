@@ -2,10 +2,10 @@
 # standalone_test.sh CMAKE CTEST LOCK_SRC CONSUMER_C CC PKG_CONFIG REDIS_SERVER WERROR SUITES [LAUNCHER]
 # libdlock taken alone: `cmake -S lock` must configure,
 # build, install and (with Criterion) test with only a C compiler, CMake,
-# pkg-config and hiredis. Every other package of the project is hidden:
+# pkg-config and hiredis. Every other package of the project is hidden.
 # PKG_CONFIG_LIBDIR names a directory holding copies of hiredis.pc (and, for
 # the second build, criterion.pc with the modules it requires) and nothing
-# else, so a pkg_check_modules of sqlite3, libpq, libmicrohttpd, jansson,
+# else. So a pkg_check_modules of sqlite3, libpq, libmicrohttpd, jansson,
 # uuid or libcurl anywhere in lock/ fails the configure.
 #   1. hiredis only: configure (the suites are skipped, saying why), build,
 #      install into a temporary prefix; the header, both libraries, dlock.pc

@@ -1,9 +1,10 @@
 /* bundle.c - coupon-loadtest --coupons (spread, uniform and --zipf)
- * and --bundle K against real servers: clean runs say NO OVERSELL with
- * exact counts; a store that loses a bundle's second record (an SQLite
- * trigger playing the half-applied write) is caught as partial bundles; a
- * stale holder under --fence off is caught as OVERSOLD; bad option
- * combinations are usage errors. */
+ * and --bundle K against real servers:
+ *   - clean runs say NO OVERSELL with exact counts;
+ *   - a store that loses a bundle's second record (an SQLite trigger
+ *     playing the half-applied write) is caught as partial bundles;
+ *   - a stale holder under --fence off is caught as OVERSOLD;
+ *   - bad option combinations are usage errors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,9 @@
-/* demo.c - scripts/demo end to end (with --no-setup): the --compare
- * table (none oversells, atomic-sql and redlock do not), the load every row
- * of --compare and --trial is given (seen through a recording wrapper of
- * coupon-loadtest), a single run, and its one-line failures; every process
- * it started is gone afterwards. */
+/* demo.c - scripts/demo end to end (with --no-setup):
+ *   - the --compare table (none oversells, atomic-sql and redlock do not);
+ *   - the load every row of --compare and --trial is given (seen through a
+ *     recording wrapper of coupon-loadtest);
+ *   - a single run, and its one-line failures.
+ * Every process it started is gone afterwards. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,15 +49,15 @@ Test(loadtest_demo, compare_table, .timeout = 360)
     char line[512];
     /* 20 ms between every strategy's read and write: without the lock, 8
      * claims in flight all read the same stock, so none oversells on every
-     * run; the lease-outlived rows stall 250 ms (2.5 TTLs, so that even on a
-     * loaded machine another holder gets the lock inside the stall) on every
-     * 4th claim, so that a stock of 50 still sees a dozen stale holders.
+     * run. The lease-outlived rows stall 250 ms on every 4th claim, so that
+     * a stock of 50 still sees a dozen stale holders. 250 ms is 2.5 TTLs, so
+     * that even on a loaded machine another holder gets the lock inside the
+     * stall.
      * Every row runs the same closed loop of 8 connections: the outcomes
      * below follow from that concurrency, whatever the machine's speed.
-     * (This test once failed under load because each row ran open loop at
-     * the rate the row before measured: a slow row starved the next one of
-     * the contention its verdict needs; every_row_gets_the_users_load now
-     * guards that.) --lock-wait 10000: on a starved machine a claim waits
+     * A row that ran open loop at the rate the row before measured would be
+     * starved of the contention its verdict needs after a slow row;
+     * every_row_gets_the_users_load guards that. --lock-wait 10000: on a starved machine a claim waits
      * for the lock rather than being refused 1005, so the safe rows still
      * sell exactly the stock. */
     const char *argv[] = {demo, "--no-setup", "--bin-dir", bin_dir, "--compare", "--stock", "50",
@@ -96,8 +97,8 @@ Test(loadtest_demo, compare_table, .timeout = 360)
         cr_assert_not_null(strstr(line, "NO OVERSELL"), "%s", line);
     }
     /* With the lease outlived and the full fence, every stale holder's
-     * batch is refused whole (1010), so on a loaded machine most of the 400
-     * requests may be refused and the stock need not sell out; what must
+     * batch is refused whole (1010). So on a loaded machine most of the 400
+     * requests may be refused, and the stock need not sell out. What must
      * hold is no oversell and at least one refusal. */
     line_starting("redlock     full  lease outlived", line, sizeof line);
     cr_assert_not_null(strstr(line, "NO OVERSELL"), "%s", line);
@@ -241,9 +242,9 @@ static int recorded_runs(const char *dir, const char *want_rate, const char *wha
 }
 
 /* Every row must run the same load: closed loop unless the user passed
- * --rate, and then exactly that rate (a row's measured throughput must
+ * --rate, and then exactly that rate. A row's measured throughput must
  * never become the next row's --rate, or every row after the first would
- * run open loop at the speed of the one before). */
+ * run open loop at the speed of the one before. */
 Test(loadtest_demo, every_row_gets_the_users_load, .timeout = 380)
 {
     char dir[256];

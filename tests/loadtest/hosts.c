@@ -1,11 +1,13 @@
 /* hosts.c - scripts/hosts (./scripts/demo --hosts) end to end, with
- * short phases: the sale across network-namespace hosts shows each of its
- * three partitions doing what it should ((a) the sale goes on without one
- * Redis master, (b) the late write of a server cut from Redis inside a lease
- * is refused by the fence, (c) a server cut from the database answers 503,
- * no 500), all of it through HAProxy (its configuration passes haproxy -c,
- * the load tester's target is the proxy), the audit passes, and every process, namespace and temp dir is
- * gone afterwards. Where namespaces cannot be made (not root, a sandbox),
+ * short phases. The sale across network-namespace hosts shows each of its
+ * three partitions doing what it should:
+ *   (a) the sale goes on without one Redis master;
+ *   (b) the late write of a server cut from Redis inside a lease is
+ *       refused by the fence;
+ *   (c) a server cut from the database answers 503, no 500.
+ * All of it runs through HAProxy (its configuration passes haproxy -c, the
+ * load tester's target is the proxy). The audit passes, and every process,
+ * namespace and temp dir is gone afterwards. Where namespaces cannot be made (not root, a sandbox),
  * the script says so in one line and exits 2: the test then skips. */
 #include <criterion/criterion.h>
 #include <glob.h>

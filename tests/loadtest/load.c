@@ -1,9 +1,13 @@
 /* load.c - how coupon-loadtest makes and measures its load, against
- * real coupon-servers: reconnects to a dead server are bounded and reported
- * apart from answers; --rate holds its rate and charges a stall to the
- * requests that were due during it; --warmup leaves the first seconds out
- * of the numbers but not out of the audit; the latency split by outcome and
- * the --timeline CSV add up to the totals. */
+ * real coupon-servers:
+ *   - reconnects to a dead server are bounded and reported apart from
+ *     answers;
+ *   - --rate holds its rate and charges a stall to the requests that were
+ *     due during it;
+ *   - --warmup leaves the first seconds out of the numbers but not out of
+ *     the audit;
+ *   - the latency split by outcome and the --timeline CSV add up to the
+ *     totals. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <pthread.h>
@@ -216,9 +220,9 @@ Test(loadtest_load, rate_charges_a_stall_to_every_request_due_in_it, .init = up1
     long long coupon = lt_create_coupon(&rig, 0, 1);
     snprintf(id, sizeof id, "%lld", coupon);
     /* A 500 ms stall in a 2.5 s run at 200/s: ~100 of the 500 requests are
-     * due while the server is stopped, and each waits from its due time
-     * until the server is back (from 500 ms down to 0), so more than 10 %
-     * wait over 100 ms. A closed loop would charge the stall to the 4
+     * due while the server is stopped. Each waits from its due time until
+     * the server is back (from 500 ms down to 0), so more than 10 % wait
+     * over 100 ms. A closed loop would charge the stall to the 4
      * requests in flight only, and its p90 would stay near 1 ms. */
     const char *a[] = {"--url", rig.urls, "--coupon", id, "--threads", "1", "--connections", "4",
                        "--duration", "2.5", "--rate", "200", "--json", "--quiet", NULL};

@@ -1,9 +1,12 @@
 /* adoption.c - what a C developer meets when adopting libdlock without the
- * app, each on a real redis-server: refused credentials never become
- * another identity, a wait never overshoots its deadline by more than one
- * command timeout, a client used across fork() is refused in the child
- * while the parent's renewal goes on, taking a lock this thread already
- * holds answers at once, and the misleading errors say what is wrong. */
+ * app, each on a real redis-server:
+ *   - refused credentials never become another identity;
+ *   - a wait never overshoots its deadline by more than one command
+ *     timeout;
+ *   - a client used across fork() is refused in the child while the
+ *     parent's renewal goes on;
+ *   - taking a lock this thread already holds answers at once;
+ *   - the misleading errors say what is wrong. */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,8 +1,9 @@
 /* delay_proxy.h - a TCP relay on a free loopback port in front of one
  * redis-server, that holds back a command carrying a given byte pattern
- * for a while: a slow network or a stalled node for exactly one step of a
- * protocol (the fence-sync round, say), on real sockets; or every command
- * until the client's next (a node always a little late). */
+ * for a while. That is a slow network or a stalled node for exactly one
+ * step of a protocol (the fence-sync round, say), on real sockets. It can
+ * also hold back every command until the client's next (a node always a
+ * little late). */
 #ifndef TESTS_DELAY_PROXY_H
 #define TESTS_DELAY_PROXY_H
 
@@ -18,10 +19,10 @@ int delay_proxy_port(const delay_proxy *p);
  * delay_ms before it is forwarded (once per arming; len 0 disarms). */
 void delay_proxy_arm(delay_proxy *p, const char *pattern, size_t len, int delay_ms);
 /* From now on every client-to-server chunk waits until the client sends
- * its next one on that connection, or max_ms passed (0: off): a node that
- * runs each command just after the client stopped waiting for its answer,
- * and before the client's next command there - slower than a round's grace,
- * never so slow that replies pile up. */
+ * its next one on that connection, or max_ms passed (0: off). That is a
+ * node that runs each command just after the client stopped waiting for
+ * its answer, and before the client's next command there: slower than a
+ * round's grace, never so slow that replies pile up. */
 void delay_proxy_lag(delay_proxy *p, int max_ms);
 /* How many chunks were held back so far (by delay_proxy_arm). */
 int delay_proxy_held(delay_proxy *p);

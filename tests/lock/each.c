@@ -56,9 +56,9 @@ static void *work(void *p)
     dlock_client *c;
 
     /* Odd threads list the masters in reverse: their commands reach the
-     * nodes in the other order, so two batches split the votes of a key
-     * (A first on one node, B first on another), and only the quorum per
-     * resource keeps them from both holding it. */
+     * nodes in the other order. So two batches split the votes of a key (A
+     * first on one node, B first on another). Only the quorum per resource
+     * keeps them from both holding it. */
     for (size_t i = 0; i < r->n; i++)
         order[i] = r->rs[w->id % 2 ? r->n - 1 - i : i];
     c = tc_patient_client(order, r->n, 1000);

@@ -1,8 +1,10 @@
-/* fencing.c - fencing tokens: a paused holder's successor gets a larger
- * fence and the holder learns it lost the lock; fences keep increasing over
- * 10 000 acquisitions while persistent nodes are killed and restarted; and
- * without persistence, restarting a majority makes fences go backwards (the
- * hazard docs/redlock.md describes). */
+/* fencing.c - fencing tokens:
+ *   - a paused holder's successor gets a larger fence, and the holder
+ *     learns it lost the lock;
+ *   - fences keep increasing over 10 000 acquisitions while persistent
+ *     nodes are killed and restarted;
+ *   - without persistence, restarting a majority makes fences go backwards
+ *     (the hazard docs/redlock.md describes). */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdlib.h>

@@ -1,11 +1,14 @@
 /* handoff.c - the one-node FIFO queue with direct hand-off (queue.c) under
- * faults, on real redis-servers: a real step of the
- * server's wall clock (the clockshift shim) must never give a waiter a
- * validity longer than the key it was handed (and so two holders); a
- * waiter whose listing was removed and added again must still take its
- * hand-off; a waiter that gives up while Redis is stalled must not leave
- * the key locked for its TTL; and a queued acquire without the right
- * password must say AUTH, as a try does. */
+ * faults, on real redis-servers:
+ *   - a real step of the server's wall clock (the clockshift shim) must
+ *     never give a waiter a validity longer than the key it was handed
+ *     (and so two holders);
+ *   - a waiter whose listing was removed and added again must still take
+ *     its hand-off;
+ *   - a waiter that gives up while Redis is stalled must not leave the key
+ *     locked for its TTL;
+ *   - a queued acquire without the right password must say AUTH, as a try
+ *     does. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>

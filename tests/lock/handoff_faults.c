@@ -77,7 +77,7 @@ static void wait_listed(size_t n, const char *res, long long want)
 /* ---- a grant whose fence sync is held back past the TTL ---- */
 
 /* Node A's fence counter far ahead, node B's key held by someone else,
- * node C's counter behind and reached through the relay: a grant on {A, C}
+ * node C's counter behind and reached through the relay. A grant on {A, C}
  * needs a fence-sync round to C, and the relay holds that round 500 ms,
  * longer than the 300 ms TTL. */
 /* The nodes' addresses with C (node 2) reached through a fresh delay
@@ -391,9 +391,9 @@ Test(lock_handoff_faults, waiter_with_a_clock_60s_ahead_gets_the_lock, .timeout 
 
 /* ---- a master always a little late ---- */
 
-/* Waiters W3 (older) and W1 reach master C through the relay with the lag:
+/* Waiters W3 (older) and W1 reach master C through the relay with the lag.
  * C runs each of their commands just after the round stopped waiting for
- * it and before their next command there, so every listing round of
+ * it and before their next command there. So every listing round of
  * theirs ends on A and B with C's answer one command late, never so late
  * that C's breaker opens. H (direct) holds "r"; W3 queues behind it; H's
  * keys on A and C go (as if expired), and W1's first round takes A (SET
@@ -447,15 +447,15 @@ Test(lock_handoff_faults, a_master_always_a_little_late_stalls_no_waiter, .timeo
 }
 
 /* A key that a waiter's late enter.lua takes is announced on its list, as
- * a hand-off is. H holds A and B (C's key gone, as after a restart); W's
- * listing round stops at A's and B's answers, and its enter.lua on C,
- * held back by the relay, takes the free key for W after the round. X
+ * a hand-off is. H holds A and B (C's key gone, as after a restart). W's
+ * listing round stops at A's and B's answers. Its enter.lua on C, held
+ * back by the relay, takes the free key for W after the round. X
  * queues behind on C. W hears of C, holds it alone for a hand-off window
  * and yields it: C's key goes to X (C's fence rises), long before W's key
- * there would expire (2 s). Before, W never read the late answer and C's
- * key sat unused, unknown to its owner, for its whole TTL (C's fence did
- * not move in 5 s): with the other nodes' queues in different orders
- * nobody had a quorum meanwhile (the stall of the 64-worker history). */
+ * there would expire (2 s). A W that never read the late answer would
+ * leave C's key unused, unknown to its owner, for its whole TTL. With the
+ * other nodes' queues in different orders, nobody would have a quorum
+ * meanwhile (the stall of the 64-worker history). */
 Test(lock_handoff_faults, a_key_a_late_listing_took_is_heard_of_at_once, .timeout = 60)
 {
     char lkey[TC_KEY_LEN], fkey[TC_KEY_LEN], out[128];

@@ -1,12 +1,12 @@
 /* history.c - Jepsen-style history check: forked processes lock one
  * resource over 3 persistent nodes while one node at a time is killed and
- * restarted; every recorded critical section must be disjoint from the
- * others (within its validity) and fences must rise in interval order.
+ * restarted. Every recorded critical section must be disjoint from the
+ * others (within its validity), and fences must rise in interval order.
  *
  * The checker must fail only when the lock is wrong, and must fail when it
- * is: LOCK_HISTORY_BREAK=1 in the environment makes each worker lock a
+ * is. LOCK_HISTORY_BREAK=1 in the environment makes each worker lock a
  * resource of its own (the lock, as far as the others are concerned, is
- * gone) and the test then reports overlapping sections. */
+ * gone), and the test then reports overlapping sections. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

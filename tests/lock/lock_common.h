@@ -119,7 +119,7 @@ long long tc_wait_blocked(const redis_proc *r, long long expect, int64_t timeout
 #define TC_SETTLE_MS 300
 
 /* The wake queue: how many waiters are listed on res on node r (ZCARD of
- * its waiters set; -1 when the node did not answer), and a bounded wait
+ * its waiters set; -1 when the node did not answer). And a bounded wait
  * (timeout_ms) until each of rs[0..n) lists `want`: the index of the first
  * node that did not, or -1 when all did; *seen gets that node's count. */
 long long tc_listed_on(const redis_proc *r, const char *res);

@@ -1,7 +1,9 @@
-/* lost.c - the renewal watchdog's loss report: on_lost runs without the
- * client's mutex (it may call the client), the lock outlives the callback
- * even when its holder frees it the moment dlock_is_held() turns 0, and one
- * unanswered renewal round is retried instead of reported as a loss. */
+/* lost.c - the renewal watchdog's loss report:
+ *   - on_lost runs without the client's mutex (it may call the client);
+ *   - the lock outlives the callback, even when its holder frees it the
+ *     moment dlock_is_held() turns 0;
+ *   - one unanswered renewal round is retried instead of reported as a
+ *     loss. */
 #include <criterion/criterion.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -92,11 +94,11 @@ Test(lock_lost, on_lost_may_call_the_client, .timeout = 10)
     dlock_client_free(c);
 }
 
-/* The lock stays in the registry while on_lost runs, so a holder that
+/* The lock stays in the registry while on_lost runs. So a holder that
  * frees it as soon as dlock_is_held() turns 0 does not free it under the
  * callback (ASan would report a heap-use-after-free in dlock_lock_resource
- * from on_lost): the free waits for the callback, returns only after the
- * callback did, and the callback still reads the lock's own name. */
+ * from on_lost). The free waits for the callback and returns only after
+ * the callback did, and the callback still reads the lock's own name. */
 Test(lock_lost, free_when_not_held_waits_for_on_lost, .timeout = 10)
 {
     dlock_client *c = tc_client(nodes, 1, 0);
@@ -140,7 +142,7 @@ Test(lock_lost, free_inside_on_lost_is_deferred, .timeout = 10)
 
 /* One renewal round that a quorum did not answer (two of three nodes
  * paused for a moment) does not declare the lock lost with two thirds of
- * its validity left: it is retried while a round can still finish inside
+ * its validity left. It is retried while a round can still finish inside
  * the validity, and succeeds once the nodes are back. */
 Test(lock_lost, one_unanswered_renewal_is_retried, .timeout = 15)
 {

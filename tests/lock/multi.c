@@ -1,7 +1,9 @@
-/* multi.c - dlock_acquire_multi on one node: all of the resources or none,
- * a fence per resource, release / extend / renewal of the whole set, the
- * argument checks, and a single waiter queued on one of the keys being
- * handed it when the set is released. (The many-thread history check of
+/* multi.c - dlock_acquire_multi on one node:
+ *   - all of the resources or none, a fence per resource;
+ *   - release / extend / renewal of the whole set;
+ *   - the argument checks;
+ *   - a single waiter queued on one of the keys is handed it when the set
+ *     is released. (The many-thread history check of
  * overlapping sets is multi_history.c.) */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -187,8 +189,8 @@ static void *wait_for_a(void *p)
 
 /* A single-resource waiter queued (one node: FIFO with direct hand-off) on
  * a key of a multi lock is handed that key when the set is released, as it
- * would be by a release of that key alone - not left blocked until the
- * set's 20 s TTL would have freed it. */
+ * would be by a release of that key alone. It is not left blocked until
+ * the set's 20 s TTL would have freed it. */
 Test(lock_multi, release_hands_a_key_to_its_queued_waiter, .timeout = 30)
 {
     const char *set[2] = {"m6a", "m6b"};

@@ -2,11 +2,11 @@
  * (random order, sizes 1..4, some as single dlock_acquire_for so the
  * one-node queue and its hand-off join in) on one node and on three
  * masters. Every section is stamped with a nanosecond clock and the fence
- * of each resource; the check: per resource, sections ordered by start
- * (then fence) never overlap, fences rise in that order, each ends within
- * its validity, every thread made progress (no deadlock, no starvation
- * for the run), and every call ended OK, TAKEN or (a round timed out on
- * the loaded machine) unavailable.
+ * of each resource. The check, per resource: sections ordered by start
+ * (then fence) never overlap, fences rise in that order, and each ends
+ * within its validity. Every thread made progress (no deadlock, no
+ * starvation for the run). Every call ended OK, TAKEN or (a round timed
+ * out on the loaded machine) unavailable.
  *
  * That the check can fail: DLOCK_TEST_BREAK_MULTI=1 in the environment
  * makes the workers skip the lock (sections then overlap and the suite

@@ -1,9 +1,11 @@
-/* multi_redlock.c - dlock_acquire_multi over three masters: the set is
- * ours with a quorum that granted ALL of it in one round; a minority down
- * or holding one key is tolerated; a majority holding one key is TAKEN and
- * the nodes that granted the set are cleaned at once; fences of every
- * resource are synced to the quorum's maximum after a node lost its
- * counters; release and extend reach the whole set on every node. */
+/* multi_redlock.c - dlock_acquire_multi over three masters:
+ *   - the set is ours with a quorum that granted ALL of it in one round;
+ *   - a minority down or holding one key is tolerated;
+ *   - a majority holding one key is TAKEN, and the nodes that granted the
+ *     set are cleaned at once;
+ *   - fences of every resource are synced to the quorum's maximum after a
+ *     node lost its counters;
+ *   - release and extend reach the whole set on every node. */
 #include <criterion/criterion.h>
 #include <string.h>
 

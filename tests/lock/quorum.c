@@ -221,9 +221,9 @@ Test(lock_quorum, five_nodes_two_paused_one_dead, .timeout = 15)
 
 /* Node 2 refused (a foreign key), nodes 0 and 1 granted; then node 0 stops
  * answering. The lock is still on nodes 0 and 1 - a quorum - so an extend or
- * release that cannot reach node 0 has not shown the lock lost: it must say
- * "unavailable", not LOST (LOST tells the caller its critical section may
- * have run unprotected, and makes renewal give up a lock that is fine). */
+ * release that cannot reach node 0 has not shown the lock lost. It must say
+ * "unavailable", not LOST. LOST tells the caller its critical section may
+ * have run unprotected, and makes renewal give up a lock that is fine. */
 static dlock_lock *held_on_0_and_1(dlock_client *c, const char *res)
 {
     char out[64], key[TC_KEY_LEN];

@@ -1,9 +1,12 @@
 /* redlock_handoff.c - Redlock's queue with direct hand-off (rqueue.c) on
- * three real redis-servers: an exclusion history of 64 workers (ns stamps
- * and fences; LOCK_RHANDOFF_BREAK=1 gives each worker a resource of its
- * own, and the check must then fail), the nodes' queues forced into
- * different orders, a node paused during a hand-off, a waiter that dies
- * holding a minority, and a step of one node's wall clock. The rule every
+ * three real redis-servers:
+ *   - an exclusion history of 64 workers (ns stamps and fences;
+ *     LOCK_RHANDOFF_BREAK=1 gives each worker a resource of its own, and
+ *     the check must then fail);
+ *   - the nodes' queues forced into different orders;
+ *   - a node paused during a hand-off;
+ *   - a waiter that dies holding a minority;
+ *   - a step of one node's wall clock. The rule every
  * test checks: a waiter holds the lock only when a quorum handed it over. */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -430,9 +433,9 @@ static void move_to_front(const redis_proc *r, const char *res, int rank)
 /* A wait listens on every node it waits for until its end, even where a
  * BLPOP of an earlier, shorter wait is still pending and times out
  * meanwhile. Here w's first BLPOPs on nodes 1 and 2 are bounded by h's
- * key (1 s); w holds node 0 alone, yields it to z after a hand-off window
- * and waits again, bounded by y's key (2 s), with a new BLPOP on node 0
- * only. At 1 s the old ones time out. y's release then hands w nodes 1
+ * key (1 s). w holds node 0 alone and yields it to z after a hand-off
+ * window. It waits again, bounded by y's key (2 s), with a new BLPOP on
+ * node 0 only. At 1 s the old ones time out. y's release then hands w nodes 1
  * and 2: w must hold the lock at once, not when its wait ends a second
  * later while those two keys, handed to it, keep everyone from a quorum
  * (the stall the 64-worker history showed). */

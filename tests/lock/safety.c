@@ -1,8 +1,12 @@
-/* safety.c - the handle never claims more than the nodes hold: a partly
- * failed shortening extend shortens the validity, a partly failed release
- * ends the hold, a second release sends nothing; locks are tied to their
- * client; duplicate nodes are refused; lock and fence keys never collide; a
- * failed fence sync says so. (Renewal safety: tests/lock/lost.c.) */
+/* safety.c - the handle never claims more than the nodes hold:
+ *   - a partly failed shortening extend shortens the validity;
+ *   - a partly failed release ends the hold;
+ *   - a second release sends nothing;
+ *   - locks are tied to their client;
+ *   - duplicate nodes are refused;
+ *   - lock and fence keys never collide;
+ *   - a failed fence sync says so.
+ * (Renewal safety: tests/lock/lost.c.) */
 #include <criterion/criterion.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -50,8 +54,8 @@ static uint64_t round_trips(dlock_client *c)
 }
 
 /* A partly failed extend to a TTL shorter than the validity left must
- * shorten the validity: the PEXPIREs that run (node 0 at once, nodes 1 and
- * 2 late, on resume) let the keys expire sooner, and a handle that kept the
+ * shorten the validity. The PEXPIREs that run (node 0 at once, nodes 1 and
+ * 2 late, on resume) let the keys expire sooner. A handle that kept the
  * old validity would say held while a second client acquires. */
 Test(lock_safety, failed_shortening_extend_shortens_validity, .timeout = 20)
 {

@@ -1,9 +1,11 @@
-/* sentinel.c - a node given as sentinel://: the master is found through a
- * real Redis Sentinel, a failover is followed by the same client, a stale
- * answer naming a replica is refused by the ROLE check, nothing hangs when
- * the sentinels are wrong or gone - and the hazard that remains: Redis
- * replicates asynchronously, so a failover can lose a lock (two holders)
- * and move its fence counter back (docs/sentinel.md).
+/* sentinel.c - a node given as sentinel://:
+ *   - the master is found through a real Redis Sentinel;
+ *   - a failover is followed by the same client;
+ *   - a stale answer naming a replica is refused by the ROLE check;
+ *   - nothing hangs when the sentinels are wrong or gone.
+ * And the hazard that remains: Redis replicates asynchronously, so a
+ * failover can lose a lock (two holders) and move its fence counter back
+ * (docs/sentinel.md).
  *
  * Every test starts its own master, replica (--replicaof) and sentinel
  * (quorum 1, down-after 500 ms) on free loopback ports, and stops them by
@@ -354,8 +356,8 @@ static int is_replica(const void *r)
 }
 
 /* The master turns into a replica of another instance while the sentinel
- * still names it (a stale answer): the kept connection is dropped at the
- * first -READONLY, the reconnect asks the sentinel and refuses what it
+ * still names it (a stale answer). The kept connection is dropped at the
+ * first -READONLY. The reconnect asks the sentinel and refuses what it
  * names, because ROLE says replica - even where the replica would accept
  * writes. */
 Test(lock_sentinel, stale_answer_refused_by_role, .timeout = 60)

@@ -1,7 +1,7 @@
 /* sentinel_share.c - sentinel:// nodes and the rest of the client, on
- * real redis-server and redis-sentinel processes: asking the sentinels
+ * real redis-server and redis-sentinel processes. Asking the sentinels
  * for a master never holds the client mutex, so the watchdog keeps
- * renewing the client's other locks while a sentinel is silent; and two
+ * renewing the client's other locks while a sentinel is silent. Two
  * addresses that reach one server (a sentinel name and a plain address,
  * two sentinel names) never count twice toward the quorum:
  * dlock_client_new refuses them when it can reach them, the first contact
@@ -67,11 +67,11 @@ static dlock_err client_of(const char *const *addrs, size_t n, int connect_ms, i
 
 /* A sentinel that stops answering while the master's connection breaks:
  * the next round on the sentinel node must ask it for the master, and
- * that asking waits out the command timeout (600 ms). Asked inside the
- * round, under the client mutex - here inside the watchdog's own renewal
- * round - it would let a 400 ms lock on the other two nodes (a quorum
- * without the sentinel node) expire unrenewed: reported lost while two of
- * three nodes would have renewed it. */
+ * that asking waits out the command timeout (600 ms). Suppose it were
+ * asked inside the round, under the client mutex (here inside the
+ * watchdog's own renewal round). A 400 ms lock on the other two nodes (a
+ * quorum without the sentinel node) would then expire unrenewed: reported
+ * lost while two of three nodes would have renewed it. */
 Test(lock_sentinel_share, silent_sentinel_does_not_stall_renewals, .timeout = 60)
 {
     char saddr[128], err[DLOCK_ERRSTR_LEN] = "";

@@ -1,11 +1,11 @@
-/* sick.c - a sick minority costs (almost) nothing: with one of three
- * masters paused, tarpitted (accepts connections in the kernel, never
- * answers), killed or slowed (kept busy by a script, so it answers late),
- * and with two of five paused, every acquire still gets its quorum and,
- * once the node's breaker is open, returns in a fraction of the 2 ms
- * grace, the 100 ms command timeout and the 200 ms connect timeout that
- * waiting for a sick node would cost; after a paused node resumes, no lock
- * key of ours is left on any node. Default client options (connect 200 ms, command
+/* sick.c - a sick minority costs (almost) nothing. One of three masters
+ * is paused, tarpitted (accepts connections in the kernel, never answers),
+ * killed or slowed (kept busy by a script, so it answers late), or two of
+ * five are paused. Every acquire still gets its quorum. Once the node's
+ * breaker is open, it returns in a fraction of the 2 ms grace, the 100 ms
+ * command timeout and the 200 ms connect timeout that waiting for a sick
+ * node would cost. After a paused node resumes, no lock key of ours is
+ * left on any node. Default client options (connect 200 ms, command
  * 100 ms), as an application would use them. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -294,11 +294,11 @@ static void slow_loop_stop(slow_loop *s)
  * cheap as with a node that never answers, and no key stays behind. */
 #define SLOW_SPELLS 5
 #define SLOW_BATCHES 40
-/* Acquires that wait the grace per busy spell: the first rounds of a spell
+/* Acquires that wait the grace per busy spell. The first rounds of a spell
  * do, until the node owes more than 4 replies and its breaker opens (~3
- * cycles, plus scheduler stalls: 10-12 a spell seen on 2 shared cores, on
- * this code and the one before it); without the breaker every acquire of
- * the spell does (~30 in 150 ms), twice this bound. */
+ * cycles, plus scheduler stalls: 10-12 a spell seen on 2 shared cores).
+ * Without the breaker every acquire of the spell does (~30 in 150 ms),
+ * twice this bound. */
 #define GRACED_PER_SPELL 15
 
 Test(lock_sick, one_of_three_slowed, .timeout = 120)

@@ -1,10 +1,10 @@
 /* uncontended.c - the one-node queued path where nobody waits, on a real
- * redis-server: an acquire that may wait plus its release run exactly SET
+ * redis-server. An acquire that may wait plus its release run exactly SET
  * NX PX + INCR and GET + EXISTS + DEL inside their two scripts (Redis INFO
- * commandstats), the queue untouched; and the
- * shortcut never skips the queue clean-up it must not skip: a waiter that
- * was listed and then takes the free key is off the waiters set, so its
- * own release does not hand the key to itself (nobody) and strand it. */
+ * commandstats), the queue untouched. And the shortcut never skips the
+ * queue clean-up it must not skip: a waiter that was listed and then takes
+ * the free key is off the waiters set. So its own release does not hand
+ * the key to itself (nobody) and strand it. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /* undo.c - the undo of a failed acquisition (acquire.c, Redlock step 5) on
- * a node whose SET lands late: it deletes only its own token's key (never
- * the key another client took there meanwhile), and it hands the key to
- * the waiter queued behind it there at once, as the multi and batch undos
- * do, instead of leaving it to expire. Node C is reached through a relay
+ * a node whose SET lands late. It deletes only its own token's key (never
+ * the key another client took there meanwhile). It hands the key to the
+ * waiter queued behind it there at once, as the multi and batch undos do,
+ * instead of leaving it to expire. Node C is reached through a relay
  * that lags every command of the failing client until its next one. */
 #include <criterion/criterion.h>
 #include <pthread.h>

@@ -1,8 +1,11 @@
-/* wake.c - wake on release: a blocked waiter gets the lock within a few ms
- * of the release (not after its next poll), still gets it when the holder
- * dies without releasing (the wait is bounded by the key's TTL), contending
- * threads share the lock fairly (FIFO hand-off, no barging), and the same
- * holds for Redlock on 3 nodes. */
+/* wake.c - wake on release:
+ *   - a blocked waiter gets the lock within a few ms of the release (not
+ *     after its next poll);
+ *   - it still gets it when the holder dies without releasing (the wait is
+ *     bounded by the key's TTL);
+ *   - contending threads share the lock fairly (FIFO hand-off, no
+ *     barging).
+ * The same holds for Redlock on 3 nodes. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -273,11 +276,11 @@ static void *queued_main(void *arg)
 }
 
 /* Waiters queued one after the other (each listed before the next starts)
- * get the lock in that order, each handed it by the previous holder's
+ * get the lock in that order. Each is handed it by the previous holder's
  * release without a round of its own (one attempt: the one that listed
- * it), with fences that keep growing, and a validity that ends before the
- * key's real expiry (PTTL read right after the wake; the clients have no
- * drift allowance, so nothing hides an optimistic validity). */
+ * it). Fences keep growing, and each validity ends before the key's real
+ * expiry (PTTL read right after the wake; the clients have no drift
+ * allowance, so nothing hides an optimistic validity). */
 Test(lock_wake, handoff_fifo_one_attempt_fence_validity, .timeout = 30)
 {
     const char *res = "wk-fifo";
@@ -494,9 +497,9 @@ Test(lock_wake, mixed_polling_and_waking_clients, .timeout = 30)
  * hands the key over after the waiter's last attempt (enter.lua, which
  * found the key held) and before it takes itself off the list. CLIENT
  * PAUSE WRITE holds both scripts back and then runs them in arrival order:
- * the waiter's last attempt, then the release; then comes the waiter's
- * leave.lua, which must find the key handed to it - and the waiter must
- * take it, not walk away from a key locked for its whole TTL. */
+ * the waiter's last attempt, then the release. Then comes the waiter's
+ * leave.lua, which must find the key handed to it. The waiter must take
+ * it, not walk away from a key locked for its whole TTL. */
 static void sleep_until(int64_t at_ms)
 {
     while (dlock_now_ms() < at_ms)

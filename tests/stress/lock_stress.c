@@ -1,8 +1,9 @@
 /* lock_stress.c - the libdlock threading paths as one plain program (no
  * Criterion: its sandbox cannot start under ThreadSanitizer, upstream
- * Snaipe/Criterion#274), so the TSan build can check them: one client
- * shared by many threads, the watchdog racing release / free / client_free,
- * on_lost callbacks, stats snapshots, and a node killed under contention.
+ * Snaipe/Criterion#274), so the TSan build can check them. The paths: one
+ * client shared by many threads, the watchdog racing release / free /
+ * client_free, on_lost callbacks, stats snapshots, and a node killed under
+ * contention.
  * Exits 0 when every check holds; prints each failed check otherwise. */
 #include <hiredis/hiredis.h>
 #include <pthread.h>

@@ -1,8 +1,10 @@
 /* procs_base.h - test support that needs nothing but threads (the
  * testsupport_base library, which libdlock's suites link when libdlock is
- * built alone): free loopback ports, the clock, temp dirs, real
- * redis-server and Redis Sentinel processes started, paused (SIGSTOP),
- * resumed, killed, restarted and stopped by PID, and running a command.
+ * built alone):
+ *   - free loopback ports, the clock, temp dirs;
+ *   - real redis-server and Redis Sentinel processes started, paused
+ *     (SIGSTOP), resumed, killed, restarted and stopped by PID;
+ *   - running a command.
  * procs.h adds coupon-server, postgres and an HTTP client.
  *
  * Every function returns 0 on success and -1 on failure after printing one

@@ -28,9 +28,9 @@ struct claimq {
 };
 
 /* The job's answer once its deadline passed while it waited, without a
- * round trip to Redis or the store: its own 1005 row (queue_timeout) and
- * the lock error "timeout" (outcome.h: "or queued past it"), or 1006 when
- * the lock service had no quorum as its wait ended (core/lockstate.h). */
+ * round trip to Redis or the store. It is its own 1005 row (queue_timeout)
+ * and the lock error "timeout" (outcome.h: "or queued past it"). Or 1006,
+ * when the lock service had no quorum as its wait ended (core/lockstate.h). */
 static void expire(claim_job *job, const app_config *cfg, int64_t now_us)
 {
     lock_error_kind kind;

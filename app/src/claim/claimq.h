@@ -47,9 +47,9 @@ struct claim_job {
      * bounds its own wait by deadline_us. */
     void (*run)(claim_job *job, worker *w, const app_config *cfg);
     /* Set by claimq_give_back: a batch of several coupons found this
-     * coupon's lock taken, so the job waits for it on the single path
-     * (a worker of its own) and no other batch takes it again: without
-     * that, batches could keep trying a busy lock for it, a round each. */
+     * coupon's lock taken. So the job waits for it on the single path (a
+     * worker of its own), and no other batch takes it again. Without that,
+     * batches could keep trying a busy lock for it, a round each. */
     int spread_refused;
 };
 
@@ -72,18 +72,18 @@ int claimq_start(const app_config *cfg, const strategy *strat, worker_pool *pool
 claimq_submit_result claimq_submit(claimq *q, claim_job *job);
 /* For a strategy running on a claim worker, holding the lock of coupon_id:
  * takes out of that worker's queue up to max waiting single claims (not
- * bundles) of coupon_id, oldest first, so that they run in its batch
- * without a claim worker of their own (no wake-up and no second hand-off
- * per claim). Those whose deadline has passed are answered 1005 here (as a
+ * bundles) of coupon_id, oldest first. They run in its batch without a
+ * claim worker of their own (no wake-up and no second hand-off per
+ * claim). Those whose deadline has passed are answered 1005 here (as a
  * worker would) and not returned. The caller owns the jobs returned (their
  * out zeroed, the claim-queue stage counted): it sets result and out and
  * calls done on each, exactly once. 0 when called off a claim worker. */
 size_t claimq_take_coupon(int64_t coupon_id, claim_job **out, size_t max);
 /* For a claim worker about to lock coupon `except`: takes out of its queue
- * the waiting single claims of OTHER coupons, oldest first, up to
+ * the waiting single claims of OTHER coupons, oldest first. It takes up to
  * per_coupon of each, of at most max_coupons coupons (<= CLAIMQ_SPREAD_MAX),
- * at most max jobs in all, skipping jobs given back earlier
- * (spread_refused). want(coupon, want_arg) is asked once per coupon met,
+ * and at most max jobs in all. Jobs given back earlier (spread_refused)
+ * are skipped. want(coupon, want_arg) is asked once per coupon met,
  * under the queue's mutex (it must not block, nor take this queue); a
  * coupon it refuses is left waiting. Late jobs are answered 1005 as by
  * claimq_take_coupon; the caller owns the jobs returned (in arrival order)

@@ -1,10 +1,10 @@
 /* commit_group.c - the per-process commit group (commit_group.h).
  *
- * Leader/follower, no thread of its own: a section joins the queue; if no
- * one is committing, its thread becomes the committer, takes up to
+ * Leader/follower, no thread of its own: a section joins the queue. If no
+ * one is committing, its thread becomes the committer. It takes up to
  * --commit-group queued sections (its own among them unless the queue was
  * longer), runs them on its own connection in one transaction and wakes
- * their threads; then the oldest section still queued becomes the next
+ * their threads. Then the oldest section still queued becomes the next
  * committer. So at most one write transaction per process is open at a
  * time, and every section that arrived while one was running shares the
  * next COMMIT. */

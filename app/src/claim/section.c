@@ -81,9 +81,11 @@ void section_business_step(void *cfg, size_t n_claims)
 }
 
 /* What a section that ran (DB_OK: its write, if any, committed) tells the
- * stock view: the stock the last accepted claim left, else 0 when a claim
- * was refused as sold out (no claim accepted: the stock read was 0), else
- * nothing (every claim at its user's limit says only "positive"). */
+ * stock view:
+ *   - the stock the last accepted claim left;
+ *   - else 0 when a claim was refused as sold out (no claim accepted: the
+ *     stock read was 0);
+ *   - else nothing (every claim at its user's limit says only "positive"). */
 static void section_learn(int64_t coupon_id, const db_claim_req *reqs, size_t n)
 {
     int64_t left = -1;

@@ -3,7 +3,7 @@
  * (db_peek_stock) before the lock.
  *
  * Fed for free by what the claims learn (the stock left after a section, an
- * atomic claim or a bundle, and a coupon's creation); a peek only when
+ * atomic claim or a bundle, and a coupon's creation). A peek only when
  * nothing fresh is known, and then one per coupon at a time: the requests
  * that ask meanwhile wait for its answer (single flight).
  *
@@ -40,11 +40,13 @@ typedef enum stock_answer {
     STOCK_NOT_FOUND = 2 /* 404 / 1002 before the lock */
 } stock_answer;
 
-/* Once at start-up, before any thread. fresh_ms: how long what is known of
- * a coupon spares a peek (0: no view, every question peeks, as before);
- * monotone: nonzero when no claim or bundle of this process can raise a
- * stock (see above); peek_ms: the longest one peek may take (the store's
- * statement bound), which bounds how long a request waits for another's.
+/* Once at start-up, before any thread.
+ *   fresh_ms: how long what is known of a coupon spares a peek (0: no
+ *     view, every question peeks);
+ *   monotone: nonzero when no claim or bundle of this process can raise a
+ *     stock (see above);
+ *   peek_ms: the longest one peek may take (the store's statement bound),
+ *     which bounds how long a request waits for another's.
  * 0, or -1 if the clock cannot be set up. */
 int stock_view_setup(int fresh_ms, int monotone, int peek_ms);
 

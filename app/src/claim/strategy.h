@@ -36,9 +36,11 @@ typedef struct strategy {
     int default_threads;  /* --threads when not given: what this strategy runs best with */
     int default_claim_workers; /* --claim-workers when not given; 0: as many as --threads */
     /* When its claims can only lower a coupon's stock, so that a 0 is final
-     * (claim/stock_view.h): STOCK_FALLS_ALWAYS, STOCK_FALLS_FENCED (under
-     * --fence full only: with less, a holder whose lease ran out can write
-     * back the higher stock it read), or 0 (never: no lock, or a recipe's). */
+     * (claim/stock_view.h):
+     *   STOCK_FALLS_ALWAYS;
+     *   STOCK_FALLS_FENCED: under --fence full only (with less, a holder
+     *     whose lease ran out can write back the higher stock it read);
+     *   0: never (no lock, or a recipe's). */
     int stock_falls;
     /* deadline_us (CLOCK_MONOTONIC, common.h's cm_now_us) ends the wait for
      * the lock: the request's arrival + --lock-wait, so that time spent in

@@ -1,7 +1,8 @@
 /* strategy_redlock.c - the critical section under libdlock's lock on the
- * resource "coupon:<id>", which libdlock keeps at the key "lock:coupon:<id>"
- * and its fence counter at "fence:coupon:<id>" (dlock.h, "Keys") (single instance with one Redis address, Redlock with
- * several), with the lock's fencing token checked by the store (--fence).
+ * resource "coupon:<id>" (single instance with one Redis address, Redlock
+ * with several), with the lock's fencing token checked by the store
+ * (--fence). libdlock keeps the lock at the key "lock:coupon:<id>" and its
+ * fence counter at "fence:coupon:<id>" (dlock.h, "Keys").
  * Same-coupon claims of this server queue locally first (combiner.h) and,
  * with --lock-batch > 1, share one acquisition, one read and one write. */
 #include "claim/strategy.h"
@@ -27,9 +28,9 @@
  * remembers the highest fence it accepted, so every holder is refused as
  * stale, though no other holder exists. A refusal while our lease is still
  * valid can only mean that (an expired lease is the fence doing its job,
- * and is left alone): the counters are raised to the row's fence, the lock
- * is taken again (its new fence is above the row's) and the section runs
- * once more with the same claims. Raising never lowers a counter, so this
+ * and is left alone). Then the counters are raised to the row's fence, the
+ * lock is taken again (its new fence is above the row's), and the section
+ * runs once more with the same claims. Raising never lowers a counter, so this
  * cannot let an older holder through. Returns the section's new status,
  * with *lockp the lock now held (or NULL if the retake failed). */
 static db_status heal_fence(worker *w, const app_config *cfg, const char *resource, int64_t coupon_id,
@@ -161,16 +162,17 @@ static void log_fence_refused(worker *w, int64_t coupon_id, uint64_t fence, size
 /* --lock-hold-ms: after the first batch, more batches under the same lease
  * instead of a release and a new acquisition each. On a hot coupon the
  * claims of this server's connections come back within about a millisecond
- * of their answers, while handing the lock to the other server and back
- * costs a release and an acquiring round on the masters plus two wake-ups
+ * of their answers. Handing the lock to the other server and back costs a
+ * release and an acquiring round on the masters plus two wake-ups
  * (benchmarks.md, "Hot coupon on SQLite"). Each batch starts only while
  * the hold bound is not reached, so the other servers' waiters (in
- * libdlock's wake queue) get the lock within about MS, and only while half
- * the lease is left, so a healthy batch ends well inside the lease; a batch
- * that outlives it anyway (a pause, a SIGSTOP) is what the fence is for:
- * every batch carries the acquisition's fence, the store accepts it again
- * from the same holder (last_fence <= fence) and refuses it once a newer
- * holder has read (1010, the batch not applied), which ends the hold. */
+ * libdlock's wake queue) get the lock within about MS. It also starts only
+ * while half the lease is left, so a healthy batch ends well inside the
+ * lease. A batch that outlives it anyway (a pause, a SIGSTOP) is what the
+ * fence is for. Every batch carries the acquisition's fence: the store
+ * accepts it again from the same holder (last_fence <= fence) and refuses
+ * it once a newer holder has read (1010, the batch not applied), which
+ * ends the hold. */
 static void hold_batches(worker *w, const app_config *cfg, const dlock_lock *lock, int64_t coupon_id)
 {
     batch b;
@@ -207,9 +209,9 @@ static void hold_batches(worker *w, const app_config *cfg, const dlock_lock *loc
 
 /* The section under a held lock: our claim plus, with --lock-batch > 1,
  * claims of this coupon queued behind us in this server (combiner.h), with
- * one fenced read and one write for all of them (group commit): the lock's
+ * one fenced read and one write for all of them (group commit). The lock's
  * round trips and the commit are paid once per batch. They all carry our
- * fence, so if our lease runs out mid-way (a pause, a SIGSTOP) and a newer
+ * fence. So if our lease runs out mid-way (a pause, a SIGSTOP) and a newer
  * holder reads the coupon, the store refuses the whole batch (1010) and
  * nothing of it is applied. Then, with --lock-hold-ms, more batches under
  * the same lock (hold_batches). *lockp may be replaced (heal_fence). */
@@ -396,9 +398,9 @@ static void spread_release(worker *w, spread *sp)
 
 /* The leader of coupon_id with claims of other coupons waiting: one round
  * for all their locks. Returns 1 when the leader's own claim was answered
- * here (*result, out), 0 when it goes the single path (only its coupon
- * had claims waiting, or its lock was taken or unavailable: then the other
- * coupons were served or given back first, and nothing is held). */
+ * here (*result, out). Returns 0 when it goes the single path: only its
+ * coupon had claims waiting, or its lock was taken or unavailable (then the
+ * other coupons were served or given back first, and nothing is held). */
 static int spread_claim(worker *w, const app_config *cfg, int64_t coupon_id, const char *user_id, int64_t t0,
                         int64_t deadline, claim_out *out, claim_result *result)
 {

@@ -177,9 +177,9 @@ int access_log_open(const char *path, char *errbuf, size_t errlen)
     return 0;
 }
 
-/* A request's field (method, path) for the access log: a byte that is not
+/* A request's field (method, path) for the access log. A byte that is not
  * visible ASCII, or is a space, a quote, a backslash or '%' itself, is
- * written %XX, so one request is one line of space-separated fields
+ * written %XX. So one request is one line of space-separated fields
  * whatever it carries (a decoded %20 or %0A cannot forge a field or a
  * line), and the escaping reads back unambiguously. Cut at max_in bytes. */
 static void escape_field(const char *in, size_t max_in, char *out, size_t cap)

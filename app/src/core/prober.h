@@ -42,10 +42,10 @@ typedef struct health_state {
 } health_state;
 
 /* Probes once (so that /healthz has a result from the first request on:
- * bounded by the Redis timeouts and --db-busy-ms), then starts the two
- * threads on a one-slot worker pool of their own (the store thread uses
+ * bounded by the Redis timeouts and --db-busy-ms). Then starts the two
+ * threads on a one-slot worker pool of their own. The store thread uses
  * the slot's store connection, the lock thread its lock client, never the
- * other's; uses_lock: the slot gets a lock client). lock_probe(ctx, ...)
+ * other's (uses_lock: the slot gets a lock client). lock_probe(ctx, ...)
  * is the lock's part. 0, or -1 with errbuf set. */
 int prober_start(const app_config *cfg, int uses_lock, prober_lock_fn lock_probe, const void *ctx,
                  char *errbuf, size_t errlen);

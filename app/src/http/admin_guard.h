@@ -1,9 +1,9 @@
 /* admin_guard.h - a back-off for failed admin authentication, per client
  * address (peer.h's key: an IPv6 client by its /64; behind a trusted
- * proxy, the client it names): after a few failures an address must wait
- * (a wait that doubles with every further failure), and while it waits
- * every attempt from it is refused, the right token too, so a 429 tells a
- * guesser nothing and the back-off bounds how fast one address can guess.
+ * proxy, the client it names). After a few failures an address must wait,
+ * and the wait doubles with every further failure. While it waits, every
+ * attempt from it is refused, the right token too. So a 429 tells a
+ * guesser nothing, and the back-off bounds how fast one address can guess.
  * The real admin is never locked out by others: the wait is per address.
  * There is no cap over all addresses (it would let guessers lock the admin
  * out): what makes guessing hopeless across many addresses is the token's

@@ -31,9 +31,9 @@ int trusted_cidrs_match(const trusted_cidr *list, size_t n, const struct sockadd
 
 /* The client named by the X-Forwarded-For values[0..nvalues) (in the order
  * the header lines came; each a comma-separated list of addresses), for a
- * request from a trusted peer: 0 with *out set (port 0), or -1 when no
- * entry qualifies (no header, a malformed entry where the client should
- * be, or only trusted proxies): the peer's own address then stands. */
+ * request from a trusted peer. Returns 0 with *out set (port 0), or -1
+ * when no entry qualifies (no header, a malformed entry where the client
+ * should be, or only trusted proxies); the peer's own address then stands. */
 int forwarded_client(const char *const *values, size_t nvalues, const trusted_cidr *list, size_t n,
                      struct sockaddr_storage *out);
 

@@ -1,9 +1,9 @@
 /* peer.h - who a connection's client is: the --trusted-proxy networks (set
  * once at start), the client a trusted proxy names in X-Forwarded-For, and
  * the key every per-client limit counts by (the connection cap,
- * conn_cap.h; the admin back-off, admin_guard.h): an IPv4 address whole,
- * an IPv6 address by its /64, since one host is handed a whole /64 (SLAAC,
- * most providers) and could otherwise pose as 2^64 clients. */
+ * conn_cap.h; the admin back-off, admin_guard.h). The key is an IPv4
+ * address whole, or an IPv6 address by its /64. One host is handed a whole
+ * /64 (SLAAC, most providers) and could otherwise pose as 2^64 clients. */
 #ifndef APP_PEER_H
 #define APP_PEER_H
 

@@ -21,8 +21,8 @@ int reply_error(request *rq, unsigned status, int code, const char *fmt, ...)
 /* The same with a Retry-After of retry_s seconds (0: none), whatever the status. */
 int reply_error_retry(request *rq, unsigned status, int code, unsigned retry_s, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-/* The row of the claim outcome table (outcome.h) as an error reply:
- * its status, code, Retry-After and msg, with ": detail" when detail is
+/* The row of the claim outcome table (outcome.h) as an error reply: its
+ * status, code, Retry-After and msg. ": detail" is added when detail is
  * neither NULL nor empty and the row lets a reply carry it (lock and store
  * rows do not: their detail is for the log). */
 int reply_outcome(request *rq, claim_result r, const char *detail);

@@ -120,11 +120,11 @@ static void claim_done(claim_job *job)
     MHD_resume_connection(conn);
 }
 
-/* Validation and the sold-out fast path run here, on the HTTP thread; the
+/* Validation and the sold-out fast path run here, on the HTTP thread. The
  * claim itself (the lock wait and the store write) runs on a claim worker
- * (claim/claimq.h) while the connection is suspended, so that a claim
- * waiting for the lock never holds a thread that serves reads, /healthz
- * and /metrics. */
+ * (claim/claimq.h) while the connection is suspended. So a claim waiting
+ * for the lock never holds a thread that serves reads, /healthz and
+ * /metrics. */
 int route_claim(request *rq)
 {
     const app_config *cfg = rq->app->cfg;
@@ -147,10 +147,10 @@ int route_claim(request *rq)
      * before the lock: this keeps a sold-out flash sale from queueing every
      * late request on one Redis key (and in the claim queue). The stock
      * view answers it from what this server's claims already learned, with
-     * a store round trip only when nothing fresh is known; when it may say
-     * "sold out" or "not found" without the lock (stock only falls; a stale
-     * positive just sends the request on to the strategy, which re-checks
-     * inside its transaction) is claim/stock_view.h's. */
+     * a store round trip only when nothing fresh is known. When it may say
+     * "sold out" or "not found" without the lock is claim/stock_view.h's
+     * (stock only falls; a stale positive just sends the request on to the
+     * strategy, which re-checks inside its transaction). */
     switch (stock_view_ask(rq->w->db, coupon_id)) {
     case STOCK_NOT_FOUND:
         return reply_refused(rq, CLAIM_NOT_FOUND, NULL);

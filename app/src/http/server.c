@@ -1,11 +1,11 @@
 /* server.c - libmicrohttpd serving the listen socket: its thread pool and
  * limits, the hooks that keep the deadlines (conn_watch.h) and screen the
  * raw target (target.h), body accumulation with our own body and header
- * limits, and the graceful stop. libmicrohttpd alone accepts and parses:
- * what it refuses before any callback (a request line or header it cannot
- * parse, a head past its memory pool, a broken chunked framing, bytes that
- * are not HTTP at all: closed without an answer) gets its
- * own status and page (docs/reliability.md lists them); everything the
+ * limits, and the graceful stop. libmicrohttpd alone accepts and parses.
+ * What it refuses before any callback gets its own status and page
+ * (docs/reliability.md lists them): a request line or header it cannot
+ * parse, a head past its memory pool, a broken chunked framing, or bytes
+ * that are not HTTP at all (closed without an answer). Everything the
  * application answers is the contract's JSON. */
 #include "http/server.h"
 
@@ -32,10 +32,10 @@
 
 /* MHD's own per-connection memory pool: it holds the request head whole
  * (its read buffer starts at half the pool). A head over --max-header-bytes
- * is answered 431 in JSON as long as it fits; four times that limit leaves
- * room for that, and no more, because libmicrohttpd 0.9.75 zeroes the
- * pool's free part between two requests of a kept-alive connection
- * (256 KiB was 12% of a worker's time on the sold-out path). */
+ * is answered 431 in JSON as long as it fits. Four times that limit leaves
+ * room for that, and no more: libmicrohttpd 0.9.75 zeroes the pool's free
+ * part between two requests of a kept-alive connection (256 KiB was 12% of
+ * a worker's time on the sold-out path). */
 #define MHD_POOL_MIN_BYTES (64 * 1024)
 /* After the claim queue stopped: how long its last answers (refusals and
  * the claims that were running) get to go out before the daemon stops. */
@@ -420,10 +420,10 @@ int server_start(app *a, server **out, int *port_out, char *errbuf, size_t errle
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, a,
         MHD_OPTION_NOTIFY_CONNECTION, conn_watch_notify, NULL,
         MHD_OPTION_URI_LOG_CALLBACK, on_target, NULL,
-        /* Not strict: in 0.9.75 strict mode adds only two refusals, a
-         * space in the target (the target screen refuses it in JSON) and
-         * HTTP/1.1 without Host (on_head does, in JSON; strict mode's own
-         * page has its head written twice), and refuses none of bare LF
+        /* Not strict: in 0.9.75 strict mode adds only two refusals. One is
+         * a space in the target (the target screen refuses it in JSON), the
+         * other HTTP/1.1 without Host (on_head does, in JSON; strict mode's
+         * own page has its head written twice). It refuses none of bare LF
          * line ends, folded lines or control bytes in a value
          * (docs/coupon-service.md, "What libmicrohttpd answers itself"). */
         MHD_OPTION_STRICT_FOR_CLIENT, (int)0,

@@ -3,12 +3,13 @@
  * decodes the query. Pure: a string in, a verdict out (fuzzed alone).
  *
  * libmicrohttpd 0.9.75 keeps the first of two arguments with one name, and
- * a proxy in front may keep the last, so a duplicate is refused; so is a
- * %00 (a decoded NUL would cut a value short), a fragment, a broken escape,
- * a byte that is not visible ASCII (0.9.75 reads "GET /a b HTTP/1.1" as the
- * target "/a b"),
- * and more than TARGET_MAX_ARGS arguments (each costs libmicrohttpd a
- * record from its per-connection pool, and about a thousand filled it). */
+ * a proxy in front may keep the last, so a duplicate is refused. So are:
+ *   - a %00 (a decoded NUL would cut a value short);
+ *   - a fragment, and a broken escape;
+ *   - a byte that is not visible ASCII (0.9.75 reads "GET /a b HTTP/1.1"
+ *     as the target "/a b");
+ *   - more than TARGET_MAX_ARGS arguments (each costs libmicrohttpd a
+ *     record from its per-connection pool, and about a thousand fill it). */
 #ifndef APP_TARGET_H
 #define APP_TARGET_H
 

@@ -32,12 +32,12 @@ static int url_keyword(const char *url, const char *keyword, char *buf, size_t l
     return 0;
 }
 
-/* The session settings: every statement and every lock wait bounded by the
- * store's timeout on the server too (the error arrives before our client
- * deadline and the connection survives it), and a session that sits in an
- * open transaction (a coupon-server stopped with SIGSTOP between its UPDATE
- * and its COMMIT) is ended by the server instead of holding the coupon's
- * row lock forever. client_min_messages: libpq prints notices on stderr
+/* The session settings. Every statement and every lock wait is bounded by
+ * the store's timeout on the server too: the error arrives before our
+ * client deadline, and the connection survives it. A session that sits in
+ * an open transaction (a coupon-server stopped with SIGSTOP between its
+ * UPDATE and its COMMIT) is ended by the server instead of holding the
+ * coupon's row lock forever. client_min_messages: libpq prints notices on stderr
  * ("relation ... already exists, skipping" from the schema's IF NOT
  * EXISTS at every start). The URL's own options come last, so they win. */
 static char *session_options(int timeout_ms, int readonly, const char *url_options)

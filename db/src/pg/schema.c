@@ -15,8 +15,8 @@
 #define DBPG_SCHEMA_LOCK "7165145548617015857"
 
 /* Same shape as SQLite's v1 schema: no CHECK(stock >= 0), on purpose (the
- * unsafe section must be able to show the oversell); last_fence is the
- * highest fencing token the row has accepted; created_at is ISO-8601 UTC
+ * unsafe section must be able to show the oversell). last_fence is the
+ * highest fencing token the row has accepted. created_at is ISO-8601 UTC
  * text like SQLite's, so the audit and the tests read both alike. */
 #define DBPG_NOW_TEXT "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 static const char dbpg_create[] =

@@ -75,8 +75,8 @@ const dbpg_sql dbpg_batch_statements[DBPG_BATCH_COUNT] = {
                           "ORDER BY u.ord",
                           "ia"},
     /* The section's write and its records as one statement: the INSERT
-     * reads the UPDATE's row, so when the UPDATE changes nothing (no such
-     * coupon; with the fence, a newer holder's fence on the row) no record
+     * reads the UPDATE's row. So when the UPDATE changes nothing (no such
+     * coupon; with the fence, a newer holder's fence on the row), no record
      * is inserted and no row comes back: nothing of the batch is written.
      * ORDER BY ord: the records get their ids in the batch's order. */
     [DBPG_BATCH_WRITE] = {"write batch",
@@ -94,8 +94,8 @@ const dbpg_sql dbpg_batch_statements[DBPG_BATCH_COUNT] = {
                                  "iiia"},
     /* The whole section of a batch with no business step, run right after
      * DBI_FENCED_READ in its transaction, which registered our fence and
-     * holds the row lock: this statement's snapshot is taken after it, so it
-     * sees every record committed before the row let our fence in.
+     * holds the row lock. This statement's snapshot is taken after it, so
+     * it sees every record committed before the row let our fence in.
      *   c  the coupon as our fenced read left it (last_fence = $2; no row
      *      when the read was refused, and then nothing below happens);
      *   u  each claim's user, its records (held) and its rank among the

@@ -1,8 +1,8 @@
 /* clockshift.c - an LD_PRELOAD shim that steps the wall clock of the process
  * it is loaded into, for tests of what a clock step does to a lock
- * (Kleppmann's objection to Redlock): clock_gettime on
- * CLOCK_REALTIME and CLOCK_REALTIME_COARSE, gettimeofday and time return
- * the real wall clock plus an offset in ms read from the file named by
+ * (Kleppmann's objection to Redlock). clock_gettime on CLOCK_REALTIME and
+ * CLOCK_REALTIME_COARSE, gettimeofday and time return the real wall clock
+ * plus an offset in ms. The offset is read from the file named by
  * $DLOCK_CLOCKSHIFT_FILE (a decimal integer, may be negative; missing or
  * unreadable = 0). Every other clock passes through unchanged: a process's
  * monotonic clock does not step.
