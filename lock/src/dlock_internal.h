@@ -381,6 +381,9 @@ int dlock__reply_is_error(const dlock__result *r, const char *prefix);
 /* The nodes that answered the integer value: their count, and their mask
  * in *mask_out unless NULL. */
 size_t dlock__count_int(const dlock__result *res, size_t n, long long value, uint32_t *mask_out);
+/* The addresses of the nodes of mask, ", "-separated, into out (cut to
+ * outlen): for the details that name nodes. */
+void dlock__nodes_text(const dlock_client *c, uint32_t mask, char *out, size_t outlen);
 /* Stop rule of release and extend: a quorum (*arg) answered 1. */
 int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg);
 /* The code of a round where too few nodes of mask answered: one node's own

@@ -74,21 +74,15 @@ dlock_err dlock__extend_decide(dlock_client *c, dlock_lock *lock, dlock__extensi
                     "extend \"%s\": validity used up: elapsed %lld ms + drift %lld ms >= ttl %u ms",
                     lock->resource, (long long)elapsed, (long long)drift, ttl_ms);
     else {
-        char gone[160] = "";
-        size_t used = 0;
+        char gone[96], silent[96];
 
-        for (size_t i = 0; i < c->n && used < sizeof(gone); i++) {
-            int m;
-
-            if (!(zeros_mask & (1u << i)))
-                continue;
-            m = snprintf(gone + used, sizeof(gone) - used, "%s%s", used ? ", " : "",
-                         c->nodes[i].addr.text);
-            used += m > 0 ? (size_t)m : 0;
-        }
+        dlock__nodes_text(c, zeros_mask, gone, sizeof(gone));
+        dlock__nodes_text(c, dlock__all_nodes(c) & ~(ones_mask | zeros_mask), silent,
+                          sizeof(silent));
         dlock__errf(errbuf, "extend \"%s\": our token was on only %zu/%zu nodes (quorum %zu); "
-                    "not ours on %s", lock->resource, ones, c->n, c->quorum,
-                    gone[0] != '\0' ? gone : "(no node answered)");
+                    "not ours on %s%s%s", lock->resource, ones, c->n, c->quorum,
+                    gone[0] != '\0' ? gone : "(no node answered)",
+                    silent[0] != '\0' ? "; no answer from " : "", silent);
     }
     atomic_store(&lock->state, DLOCK__LOST);
     c->stats.lost++;

@@ -182,10 +182,16 @@ dlock_err dlock__release_outcome(dlock_client *c, dlock_lock *lock, uint32_t one
          * taken over at some point, so the critical section may have
          * overlapped another holder's. With fewer refusals the silent nodes
          * may complete a quorum, and LOST would be a false alarm. */
+        char gone[96], silent[96];
+
         atomic_store(&lock->state, DLOCK__LOST);
         c->stats.lost++;
-        dlock__errf(errbuf, "release \"%s\": our token was on only %zu/%zu nodes (quorum %zu)",
-                    lock->resource, ones, c->n, c->quorum);
+        dlock__nodes_text(c, zeros_mask, gone, sizeof(gone));
+        dlock__nodes_text(c, dlock__all_nodes(c) & ~(ones_mask | zeros_mask), silent,
+                          sizeof(silent));
+        dlock__errf(errbuf, "release \"%s\": our token was on only %zu/%zu nodes (quorum %zu); "
+                    "not ours on %s%s%s", lock->resource, ones, c->n, c->quorum, gone,
+                    silent[0] != '\0' ? "; no answer from " : "", silent);
         return DLOCK_ERR_LOST;
     }
     c->stats.errors++;

@@ -176,3 +176,18 @@ int dlock__quorum_of_ones(const dlock__result *res, size_t n, void *arg)
 {
     return dlock__count_int(res, n, 1, NULL) >= *(const size_t *)arg;
 }
+
+void dlock__nodes_text(const dlock_client *c, uint32_t mask, char *out, size_t outlen)
+{
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < c->n && used < outlen; i++) {
+        int m;
+
+        if (!(mask & (1u << i)))
+            continue;
+        m = snprintf(out + used, outlen - used, "%s%s", used ? ", " : "", c->nodes[i].addr.text);
+        used += m > 0 ? (size_t)m : 0;
+    }
+}

@@ -208,3 +208,28 @@ Test(lock_lost, renewal_gives_up_shortly_before_validity_ends, .timeout = 15)
     dlock_lock_free(l);
     dlock_client_free(c);
 }
+
+/* A release that finds the lock gone names where: the nodes that hold
+ * another token (or none) and the one that did not answer. */
+Test(lock_lost, a_lost_release_names_the_nodes, .timeout = 15)
+{
+    dlock_client *c = tc_client(nodes, NODES, CMD_TIMEOUT);
+    dlock_lock *l = NULL;
+    char key[TC_KEY_LEN], out[64], want[160];
+    const char *detail;
+
+    cr_assert_not_null(c);
+    cr_assert_eq(dlock_try_acquire(c, "named", 10000, &l), DLOCK_OK, "%s", TC_ERR(c));
+    tc_cmd(&nodes[0], out, sizeof out, 2, (const char *const[]){"DEL", tc_lock_key(key, "named")});
+    tc_cmd(&nodes[1], out, sizeof out, 2, (const char *const[]){"DEL", tc_lock_key(key, "named")});
+    cr_assert_eq(redis_pause(&nodes[2]), 0);
+    cr_assert_eq(dlock_release(c, l), DLOCK_ERR_LOST, "%s", TC_ERR(c));
+    detail = TC_ERR(c);
+    snprintf(want, sizeof want, "not ours on %s, %s", nodes[0].addr, nodes[1].addr);
+    cr_assert_not_null(strstr(detail, want), "\"%s\" not in: %s", want, detail);
+    snprintf(want, sizeof want, "no answer from %s", nodes[2].addr);
+    cr_assert_not_null(strstr(detail, want), "\"%s\" not in: %s", want, detail);
+    cr_assert_eq(redis_resume(&nodes[2]), 0);
+    dlock_lock_free(l);
+    dlock_client_free(c);
+}
