@@ -14,11 +14,21 @@
  * client may come any number of ticks after the one before (a slow link,
  * a paused node, a paused client). Faults, at most FAULTS per run: a
  * node's answer lost (the script ran or not: a pause past the command
- * timeout, a lost reply), a client crash while holding. */
+ * timeout, a lost reply), a client crash while holding.
+ *
+ * CANCEL: the event-loop client's cancel of a call whose round is out
+ * (dlock_async_cancel mid-round, lock/src/async.c: acquire_finish). What
+ * the round grants is not held: it goes to the release, pass.lua on every
+ * node, and when that release lost no message no node holds the call's
+ * token any more (the key is handed on, never left to its TTL). */
 
 #define N 3
 #define C 2
+#ifdef CANCEL
+#define CALLS_OF(c) 1   /* one call each: the cancel, not the fence counters, is checked */
+#else
 #define CALLS_OF(c) ((c) == 0 -> 2 : 1)   /* a third grant shows a lagging counter */
+#endif
 #define TTL 3
 #define DRIFT 1
 #define AGEMAX (TTL - DRIFT)   /* an older round has no validity left */
@@ -50,6 +60,15 @@ bool held[C];
 byte hv[C];        /* the handle's validity left */
 byte lastf;        /* the largest fence granted */
 byte faults;
+#ifdef CANCEL
+bool cancelled[C]; /* the call in flight was cancelled */
+bool rel_lost[C];  /* its release lost a message (a fault) */
+/* A cancelled call has left nothing of its own: no up node holds its
+ * token (a restarted node lost it anyway), unless its release lost a
+ * message, which only the TTL then cleans. */
+#define LEFT_NOTHING(tok) (rel_lost[c] || \
+    (owner[0] != tok && owner[1] != tok && owner[2] != tok))
+#endif
 
 /* PX TTL: the node's clock may run fast, the key lives DRIFT less */
 #define SET_TTL(i) if :: ttl[i] = TTL :: ttl[i] = TTL - DRIFT fi
@@ -133,6 +152,10 @@ proctype client(byte c)
            mine[i] = false; i++ }
     /* a node down after a restart answers nothing */
     :: atomic { pc[c] == P_ROUND && i < N && down[i] > 0 -> mine[i] = false; i++ }
+#ifdef CANCEL
+    /* the caller cancels while the round (or its fence sync) is out */
+    :: atomic { (pc[c] == P_ROUND || pc[c] == P_SYNC) && !cancelled[c] -> cancelled[c] = true }
+#endif
     :: atomic { pc[c] == P_ROUND && i == N ->
            i = 0;
 #ifdef MUT_NO_CHECK_AFTER_SYNC
@@ -157,7 +180,24 @@ proctype client(byte c)
     :: atomic { pc[c] == P_SYNC && i == N -> i = 0; pc[c] = (got >= Q -> P_GRANT : P_REL) }
     /* dlock__lock_grant: validity = TTL - elapsed - drift, judged now,
      * after the sync */
+#ifdef CANCEL
+    /* cancelled: a grant is not held; it is handed on (pass.lua) at once.
+     * The mutant drops it instead, leaving the keys to their TTL. */
+    :: atomic { pc[c] == P_GRANT && cancelled[c] ->
+           el[c] = 0; valid = 0;
+#ifdef MUT_CANCEL_NO_HANDOVER
+           assert(LEFT_NOTHING(tok));
+           cancelled[c] = false; i = 0; got = 0; fmax = 0;
+           mine[0] = false; mine[1] = false; mine[2] = false;
+           pc[c] = P_IDLE
+#else
+           pc[c] = P_REL
+#endif
+       }
+    :: atomic { pc[c] == P_GRANT && !cancelled[c] ->
+#else
     :: atomic { pc[c] == P_GRANT ->
+#endif
            left = (el[c] + DRIFT < TTL -> TTL - DRIFT - el[c] : 0);
 #ifndef MUT_NO_CHECK_AFTER_SYNC
            valid = left;
@@ -183,8 +223,16 @@ proctype client(byte c)
     :: atomic { pc[c] == P_REL && i < N && down[i] == 0 ->
            if :: owner[i] == tok -> owner[i] = 0; ttl[i] = 0 :: else fi;
            i++ }
-    :: atomic { pc[c] == P_REL && i < N && faults < FAULTS -> faults++; i++ }   /* lost */
+    :: atomic { pc[c] == P_REL && i < N && faults < FAULTS -> faults++;
+#ifdef CANCEL
+           rel_lost[c] = true;
+#endif
+           i++ }   /* lost */
     :: atomic { pc[c] == P_REL && i == N ->
+#ifdef CANCEL
+           if :: cancelled[c] -> assert(LEFT_NOTHING(tok)) :: else fi;
+           cancelled[c] = false; rel_lost[c] = false;
+#endif
            i = 0; got = 0; fmax = 0; el[c] = 0; mine[0] = false; mine[1] = false; mine[2] = false;
            pc[c] = P_IDLE }
     :: atomic { pc[c] == P_IDLE && calls == CALLS_OF(c) -> pc[c] = P_DEAD }
