@@ -2,8 +2,9 @@
  * round of acquire.lua (SET NX PX + INCR) on every node, the quorum, the
  * fence sync of the lagging nodes (fence_sync.lua), the validity judged
  * after the sync in the one place handles are made (dlock__lock_grant),
- * and the token-checked release (lock/src/acquire.c: acquire_once,
- * attempt_tally, attempt_grant, fence_sync; lock.c; release.c).
+ * and the token-checked release (lock/src/acquire.c: the attempt's steps
+ * dlock__attempt_decide, fence_lagging, dlock__attempt_grant, run by both
+ * clients; lock.c; release.c).
  * docs/model.md maps every step to the code.
  *
  * Time as in single.pml: counters relative to now, moved by the clock
