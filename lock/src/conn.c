@@ -149,7 +149,7 @@ int dlock__conn_write(dlock__node *node, char *ebuf)
     if (node->state != DLOCK__UP)
         return 0; /* leaves when the connect is done */
     if (redisBufferWrite(node->ctx, &done) != REDIS_OK) {
-        dlock__detailf(ebuf, "write: %s", node->ctx->errstr);
+        dlock__detailf(ebuf, "write: %s", dlock__conn_lost_why(node));
         return -1;
     }
     node->unwritten = !done;
@@ -337,17 +337,22 @@ void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res)
 const char *dlock__conn_lost_why(dlock__node *node)
 {
     size_t len = strlen(node->ctx->errstr);
-    static const char hint[] = " (closed before any reply: a TLS port? nodes over TLS are "
-                               "rediss://)";
+    static const char plain[] = " (closed before any reply: a TLS port? nodes over TLS are "
+                                "rediss://)";
+    static const char tls[] = " (dropped after the TLS handshake: does the server want a "
+                              "client certificate? tls_cert_file)";
+    const char *hint = node->addr.tls ? tls : plain;
+    size_t hlen = strlen(hint) + 1;
 
-    /* A new plaintext connection that a server drops before its first
-     * reply (INFO's, queued at connect) is what a TLS port does with
-     * plaintext: it resets the connection. Said once, in ctx's own
-     * buffer, so the text lives as long as the caller needs it. */
-    if (!node->addr.tls && !node->addr.is_unix && node->runid_pending &&
-        strstr(node->ctx->errstr, "TLS port") == NULL &&
-        len + sizeof(hint) <= sizeof(node->ctx->errstr))
-        memcpy(node->ctx->errstr + len, hint, sizeof(hint));
+    /* A new connection that a server drops before its first reply
+     * (INFO's, queued at connect): over plaintext, what a TLS port does
+     * with it (a reset); over TLS 1.3, what a server that wants a client
+     * certificate does when none came - its alert may be lost to the
+     * reset. Said once, in ctx's own buffer, so the text lives as long as
+     * the caller needs it. */
+    if (!node->addr.is_unix && node->runid_pending && strstr(node->ctx->errstr, " (") == NULL &&
+        len + hlen <= sizeof(node->ctx->errstr))
+        memcpy(node->ctx->errstr + len, hint, hlen);
     return node->ctx->errstr;
 }
 
