@@ -69,6 +69,10 @@ build() {
 only_hiredis=$work/pc-hiredis
 mkdir -p "$only_hiredis"
 copy_pc "$only_hiredis" hiredis
+# OpenSSL too: the bundled hiredis (the choice where the system's has no
+# TLS) is built with TLS, and libdlock's dlock.pc then requires it.
+copy_pc "$only_hiredis" libssl
+copy_pc "$only_hiredis" libcrypto
 # The hiding works: the project's other packages are invisible here.
 for m in sqlite3 libpq libmicrohttpd jansson uuid libcurl criterion; do
     if PKG_CONFIG_LIBDIR=$only_hiredis "$pkgconfig" --exists "$m"; then
