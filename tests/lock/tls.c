@@ -524,3 +524,27 @@ Test(lock_tls, even_node_count_is_noted_at_client_new)
     }
     tc_nodes_down(n, 4);
 }
+
+/* A build without TLS refuses TLS at dlock_client_new, saying how to build
+ * with it, rather than connect in plaintext. */
+Test(lock_tls, a_build_without_tls_refuses_it_saying_how_to_build)
+{
+    dlock_options o;
+    dlock_client *c = NULL;
+    char err[DLOCK_ERRSTR_LEN];
+    const char *addrs[1] = {"rediss://:s3cret@localhost:6390"};
+
+    if (built_with_tls())
+        cr_skip_test("this libdlock has TLS (the refusal is for builds without it)");
+    dlock_options_init(&o);
+    o.addrs = addrs;
+    o.n_addrs = 1;
+    cr_assert_eq(dlock_client_new(&o, &c, err, sizeof err), DLOCK_ERR_ARG);
+    cr_assert(strstr(err, "TLS is not in this build") != NULL, "%s", err);
+    cr_assert(strstr(err, "-DDLOCK_HIREDIS=bundled") != NULL, "%s", err);
+    cr_assert(strstr(err, "s3cret") == NULL, "the password is shown: %s", err);
+    addrs[0] = "127.0.0.1:6390";
+    o.tls = 1;
+    cr_assert_eq(dlock_client_new(&o, &c, err, sizeof err), DLOCK_ERR_ARG);
+    cr_assert(strstr(err, "-DDLOCK_HIREDIS=bundled") != NULL, "%s", err);
+}
