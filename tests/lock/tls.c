@@ -21,17 +21,12 @@
 #include <unistd.h>
 
 #include "lock_common.h"
+#include "tls_procs.h"
 
 #define MAX_TLS 3
 
-typedef struct tls_proc {
-    pid_t pid;
-    int port;
-    char addr[64];   /* "127.0.0.1:<port>" */
-} tls_proc;
-
 static char dir[256];          /* the temp dir: certificates and server dirs */
-static tls_proc srv[MAX_TLS];
+static tls_redis srv[MAX_TLS];
 static int stall_fd = -1;       /* a listener that never answers */
 
 static int built_with_tls(void)
@@ -46,104 +41,9 @@ static void path(char *out, size_t len, const char *name)
     cr_assert_lt((size_t)snprintf(out, len, "%s/%s", dir, name), len);
 }
 
-/* A CA, a server certificate for localhost and 127.0.0.1 signed by it, a
- * client certificate signed by it, and a second CA nobody trusts. */
-static void make_certs(void)
+static void tls_start(tls_redis *p, const char *auth_clients)
 {
-    static const char script[] =
-        "set -e; cd \"$1\"\n"
-        "q() { \"$@\" >/dev/null 2>&1 || { echo \"failed: $*\" >&2; exit 1; }; }\n"
-        "q openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=dlock-test-ca\n"
-        "q openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.crt -days 2 -subj /CN=other-ca\n"
-        "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.ext\n"
-        "q openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost\n"
-        "q openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 -extfile san.ext\n"
-        "q openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=dlock-client\n"
-        "q openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 2\n";
-    const char *argv[] = {"/bin/sh", "-c", script, "sh", dir, NULL};
-    char *out = NULL;
-    int rc = run_command(argv, 60000, &out);
-
-    cr_assert_eq(rc, 0, "making the certificates with openssl: %s", out != NULL ? out : "");
-    free(out);
-}
-
-/* Waits until 127.0.0.1:port takes a TCP connection (bounded, 5 s). */
-static int port_up(int port)
-{
-    for (int i = 0; i < 500; i++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a;
-        int ok;
-
-        if (fd < 0)
-            return -1;
-        memset(&a, 0, sizeof a);
-        a.sin_family = AF_INET;
-        a.sin_port = htons((uint16_t)port);
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-        close(fd);
-        if (ok)
-            return 0;
-        test_sleep_ms(10);
-    }
-    return -1;
-}
-
-/* redis-server on a TLS port only; auth_clients: "yes" or "no". */
-static void tls_start(tls_proc *p, const char *auth_clients)
-{
-    char cert[300], key[300], ca[300], port[16], sdir[300];
-
-    path(cert, sizeof cert, "server.crt");
-    path(key, sizeof key, "server.key");
-    path(ca, sizeof ca, "ca.crt");
-    p->port = free_loopback_port();
-    cr_assert_gt(p->port, 0);
-    snprintf(port, sizeof port, "%d", p->port);
-    snprintf(sdir, sizeof sdir, "%s/srv%d", dir, p->port);
-    cr_assert_eq(mkdir(sdir, 0700), 0);
-    snprintf(p->addr, sizeof p->addr, "127.0.0.1:%d", p->port);
-    p->pid = fork();
-    cr_assert_geq(p->pid, 0);
-    if (p->pid == 0) {
-        const char *server = getenv("DLOCK_REDIS_SERVER");
-        const char *argv[] = {"redis-server", "--port", "0", "--tls-port", port,
-                              "--tls-cert-file", cert, "--tls-key-file", key,
-                              "--tls-ca-cert-file", ca, "--tls-auth-clients", auth_clients,
-                              "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                              "--dir", sdir, "--loglevel", "warning", NULL};
-        int devnull = open("/dev/null", O_WRONLY);
-
-        if (devnull >= 0) {
-            dup2(devnull, 1);
-            dup2(devnull, 2);
-        }
-        if (server != NULL && server[0] != '\0')
-            execv(server, (char *const *)argv);
-        execvp("redis-server", (char *const *)argv);
-        _exit(127);
-    }
-    cr_assert_eq(port_up(p->port), 0, "redis-server with TLS on port %d did not come up", p->port);
-}
-
-static void tls_stop(tls_proc *p)
-{
-    if (p->pid <= 0)
-        return;
-    kill(p->pid, SIGCONT);
-    kill(p->pid, SIGTERM);
-    for (int i = 0; i < 500; i++) {
-        if (waitpid(p->pid, NULL, WNOHANG) == p->pid) {
-            p->pid = 0;
-            return;
-        }
-        test_sleep_ms(10);
-    }
-    kill(p->pid, SIGKILL);
-    waitpid(p->pid, NULL, 0);
-    p->pid = 0;
+    cr_assert_eq(tls_redis_start(p, dir, auth_clients), 0);
 }
 
 static void setup(void)
@@ -155,7 +55,7 @@ static void setup(void)
 static void teardown(void)
 {
     for (size_t i = 0; i < MAX_TLS; i++)
-        tls_stop(&srv[i]);
+        tls_redis_stop(&srv[i]);
     if (stall_fd >= 0)
         close(stall_fd);
     stall_fd = -1;
@@ -169,7 +69,7 @@ static void need_tls(void)
     if (!built_with_tls())
         cr_skip_test("this libdlock was built without TLS (its hiredis has none: "
                      "-DDLOCK_HIREDIS=bundled builds it with TLS)");
-    make_certs();
+    cr_assert_eq(tls_make_certs(dir), 0);
 }
 
 /* Options for TLS nodes: the test CA, a client certificate when cert. */
