@@ -129,6 +129,8 @@ grep -q "dlockctl needs jansson" "$work/alone-configure.log" ||
 with_jansson=$work/pc-jansson
 mkdir -p "$with_jansson"
 copy_pc "$with_jansson" hiredis
+copy_pc "$with_jansson" libssl
+copy_pc "$with_jansson" libcrypto
 copy_pc "$with_jansson" jansson
 configure ctl "$with_jansson"
 build ctl
@@ -142,6 +144,8 @@ build ctl
 with_criterion=$work/pc-criterion
 mkdir -p "$with_criterion"
 copy_pc "$with_criterion" hiredis
+copy_pc "$with_criterion" libssl
+copy_pc "$with_criterion" libcrypto
 copy_pc "$with_criterion" criterion
 configure suites "$with_criterion"
 build suites
