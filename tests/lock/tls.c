@@ -196,6 +196,39 @@ Test(lock_tls, redlock_over_three_tls_masters_with_renewal_and_handoff)
     dlock_client_free(c2);
 }
 
+/* Sentinel over TLS: with tls set, the sentinels are asked over TLS, and
+ * the master they name is locked on over TLS. */
+Test(lock_tls, sentinel_over_tls)
+{
+    dlock_options o;
+    dlock_client *c = NULL;
+    dlock_lock *l = NULL;
+    tls_redis sen;
+    char url[128], err[DLOCK_ERRSTR_LEN];
+    const char *addrs[1] = {url};
+
+    need_tls();
+    tls_start(&srv[0], "no");
+    cr_assert_eq(tls_sentinel_start(&sen, dir, "tlsmaster", srv[0].port), 0);
+    snprintf(url, sizeof url, "sentinel://%s/tlsmaster", sen.addr);
+    tls_opts(&o, addrs, 1, 0);
+    o.tls = 1;
+    cr_assert_eq(dlock_client_new(&o, &c, err, sizeof err), DLOCK_OK, "%s", err);
+    cr_assert_eq(dlock_acquire_for(c, "tls:sen", 5000, 3000, &l), DLOCK_OK, "%s",
+                 dlock_client_errstr(c, err, sizeof err));
+    cr_assert_eq(dlock_release(c, l), DLOCK_OK, "%s", dlock_client_errstr(c, err, sizeof err));
+    dlock_lock_free(l);
+    dlock_client_free(c);
+    /* The same without TLS to the sentinel: refused, not in clear. */
+    o.tls = 0;
+    snprintf(url, sizeof url, "sentinel://%s/tlsmaster", sen.addr);
+    o.tls_ca_file = NULL;
+    cr_assert_eq(dlock_client_new(&o, &c, err, sizeof err), DLOCK_OK, "%s", err);
+    cr_assert_neq(dlock_try_acquire(c, "tls:sen", 5000, &l), DLOCK_OK);
+    dlock_client_free(c);
+    tls_redis_stop(&sen);
+}
+
 /* A one-node client that must fail: dlock_client_new takes it (a node
  * that cannot be reached is no error there), dlock_ping says why. */
 static void refused(const dlock_options *o, const char *needle)

@@ -131,3 +131,59 @@ void tls_redis_stop(tls_redis *r)
     waitpid(r->pid, NULL, 0);
     r->pid = 0;
 }
+
+int tls_sentinel_start(tls_redis *s, const char *dir, const char *master_name, int master_port)
+{
+    char sdir[300], conf[340];
+    FILE *f;
+
+    memset(s, 0, sizeof(*s));
+    s->port = free_loopback_port();
+    if (s->port <= 0)
+        return -1;
+    snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", s->port);
+    snprintf(sdir, sizeof sdir, "%s/sentinel%d", dir, s->port);
+    snprintf(conf, sizeof conf, "%s/sentinel.conf", sdir);
+    if (mkdir(sdir, 0700) != 0 || (f = fopen(conf, "w")) == NULL) {
+        fprintf(stderr, "tls_sentinel_start: cannot write %s\n", conf);
+        return -1;
+    }
+    /* Sentinel rewrites its config, so it is a file of its own; the
+     * certificate is the servers' (it is for 127.0.0.1 too). */
+    fprintf(f,
+            "port 0\ntls-port %d\nbind 127.0.0.1\ndir %s\n"
+            "tls-cert-file %s/server.crt\ntls-key-file %s/server.key\n"
+            "tls-ca-cert-file %s/ca.crt\ntls-replication yes\ntls-auth-clients no\n"
+            "sentinel monitor %s 127.0.0.1 %d 1\n"
+            "sentinel down-after-milliseconds %s 60000\n",
+            s->port, sdir, dir, dir, dir, master_name, master_port, master_name);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "tls_sentinel_start: cannot write %s\n", conf);
+        return -1;
+    }
+    s->pid = fork();
+    if (s->pid < 0) {
+        s->pid = 0;
+        return -1;
+    }
+    if (s->pid == 0) {
+        const char *server = getenv("DLOCK_REDIS_SERVER");
+        const char *argv[] = {"redis-server", conf, "--sentinel", NULL};
+        int devnull = open("/dev/null", O_WRONLY);
+
+        if (devnull >= 0) {
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+        }
+        if (server != NULL && server[0] != '\0')
+            execv(server, (char *const *)argv);
+        execvp("redis-server", (char *const *)argv);
+        _exit(127);
+    }
+    if (port_up(s->port) != 0) {
+        fprintf(stderr, "tls_sentinel_start: sentinel on TLS port %d did not come up\n", s->port);
+        tls_redis_stop(s);
+        return -1;
+    }
+    return 0;
+}

@@ -27,4 +27,10 @@ int tls_redis_start(tls_redis *r, const char *dir, const char *auth_clients);
 /* SIGTERM (SIGCONT first), bounded wait, SIGKILL. Safe when not running. */
 void tls_redis_stop(tls_redis *r);
 
+/* Redis Sentinel on a TLS port only, monitoring master_name at
+ * 127.0.0.1:master_port over TLS (tls-replication yes), quorum 1; its own
+ * dir below dir. Waits (bounded, 5 s) until the port takes connections.
+ * Stopped with tls_redis_stop. */
+int tls_sentinel_start(tls_redis *s, const char *dir, const char *master_name, int master_port);
+
 #endif
