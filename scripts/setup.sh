@@ -13,13 +13,13 @@
 #
 # Sets (the calling script picks one):
 #   build  compilers and libraries: what `cmake --build` needs
-#   demo   build + redis-server and curl (the sale; no Criterion, no
+#   demo   build + redis-server, curl and openssl (the sale, and --tls's
+#          certificates; no Criterion, no
 #          PostgreSQL server, no browser); the build leaves the tests out
 #   chaos  demo + sqlite3 (its foreign write lock)
 #   hosts  demo + postgresql (the sale across hosts keeps its coupons there)
 #   test   demo + libcriterion-dev, postgresql, sqlite3, spin (the model
-#          checks, tests/model), stunnel4 and openssl (the TLS tunnel
-#          recipe, example_tls_tunnel); and promtool,
+#          checks, tests/model); and promtool,
 #          unpacked from the prometheus package into $BUILD_DIR/tools (not
 #          installed, so no prometheus service), named in DLOCK_PROMTOOL
 #   peers  demo + nodejs (and npm when node came without it), then `npm ci`
@@ -45,6 +45,8 @@ SETUP_WHY=(
   "gcc|compiles the C sources"
   "pkg-config|finds the libraries below for CMake"
   "libhiredis-dev|libdlock's Redis client library (hiredis)"
+  "libssl-dev|TLS: OpenSSL, for the bundled hiredis 1.2.0 that libdlock builds where the system's hiredis has no TLS"
+  "openssl|the TLS suites and ./scripts/demo --tls make their CA and certificates with it"
   "libsqlite3-dev|the coupon store on SQLite"
   "libpq-dev|the coupon store on PostgreSQL (the client library only)"
   "libmicrohttpd-dev|coupon-server's HTTP server library"
@@ -84,15 +86,15 @@ setup_why() { # package -> what it is for
 }
 
 setup_set_packages() { # set -> its packages, one a line
-  local build=(cmake make gcc pkg-config libhiredis-dev libsqlite3-dev libpq-dev libmicrohttpd-dev
-               libjansson-dev uuid-dev libcurl4-openssl-dev)
-  local demo=("${build[@]}" redis-server curl)
+  local build=(cmake make gcc pkg-config libhiredis-dev libssl-dev libsqlite3-dev libpq-dev
+               libmicrohttpd-dev libjansson-dev uuid-dev libcurl4-openssl-dev)
+  local demo=("${build[@]}" redis-server curl openssl)
   case "$1" in
     build) printf '%s\n' "${build[@]}" ;;
     demo) printf '%s\n' "${demo[@]}" ;;
     chaos) printf '%s\n' "${demo[@]}" sqlite3 ;;
     hosts) printf '%s\n' "${demo[@]}" postgresql haproxy ;;
-    test) printf '%s\n' "${demo[@]}" libcriterion-dev postgresql sqlite3 spin stunnel4 openssl ;;
+    test) printf '%s\n' "${demo[@]}" libcriterion-dev postgresql sqlite3 spin ;;
     peers) printf '%s\n' "${demo[@]}" nodejs ;;
     *) echo "setup.sh: unknown SETUP_SET '$1' (build, demo, chaos, hosts, test or peers)" >&2; exit 2 ;;
   esac

@@ -30,6 +30,9 @@ typedef struct ctl_opts {
     int json;             /* --json */
     int force;            /* --force (release) */
     uint64_t raise;       /* --raise N (fence); 0 = not given */
+    const char *tls_ca;   /* --tls-ca: CAs to verify the nodes by; given: every node over TLS */
+    const char *tls_cert; /* --tls-cert: client certificate (with --tls-key) */
+    const char *tls_key;  /* --tls-key */
     int help, version;
 } ctl_opts;
 
@@ -40,6 +43,7 @@ typedef struct ctl_node {
     int port;             /* 0 = unix socket */
     char user[256];       /* redis://user:password@ credentials ("" when none) */
     char password[256];
+    int tls;              /* rediss://, or --tls-ca given: over TLS */
     redisContext *ctx;    /* owned; NULL when the connection failed or broke */
     char err[256];        /* last failure on this node, "" when none */
 } ctl_node;
@@ -48,7 +52,18 @@ typedef struct ctl_nodes {
     ctl_node node[DLOCK_MAX_NODES];
     size_t n;
     size_t quorum;        /* n/2 + 1, as libdlock counts it */
+    void *tls;            /* the TLS context (tls.c) when a node uses TLS; owned */
 } ctl_nodes;
+
+/* ---- tls.c ---- */
+/* The TLS context for o's --tls-* files (verification on; the system's CAs
+ * without --tls-ca): 0 with *out set, or -1 with why in err (a file that
+ * does not load; a build without TLS). */
+int ctl_tls_new(const ctl_opts *o, void **out, char *err, size_t errlen);
+void ctl_tls_free(void *tls);
+/* TLS on a connected blocking context for host, the handshake bounded by
+ * the timeouts set on ctx: 0, or -1 with why in err. */
+int ctl_tls_start(void *tls, redisContext *ctx, const char *host, char *err, size_t errlen);
 
 /* ---- nodes.c ---- */
 /* Parses o->redis into nodes (libdlock's own address rules): 0, or -1 with

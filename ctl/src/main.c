@@ -14,8 +14,8 @@
 static const cm_option OPTIONS[] = {
     {.name = "redis", .kind = CM_ARG_STRING, .offset = OPT(redis), .metavar = "ADDR[,ADDR...]",
      .help = "the lock's Redis masters, as the applications' --redis:\n"
-             "host:port, [v6]:port, redis://[[user]:password@]host:port\n"
-             "or unix:/path (default 127.0.0.1:6379)"},
+             "host:port, [v6]:port, redis://[[user]:password@]host:port,\n"
+             "rediss:// (TLS) or unix:/path (default 127.0.0.1:6379)"},
     {.name = "password", .kind = CM_ARG_STRING, .offset = OPT(password), .metavar = "PW",
      .help = "AUTH password (or $DLOCKCTL_PASSWORD, which ps does not show)"},
     {.name = "user", .kind = CM_ARG_STRING, .offset = OPT(user), .metavar = "NAME",
@@ -24,6 +24,14 @@ static const cm_option OPTIONS[] = {
      .help = "the applications' key prefix (libdlock's key_prefix; default none)"},
     {.name = "timeout-ms", .kind = CM_ARG_INT, .offset = OPT(timeout_ms), .lo = 1, .hi = 60000,
      .metavar = "MS", .help = "connect and command timeout per node (default 500)"},
+    {.name = "tls-ca", .kind = CM_ARG_STRING, .offset = OPT(tls_ca), .metavar = "FILE",
+     .help = "PEM file of the CAs that sign the nodes' certificates;\n"
+             "given, every node is reached over TLS (rediss:// nodes\n"
+             "are TLS anyway, verified by the system's CAs without it)"},
+    {.name = "tls-cert", .kind = CM_ARG_STRING, .offset = OPT(tls_cert), .metavar = "FILE",
+     .help = "client certificate (PEM), with --tls-key"},
+    {.name = "tls-key", .kind = CM_ARG_STRING, .offset = OPT(tls_key), .metavar = "FILE",
+     .help = "the private key (PEM) of --tls-cert"},
     {.name = "json", .kind = CM_ARG_NONE, .offset = OPT(json), .help = "print JSON"},
     {.name = "force", .kind = CM_ARG_NONE, .offset = OPT(force),
      .help = "release: yes, delete a lock someone may still hold"},

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 
 #include "ctl.h"
@@ -38,6 +39,12 @@ int ctl_nodes_parse(const ctl_opts *o, ctl_nodes *ns, char *err, size_t errlen)
             snprintf(err, errlen, "--redis: %s", why);
             return -1;
         }
+        n->tls = strncasecmp(n->addr, "rediss://", 9) == 0 || o->tls_ca != NULL;
+        if (n->tls && n->port == 0) {
+            snprintf(err, errlen, "--redis: \"%s\" is a unix socket: Redis speaks TLS on TCP "
+                     "ports only", n->addr);
+            return -1;
+        }
         if (dlock_addr_credentials(n->addr, n->user, sizeof(n->user), n->password,
                                    sizeof(n->password), why, sizeof(why)) != DLOCK_OK) {
             snprintf(err, errlen, "--redis: %s", why);
@@ -58,8 +65,9 @@ int ctl_nodes_parse(const ctl_opts *o, ctl_nodes *ns, char *err, size_t errlen)
             char shown[sizeof(n->addr)];
             int v6 = strchr(n->host, ':') != NULL;
 
-            snprintf(shown, sizeof(shown), "redis://%.100s:***@%s%.100s%s:%d", n->user,
-                     v6 ? "[" : "", n->host, v6 ? "]" : "", n->port);
+            snprintf(shown, sizeof(shown), "%s://%.100s:***@%s%.100s%s:%d",
+                     n->tls ? "rediss" : "redis", n->user, v6 ? "[" : "", n->host,
+                     v6 ? "]" : "", n->port);
             memcpy(n->addr, shown, sizeof(shown));
         }
         if (n->port < 0) {
@@ -74,6 +82,20 @@ int ctl_nodes_parse(const ctl_opts *o, ctl_nodes *ns, char *err, size_t errlen)
         p = comma + 1;
     }
     ns->quorum = ns->n / 2 + 1;
+    {
+        int any = 0;
+
+        for (size_t i = 0; i < ns->n; i++)
+            any |= ns->node[i].tls;
+        if (!any && o->tls_cert != NULL) {
+            /* A certificate with no TLS node would go unused in plaintext. */
+            snprintf(err, errlen, "--tls-cert given, but no node uses TLS: add --tls-ca, or "
+                     "write the nodes as rediss://host:port");
+            return -1;
+        }
+        if (any && ctl_tls_new(o, &ns->tls, err, errlen) != 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -183,6 +205,15 @@ size_t ctl_nodes_connect(const ctl_opts *o, ctl_nodes *ns)
             node_down(n, "connect", "cannot set the command timeout");
             continue;
         }
+        if (n->tls) {
+            char why[200];
+
+            /* After redisSetTimeout: the handshake is bounded like a command. */
+            if (ctl_tls_start(ns->tls, n->ctx, n->host, why, sizeof(why)) != 0) {
+                node_down(n, "connect", why);
+                continue;
+            }
+        }
         if (node_auth(o, n) != 0)
             continue;
         up++;
@@ -197,4 +228,6 @@ void ctl_nodes_close(ctl_nodes *ns)
             redisFree(ns->node[i].ctx);
         ns->node[i].ctx = NULL;
     }
+    ctl_tls_free(ns->tls);
+    ns->tls = NULL;
 }

@@ -193,7 +193,8 @@ DLOCK_API int64_t dlock_now_ms(void);
  * field with its default, then set what you need. The client copies
  * everything it keeps; the strings need only live during dlock_client_new. */
 typedef struct dlock_options {
-    const char *const *addrs;  /* "host:port", "unix:/path" or "sentinel://h:p[,h:p...]/name" (see
+    const char *const *addrs;  /* "host:port", "unix:/path", "rediss://host:port" (TLS) or
+                                  "sentinel://h:p[,h:p...]/name" (see
                                   dlock_addr_check); 1 = single instance, N = Redlock. No default. */
     size_t n_addrs;            /* 1..DLOCK_MAX_NODES */
     const char *username;      /* ACL user for AUTH, or NULL (password-only AUTH) */
@@ -217,6 +218,23 @@ typedef struct dlock_options {
                                   comes (holder died). Every release (single or multi) hands
                                   over to queued waiters whatever this flag says. 0 = poll with
                                   backoff only. See docs/single-instance.md, docs/redlock.md. */
+    /* TLS (docs/libdlock.md, "TLS"). A node is reached over TLS when its
+     * address is rediss://host[:port], or every node - sentinels and the
+     * masters they name too - when tls is nonzero. The server's certificate
+     * is verified against the CAs below and must name the host of the
+     * address (or tls_server_name), which is also sent as SNI. Needs a
+     * libdlock built with TLS (docs/building.md); without it a TLS node is
+     * refused by dlock_client_new, saying how to build with it. */
+    int tls;                       /* nonzero: every node over TLS; default 0 */
+    const char *tls_ca_file;       /* PEM file of the CAs to trust; NULL with tls_ca_dir NULL:
+                                      the system's default CAs */
+    const char *tls_ca_dir;        /* directory of hashed CA certificates (openssl rehash), or NULL */
+    const char *tls_cert_file;     /* client certificate (PEM), for servers with tls-auth-clients */
+    const char *tls_key_file;      /* its private key (PEM); given with tls_cert_file */
+    const char *tls_server_name;   /* the name checked in every node's certificate and sent as
+                                      SNI; NULL: each node's own host */
+    int tls_insecure_skip_verify;  /* nonzero: NO certificate or name check - anyone on the path
+                                      can pose as the server; for tests only; default 0 */
 } dlock_options;
 
 DLOCK_API void dlock_options_init(dlock_options *opts);
@@ -237,7 +255,11 @@ typedef struct dlock_lock dlock_lock;     /* one acquisition: resource, token, f
  * unavailable, and the client reconnects by itself when the nodes come
  * up). To fail fast at start-up instead, ask right after:
  *   if (dlock_ping(c, NULL) != DLOCK_OK) { report dlock_client_errstr; exit }
- * dlock_ping answers DLOCK_OK only when a quorum answered PING (and AUTH). */
+ * dlock_ping answers DLOCK_OK only when a quorum answered PING (and AUTH).
+ * On DLOCK_OK, errbuf (when given) holds a note on the configuration, or
+ * "" when there is none: with 2 or 4 nodes it says that an even count
+ * tolerates no more failed nodes than one node fewer (2 tolerate 0, like 1;
+ * 4 tolerate 1, like 3), so the extra node buys no availability. */
 DLOCK_API dlock_err dlock_client_new(const dlock_options *opts, dlock_client **out,
                                      char *errbuf, size_t errbuf_len);
 

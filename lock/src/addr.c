@@ -1,5 +1,6 @@
 /* addr.c - parsing of node addresses: "host[:port]", "[v6][:port]",
- * "redis://[[user]:password@]host[:port][/0]", "unix:/path" and
+ * "redis://[[user]:password@]host[:port][/0]" (rediss:// the same over
+ * TLS), "unix:/path" and
  * "sentinel://host:port[,host:port...]/name" (one node: the master the
  * sentinels name, see sentinel.c). */
 #include "dlock_internal.h"
@@ -12,6 +13,7 @@
 
 #define SENTINEL_SCHEME "sentinel://"
 #define REDIS_SCHEME "redis://"
+#define REDISS_SCHEME "rediss://" /* TLS (tls.c) */
 /* Redis's own default port: "localhost" means "localhost:6379", as it does
  * to redis-cli and every client library. */
 #define REDIS_DEFAULT_PORT 6379
@@ -208,7 +210,9 @@ static int unescape(const char *from, const char *to, char *out, size_t cap)
  * kept for messages hides the password (out->text). */
 static int parse_url(const char *s, dlock__addr *out, char *err, size_t errlen)
 {
-    const char *rest = s + strlen(REDIS_SCHEME);
+    /* rediss:// is the same URL over TLS: one letter longer. */
+    const char *scheme = out->tls ? REDISS_SCHEME : REDIS_SCHEME;
+    const char *rest = s + strlen(scheme);
     /* The last '@': a host never holds one, a password may (unescaped). */
     const char *at = strrchr(rest, '@');
     const char *hp = at != NULL ? at + 1 : rest;
@@ -218,7 +222,7 @@ static int parse_url(const char *s, dlock__addr *out, char *err, size_t errlen)
     if (at != NULL) {
         const char *colon = memchr(rest, ':', (size_t)(at - rest));
 
-        snprintf(out->text, sizeof(out->text), "%s%.*s***@%s", REDIS_SCHEME,
+        snprintf(out->text, sizeof(out->text), "%s%.*s***@%s", scheme,
                  colon != NULL ? (int)(colon - rest + 1) : 0, rest, hp);
         if (colon == NULL) {
             snprintf(err, errlen, "address \"%s\": a user without a password; write "
@@ -241,7 +245,7 @@ static int parse_url(const char *s, dlock__addr *out, char *err, size_t errlen)
     if (*end == '?' || *end == '#' || (*end == '/' && strcmp(end, "/") != 0 && strcmp(end, "/0") != 0)) {
         /* Locks live in database 0 on every node (SELECT is never sent);
          * silently ignoring "/3" would put them where the user did not look. */
-        snprintf(err, errlen, "address \"%s\": only redis://host[:port] with an optional /0 is "
+        snprintf(err, errlen, "address \"%s\": only redis[s]://host[:port] with an optional /0 is "
                  "taken (libdlock uses database 0, and no URL options)", out->text);
         return -1;
     }
@@ -272,6 +276,19 @@ int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen)
         return parse_sentinel(s, out, err, errlen);
     if (strncasecmp(s, REDIS_SCHEME, strlen(REDIS_SCHEME)) == 0)
         return parse_url(s, out, err, errlen);
+    if (strncasecmp(s, REDISS_SCHEME, strlen(REDISS_SCHEME)) == 0) {
+        out->tls = 1;
+        if (parse_url(s, out, err, errlen) != 0)
+            return -1;
+        /* Well-formed, but this build cannot speak it: say how to build. */
+        if (!dlock__tls_built()) {
+            snprintf(err, errlen, "address \"%s\": TLS is not in this build of libdlock (its "
+                     "hiredis has no TLS); rebuild with -DDLOCK_HIREDIS=bundled, or auto with a "
+                     "system hiredis >= 1.0 with hiredis_ssl (docs/building.md)", out->text);
+            return -1;
+        }
+        return 0;
+    }
     /* A list given as one address ("h1:p1,h2:p2") is several nodes in one
      * entry: say so, rather than whatever its second colon makes of it. */
     if (strchr(s, ',') != NULL) {
@@ -280,12 +297,10 @@ int dlock__addr_parse(const char *s, dlock__addr *out, char *err, size_t errlen)
         return -1;
     }
     if (strstr(s, "://") != NULL) {
-        /* Not a host: a URL of a scheme we do not speak. rediss:// (TLS)
-         * would need hiredis_ssl; without it, say so rather than fail at
-         * connect time. The text may hold a password: not repeated. */
+        /* Not a host: a URL of a scheme we do not speak. The text may
+         * hold a password: not repeated. */
         snprintf(err, errlen, "address \"%.*s...\": %s", (int)(strstr(s, "://") - s + 3), s,
-                 strncasecmp(s, "rediss://", 9) == 0 ? "TLS (rediss://) is not supported"
-                 : "unknown scheme; use host[:port], redis://, unix: or sentinel://");
+                 "unknown scheme; use host[:port], redis://, rediss://, unix: or sentinel://");
         return -1;
     }
     if (strncasecmp(s, "unix:", 5) == 0) {

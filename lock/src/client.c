@@ -260,6 +260,38 @@ static int add_nodes(dlock_client *c, const dlock_options *o, char *why, size_t 
     return 0;
 }
 
+/* TLS: every node's with o->tls, rediss:// nodes' otherwise; the client's
+ * SSL context made once, here, when any node uses it. 0, or -1 with why. */
+static int take_tls(dlock_client *c, const dlock_options *o, char *why, size_t whylen)
+{
+    int any = 0;
+
+    for (size_t i = 0; i < c->n; i++) {
+        dlock__addr *a = &c->nodes[i].addr;
+
+        if (o->tls && a->is_unix) {
+            snprintf(why, whylen, "addrs[%zu] \"%.100s\": a unix socket, and tls is set: Redis "
+                     "speaks TLS on TCP ports only", i, a->text);
+            return -1;
+        }
+        if (o->tls)
+            a->tls = 1;
+        any |= a->tls;
+    }
+    if (!any) {
+        /* CA or certificate files with no TLS node: a forgotten rediss://
+         * or tls = 1 would otherwise send everything in plaintext. */
+        if (set(o->tls_ca_file) || set(o->tls_ca_dir) || set(o->tls_cert_file) ||
+            set(o->tls_key_file) || set(o->tls_server_name) || o->tls_insecure_skip_verify) {
+            snprintf(why, whylen, "TLS files or settings given, but no node uses TLS: set tls, "
+                     "or write the nodes as rediss://host:port");
+            return -1;
+        }
+        return 0;
+    }
+    return dlock__tls_new(o, &c->tls, why, whylen);
+}
+
 /* The timeouts, drift, retry and wake settings of o (validated). */
 static void take_settings(dlock_client *c, const dlock_options *o)
 {
@@ -336,7 +368,8 @@ dlock_err dlock__client_make(const dlock_options *opts, int connect, dlock_clien
      * never both hold a quorum of the same key. */
     c->quorum = c->n / 2 + 1;
     if (add_nodes(c, opts, why, sizeof(why)) != 0 ||
-        pick_credentials(opts, c, &user, &pass, why, sizeof(why)) != 0)
+        pick_credentials(opts, c, &user, &pass, why, sizeof(why)) != 0 ||
+        take_tls(c, opts, why, sizeof(why)) != 0)
         goto fail;
     c->username = dup_or_null(user, &oom);
     c->password = dup_or_null(pass, &oom);
@@ -359,8 +392,18 @@ dlock_err dlock__client_make(const dlock_options *opts, int connect, dlock_clien
     }
     if (connect && connect_first(c, why, sizeof(why)) != 0)
         goto fail;
-    if (errbuf != NULL && errbuf_len > 0)
+    if (errbuf != NULL && errbuf_len > 0) {
         errbuf[0] = '\0';
+        /* A majority of an even count is half plus one: 2 nodes need both
+         * (like 1 needs 1), 4 need 3 (like 3 need 2) - the extra node adds
+         * a failure point and no tolerance. Said, not refused: it is safe. */
+        if (c->n == 2 || c->n == 4)
+            snprintf(errbuf, errbuf_len,
+                     "note: %zu nodes (quorum %zu) tolerate %zu failed node%s, as %zu node%s "
+                     "would: an odd count is the better choice",
+                     c->n, c->quorum, c->n - c->quorum, c->n - c->quorum == 1 ? "" : "s",
+                     c->n - 1, c->n - 1 == 1 ? "" : "s");
+    }
     *out = c;
     return DLOCK_OK;
 fail:
@@ -404,6 +447,7 @@ void dlock_client_free(dlock_client *c)
     free(c->username);
     free(c->password);
     free(c->prefix);
+    dlock__tls_free(c->tls);
     if (!child) {
         pthread_cond_destroy(&c->wd_cond);
         pthread_cond_destroy(&c->cb_cond);

@@ -39,6 +39,8 @@ void dlock__node_close(dlock__node *node)
     node->auth_failed = 0;
     node->stale = 0;
     node->unwritten = 0;
+    node->ssl = NULL; /* was owned by ctx */
+    node->handshaking = 0;
 }
 
 /* ---- connecting ---- */
@@ -155,7 +157,7 @@ int dlock__conn_write(dlock__node *node, char *ebuf)
     if (node->state != DLOCK__UP)
         return 0; /* leaves when the connect is done */
     if (redisBufferWrite(node->ctx, &done) != REDIS_OK) {
-        dlock__detailf(ebuf, "write: %s", node->ctx->errstr);
+        dlock__detailf(ebuf, "write: %s", dlock__conn_lost_why(node));
         return -1;
     }
     node->unwritten = !done;
@@ -177,14 +179,58 @@ int dlock__poll(struct pollfd *pfd, size_t k, int timeout_ms, char *ebuf, size_t
     return -1;
 }
 
+short dlock__conn_connect_events(const dlock__node *node)
+{
+    return node->handshaking ? node->hs_events : POLLOUT;
+}
+
+/* A TLS node's handshake, one step (when poll() said the socket is ready
+ * for what it waited for): 1 done, 0 under way, -1 failed (closed,
+ * tripped). Non-blocking throughout: a server that accepts and then says
+ * nothing costs its poll deadline (dlock__conn_connect_deadline), never a
+ * blocked thread. */
+static int handshake(dlock_client *c, dlock__node *node, dlock__result *r)
+{
+    char why[DLOCK__DETAIL_LEN];
+    int rc;
+
+    if (!node->handshaking) {
+        const char *host = node->addr.is_sentinel ? node->master.host : node->addr.host;
+
+        if (dlock__tls_start(c->tls, node->ctx, host, &node->ssl, why) != 0) {
+            fail_node(c, node, r, why, "");
+            return -1;
+        }
+        node->handshaking = 1;
+        node->hs_started_ms = dlock_now_ms();
+    }
+    rc = dlock__tls_step(node->ssl, &node->hs_events, why);
+    if (rc < 0) {
+        fail_node(c, node, r, why, "");
+        return -1;
+    }
+    if (rc == 1)
+        node->handshaking = 0;
+    return rc;
+}
+
 /* A connect poll() reported done on node: finds out how it went and, if it
- * worked, sends what was queued behind it. 0 when the node is UP, -1 when it
- * failed (closed, breaker tripped, r says why). */
+ * worked, sends what was queued behind it. 0 when the node is UP or (TLS)
+ * still shaking hands, -1 when it failed (closed, breaker tripped, r says
+ * why). */
 int dlock__conn_finish(dlock_client *c, dlock__node *node, dlock__result *r)
 {
     int soerr = 0;
     socklen_t len = sizeof(soerr);
     char ebuf[DLOCK__DETAIL_LEN];
+
+    if (node->handshaking) {
+        int hs = handshake(c, node, r);
+
+        if (hs <= 0)
+            return hs;
+        goto up;
+    }
 
     /* Writability only says the connect finished; SO_ERROR says how
      * (ECONNREFUSED from a dead port arrives this way). */
@@ -204,6 +250,15 @@ int dlock__conn_finish(dlock_client *c, dlock__node *node, dlock__result *r)
         int one = 1;
         (void)setsockopt(node->ctx->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
+    if (node->addr.tls) {
+        /* The commands queued at connect (AUTH, INFO) stay in hiredis's
+         * buffer until the handshake is done: hiredis_ssl writes them then. */
+        int hs = handshake(c, node, r);
+
+        if (hs <= 0)
+            return hs;
+    }
+up:
     node->state = DLOCK__UP;
     node->heard_ms = dlock_now_ms();
     if (c->count_reconnects)
@@ -217,6 +272,11 @@ int dlock__conn_finish(dlock_client *c, dlock__node *node, dlock__result *r)
 
 int64_t dlock__conn_connect_deadline(const dlock_client *c, const dlock__node *node)
 {
+    /* A TLS handshake is a round trip or two with the server's work: it
+     * gets one command timeout of its own from the TCP connect's end, not
+     * the rest of the connect timeout nor the call's deadline. */
+    if (node->handshaking)
+        return node->hs_started_ms + c->command_timeout_ms;
     return node->connect_started_ms + c->connect_timeout_ms;
 }
 
@@ -239,31 +299,34 @@ void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res)
     }
     if (!any)
         return;
-    deadline = dlock_now_ms() + c->connect_timeout_ms;
     for (;;) {
         size_t k = 0;
-        int64_t now;
+        int64_t now = dlock_now_ms();
         char ebuf[64];
         int rc;
 
+        /* Each node's own deadline: its connect, then its TLS handshake. */
+        deadline = INT64_MAX;
         for (size_t i = 0; i < c->n; i++) {
-            if ((mask & (1u << i)) && c->nodes[i].state == DLOCK__CONNECTING) {
-                pfd[k].fd = c->nodes[i].ctx->fd;
-                pfd[k].events = POLLOUT;
-                pfd[k].revents = 0;
-                idx[k++] = i;
+            dlock__node *node = &c->nodes[i];
+
+            if (!(mask & (1u << i)) || node->state != DLOCK__CONNECTING)
+                continue;
+            if (now >= dlock__conn_connect_deadline(c, node)) {
+                dlock__conn_expire(c, node, now);
+                res[i].status = DLOCK__R_DOWN;
+                dlock__detailf(res[i].detail, "%s", node->breaker.detail);
+                continue;
             }
+            if (dlock__conn_connect_deadline(c, node) < deadline)
+                deadline = dlock__conn_connect_deadline(c, node);
+            pfd[k].fd = node->ctx->fd;
+            pfd[k].events = dlock__conn_connect_events(node);
+            pfd[k].revents = 0;
+            idx[k++] = i;
         }
         if (k == 0)
             return;
-        now = dlock_now_ms();
-        if (now >= deadline) {
-            char ms[16];
-            snprintf(ms, sizeof(ms), "%d ms", c->connect_timeout_ms);
-            for (size_t j = 0; j < k; j++)
-                fail_node(c, &c->nodes[idx[j]], &res[idx[j]], "connect timeout after ", ms);
-            return;
-        }
         rc = dlock__poll(pfd, k, (int)(deadline - now), ebuf, sizeof(ebuf));
         if (rc == 0)
             continue;
@@ -279,6 +342,28 @@ void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res)
     }
 }
 
+const char *dlock__conn_lost_why(dlock__node *node)
+{
+    size_t len = strlen(node->ctx->errstr);
+    static const char plain[] = " (closed before any reply: a TLS port? nodes over TLS are "
+                                "rediss://)";
+    static const char tls[] = " (dropped after the TLS handshake: does the server want a "
+                              "client certificate? tls_cert_file)";
+    const char *hint = node->addr.tls ? tls : plain;
+    size_t hlen = strlen(hint) + 1;
+
+    /* A new connection that a server drops before its first reply
+     * (INFO's, queued at connect): over plaintext, what a TLS port does
+     * with it (a reset); over TLS 1.3, what a server that wants a client
+     * certificate does when none came - its alert may be lost to the
+     * reset. Said once, in ctx's own buffer, so the text lives as long as
+     * the caller needs it. */
+    if (!node->addr.is_unix && node->runid_pending && strstr(node->ctx->errstr, " (") == NULL &&
+        len + hlen <= sizeof(node->ctx->errstr))
+        memcpy(node->ctx->errstr + len, hint, hlen);
+    return node->ctx->errstr;
+}
+
 /* ---- the reply stream of a connection ---- */
 
 /* The poll events a node needs outside any round's command: a connect to
@@ -288,7 +373,7 @@ void dlock__connect_nodes(dlock_client *c, uint32_t mask, dlock__result *res)
 int dlock__conn_background(const dlock__node *node)
 {
     if (node->state == DLOCK__CONNECTING)
-        return POLLOUT;
+        return dlock__conn_connect_events(node);
     if (node->state != DLOCK__UP)
         return 0;
     if (node->stale > 0 || node->auth_pending || node->runid_pending)
@@ -324,7 +409,7 @@ void dlock__conn_service(dlock_client *c, dlock__node *node, short revents)
         int got;
 
         if (redisBufferRead(node->ctx) != REDIS_OK) {
-            dlock__detailf(ebuf, "connection lost: %s", node->ctx->errstr);
+            dlock__detailf(ebuf, "connection lost: %s", dlock__conn_lost_why(node));
             dlock__node_close(node);
             dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, ebuf);
             return;
@@ -362,7 +447,12 @@ void dlock__conn_expire(dlock_client *c, dlock__node *node, int64_t now)
                              : (int64_t)c->command_timeout_ms;
 
     if (node->state == DLOCK__CONNECTING && now >= dlock__conn_connect_deadline(c, node)) {
-        dlock__detailf(why, "connect timeout after %d ms", c->connect_timeout_ms);
+        if (node->handshaking)
+            dlock__detailf(why, "TLS handshake timeout after %d ms: the server took the "
+                           "connection and did not answer (stalled, or a plaintext port)",
+                           c->command_timeout_ms);
+        else
+            dlock__detailf(why, "connect timeout after %d ms", c->connect_timeout_ms);
         dlock__node_close(node);
         dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, why);
     } else if (node->state == DLOCK__UP && node->stale > 0 && now - node->heard_ms > silence_ms) {
@@ -547,8 +637,16 @@ int dlock__conn_next_reply(dlock_client *c, dlock__node *node, redisReply **out)
         void *p = NULL;
         redisReply *reply;
 
-        if (redisGetReplyFromReader(node->ctx, &p) != REDIS_OK)
+        if (redisGetReplyFromReader(node->ctx, &p) != REDIS_OK) {
+            /* 0x15 / 0x16 open a TLS alert / handshake record: a plaintext
+             * client reached a TLS port, whose answer is no RESP. */
+            if (!node->addr.tls && node->ctx->err == REDIS_ERR_PROTOCOL &&
+                (strstr(node->ctx->errstr, "\\x15") != NULL ||
+                 strstr(node->ctx->errstr, "\\x16") != NULL))
+                snprintf(node->ctx->errstr, sizeof(node->ctx->errstr),
+                         "the server answered in TLS: a TLS port (write the node as rediss://)");
             return -1;
+        }
         if (p == NULL)
             return 0;
         reply = p;

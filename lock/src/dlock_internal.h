@@ -58,6 +58,9 @@ typedef struct dlock__addr {
     char user[DLOCK__CRED_LEN];
     char password[DLOCK__CRED_LEN];
     char text[DLOCK__ADDR_TEXT_LEN]; /* as given (a URL's password as ***), for error messages */
+    /* TLS: rediss://, or every node of a client with dlock_options.tls
+     * (client.c sets it then, sentinels included). */
+    int tls;
 } dlock__addr;
 
 /* Parses "host[:port]", "[v6][:port]", "redis://[[user]:password@]host[:port][/0]",
@@ -114,6 +117,12 @@ typedef struct dlock__node {
     /* The event-loop client's connection (async_conn.c) instead of ctx;
      * NULL in the blocking client. */
     struct dlock__anode *async;
+    /* TLS (conn.c with tls.c): a TLS node stays CONNECTING after its TCP
+     * connect until the handshake is done. */
+    struct ssl_st *ssl;        /* the connection's TLS state, owned by ctx; NULL without TLS */
+    int handshaking;           /* TCP connected, TLS handshake under way */
+    short hs_events;           /* what the handshake waits for: POLLIN or POLLOUT */
+    int64_t hs_started_ms;     /* handshaking since: it may take one command timeout */
 } dlock__node;
 
 /* ---- per-node result of one round (rounds.c) ---- */
@@ -224,6 +233,8 @@ struct dlock_client {
     int wd_stop;
     dlock_lock *renew_head;           /* registry of auto-renewed locks (singly linked) */
     dlock_lock *held_head;            /* handles granted and not yet released (lock.c; mu) */
+    /* TLS (tls.c) */
+    struct dlock__tls *tls;           /* immutable: the client's TLS setup, NULL when no node uses TLS */
 };
 
 /* The resources of a multi lock beyond what struct dlock_lock keeps for
@@ -414,6 +425,13 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r);
 void dlock__conn_fresh(dlock__node *node);
 int dlock__conn_finish(dlock_client *c, dlock__node *node, dlock__result *r);
 int dlock__conn_write(dlock__node *node, char *ebuf);
+/* What a CONNECTING node's poll waits for: POLLOUT for its TCP connect,
+ * then what its TLS handshake asks (rounds.c polls with it). */
+short dlock__conn_connect_events(const dlock__node *node);
+/* node->ctx->errstr after a failed read, with what it likely means when
+ * the connection fell before its first reply (a plaintext client at a
+ * TLS port); valid while the connection lives. */
+const char *dlock__conn_lost_why(dlock__node *node);
 
 /* The reply stream of a node's connection: rounds go through these and
  * never touch auth_pending, auth_failed or stale themselves. */
@@ -451,6 +469,34 @@ void dlock__sigpipe_restore(dlock__sigpipe_guard *g);
  * sentinel.c) alike: "AUTH [username] password" with c's credentials into
  * argv, its argc; 0 when c has no password (then no AUTH is sent). */
 int dlock__auth_argv(const dlock_client *c, const char *argv[3]);
+
+/* ---- tls.c: TLS for every connection of the library ---- */
+/* One client's TLS setup, made once in dlock_client_new (the SSL context
+ * with its CAs, client certificate and the name to check) and shared by
+ * its connections, the round ones (conn.c), the blocking ones (wake.c,
+ * sentinel.c) and the async client's. Immutable once made. */
+typedef struct dlock__tls dlock__tls;
+struct ssl_st;
+/* Whether this build speaks TLS at all (hiredis with hiredis_ssl). */
+int dlock__tls_built(void);
+/* Makes the setup from o's tls_* fields: 0 with *out set, or -1 with why
+ * in err[errlen] (a file that does not load, a key that does not match
+ * its certificate, a build without TLS: how to build with it). */
+int dlock__tls_new(const dlock_options *o, dlock__tls **out, char *err, size_t errlen);
+void dlock__tls_free(dlock__tls *t);
+/* Starts TLS on ctx, a connected hiredis context, for the server host
+ * (checked in its certificate unless the setup names another). A
+ * blocking ctx: the whole handshake, bounded by the timeouts set on ctx
+ * (redisSetTimeout before); a non-blocking one: its first step, the rest
+ * by dlock__tls_step. 0 with the connection's TLS state in *ssl_out
+ * (owned by ctx, NULL allowed), or -1 with why in detail
+ * (DLOCK__DETAIL_LEN): unknown CA, name mismatch, a plaintext port. The
+ * async client passes &ac->c. */
+int dlock__tls_start(const dlock__tls *t, redisContext *ctx, const char *host,
+                     struct ssl_st **ssl_out, char *detail);
+/* One step of a non-blocking handshake: 1 done, 0 waiting for *events
+ * (POLLIN or POLLOUT) on the socket, -1 failed with why in detail. */
+int dlock__tls_step(struct ssl_st *ssl, short *events, char *detail);
 
 /* ---- sentinel.c: nodes found through Redis Sentinel ---- */
 /* Asks a's sentinels in order for the master's address and checks with

@@ -176,7 +176,7 @@ static void read_node(round_run *rr, size_t i)
     dlock__result *r = s->res;
 
     if (redisBufferRead(node->ctx) != REDIS_OK) {
-        io_fail(rr, i, "connection lost: ", node->ctx->errstr);
+        io_fail(rr, i, "connection lost: ", dlock__conn_lost_why(node));
         return;
     }
     for (;;) {
@@ -269,7 +269,7 @@ static size_t poll_set(round_run *rr, struct pollfd *pfd, size_t *idx, int64_t *
         if (rr->core.waiting[i]) {
             if (s->node->state == DLOCK__CONNECTING) {
                 int64_t cd = dlock__conn_connect_deadline(rr->c, s->node);
-                ev = POLLOUT;
+                ev = dlock__conn_connect_events(s->node);
                 if (cd < *wake)
                     *wake = cd;
             } else {

@@ -32,9 +32,11 @@
 #include <strings.h>
 #include <sys/time.h>
 
-/* A blocking connection to h, its commands bounded by the command timeout.
- * NULL with why in detail. */
-static redisContext *open_bounded(const dlock_client *c, const dlock__hostport *h, char *detail)
+/* A blocking connection to h, its commands bounded by the command timeout,
+ * over TLS when tls (the node's: a client with tls set speaks it to the
+ * sentinels and the masters alike). NULL with why in detail. */
+static redisContext *open_bounded(const dlock_client *c, const dlock__hostport *h, int tls,
+                                  char *detail)
 {
     redisContext *ctx = redisConnectWithTimeout(h->host, h->port, dlock__tv_ms(c->connect_timeout_ms));
 
@@ -47,6 +49,17 @@ static redisContext *open_bounded(const dlock_client *c, const dlock__hostport *
                        ctx->err != 0 ? ctx->errstr : "cannot set the timeout");
         redisFree(ctx);
         return NULL;
+    }
+    /* After redisSetTimeout: the handshake's reads and writes are bounded
+     * by the same command timeout as any command's. */
+    if (tls) {
+        char why[DLOCK__DETAIL_LEN];
+
+        if (dlock__tls_start(c->tls, ctx, h->host, NULL, why) != 0) {
+            dlock__detailf(detail, "%s:%d: %s", h->host, h->port, why);
+            redisFree(ctx);
+            return NULL;
+        }
     }
     return ctx;
 }
@@ -65,11 +78,11 @@ static redisReply *call(redisContext *ctx, const dlock__hostport *h, int argc, c
 
 /* SENTINEL get-master-addr-by-name on sentinel s: 0 with the address in
  * *out, -1 with why in detail (down, silent, name unknown, odd reply). */
-static int ask_sentinel(const dlock_client *c, const dlock__hostport *s, const char *name,
+static int ask_sentinel(const dlock_client *c, const dlock__hostport *s, int tls, const char *name,
                         dlock__hostport *out, char *detail)
 {
     const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", name};
-    redisContext *ctx = open_bounded(c, s, detail);
+    redisContext *ctx = open_bounded(c, s, tls, detail);
     redisReply *r;
     int rc = -1;
 
@@ -114,10 +127,10 @@ static int ask_sentinel(const dlock_client *c, const dlock__hostport *s, const c
 
 /* AUTH (with the client's credentials, if any) then ROLE on h: 0 when it
  * is a master, -1 with why in detail. */
-static int check_master(const dlock_client *c, const dlock__hostport *h, char *detail)
+static int check_master(const dlock_client *c, const dlock__hostport *h, int tls, char *detail)
 {
     const char *role[1] = {"ROLE"};
-    redisContext *ctx = open_bounded(c, h, detail);
+    redisContext *ctx = open_bounded(c, h, tls, detail);
     redisReply *r;
     int rc = -1;
 
@@ -180,7 +193,7 @@ int dlock__sentinel_master(const dlock_client *c, const dlock__addr *a, dlock__h
         dlock__hostport m;
         int again = 0;
 
-        if (ask_sentinel(c, &a->sentinels[i], a->master_name, &m, why) != 0)
+        if (ask_sentinel(c, &a->sentinels[i], a->tls, a->master_name, &m, why) != 0)
             continue;
         /* Several stale sentinels usually name the same old master: one
          * refusal is enough, the others' turn comes without a new check. */
@@ -188,7 +201,7 @@ int dlock__sentinel_master(const dlock_client *c, const dlock__addr *a, dlock__h
             again |= refused[j].port == m.port && strcasecmp(refused[j].host, m.host) == 0;
         if (again)
             continue;
-        if (check_master(c, &m, why) == 0) {
+        if (check_master(c, &m, a->tls, why) == 0) {
             *out = m;
             rc = 0;
         } else {

@@ -121,18 +121,20 @@ static int ensure(const dlock_client *c, dlock__waker *w, size_t i)
     const dlock__addr *a = &c->nodes[i].addr;
     struct timeval tv = dlock__tv_ms(c->connect_timeout_ms);
     redisReply *r;
+    dlock__hostport m;
+    const char *host = a->host;
 
     settle(w, i);
     if (w->ctx[i] != NULL)
         return 0;
     if (a->is_sentinel) {
-        dlock__hostport m;
         char why[DLOCK__DETAIL_LEN];
 
         /* The waiter's own connection follows the sentinels like the
          * rounds' one (sentinel.c; immutable fields only, no mutex). */
         if (dlock__sentinel_master(c, a, &m, why) != 0)
             return -1;
+        host = m.host;
         w->ctx[i] = redisConnectWithTimeout(m.host, m.port, tv);
     } else {
         w->ctx[i] = a->is_unix ? redisConnectUnixWithTimeout(a->host, tv)
@@ -143,6 +145,16 @@ static int ensure(const dlock_client *c, dlock__waker *w, size_t i)
     if (w->ctx[i]->err) {
         waker_close(w, i);
         return -1;
+    }
+    if (a->tls) {
+        char why[DLOCK__DETAIL_LEN];
+
+        /* The handshake's reads and writes bounded like a command's. */
+        if (redisSetTimeout(w->ctx[i], dlock__tv_ms(c->command_timeout_ms)) != REDIS_OK ||
+            dlock__tls_start(c->tls, w->ctx[i], host, NULL, why) != 0) {
+            waker_close(w, i);
+            return -1;
+        }
     }
     {
         const char *argv[3];

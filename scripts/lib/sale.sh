@@ -70,19 +70,59 @@ flush_redis() {
   done
 }
 
+# TLS (scripts/demo --tls): a CA, a certificate for 127.0.0.1 signed by it
+# for the masters, and one for the servers as clients, made by openssl in
+# DIR; sets tls_dir, which start_redis and start_server then use.
+make_tls() { # dir
+  local d="$1"
+  command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"
+  mkdir -p "$d"
+  # EC keys: made in milliseconds, where RSA takes a noticeable while.
+  (
+    set -e
+    cd "$d"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key \
+      -out ca.crt -days 2 -subj /CN=coupon-demo-ca
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >san.ext
+    for who in redis client; do
+      openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$who.key" \
+        -out "$who.csr" -subj "/CN=coupon-demo-$who"
+      openssl x509 -req -in "$who.csr" -CA ca.crt -CAkey ca.key -CAcreateserial \
+        -out "$who.crt" -days 2 -extfile san.ext
+    done
+  ) >"$d/openssl.log" 2>&1 || die "making the TLS certificates failed: $(tail -n 2 "$d/openssl.log")"
+  tls_dir="$d"
+  say "TLS: CA and certificates in $d; the masters listen on TLS ports only"
+}
+
+# PING over TLS with redis-cli (Debian's speaks TLS), the demo's client
+# certificate shown: 0 when the node answers PONG.
+redis_ping_tls() { # port
+  [[ "$(timeout 2 redis-cli --tls --cacert "$tls_dir/ca.crt" --cert "$tls_dir/client.crt" \
+    --key "$tls_dir/client.key" -h 127.0.0.1 -p "$1" PING 2>/dev/null)" == PONG* ]]
+}
+
 start_redis() { # index [extra redis-server options...]; its port in redis_ports[index]
   local i="$1" dir="$work/redis$1" port pid attempt t
-  local extra=("${@:2}")
+  local extra=("${@:2}") listen ping=redis_ping
   mkdir -p "$dir"
   # A probed port can be taken between the probe and the bind: retry on another.
   for ((attempt = 0; attempt < 5; attempt++)); do
     port="$(pick_port "$i")" || exit 2
-    spawn "$redis_bin" --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no \
+    listen=(--port "$port")
+    if [ -n "${tls_dir:-}" ]; then
+      # TLS only: no plaintext port at all, clients must show a certificate.
+      listen=(--port 0 --tls-port "$port" --tls-cert-file "$tls_dir/redis.crt"
+              --tls-key-file "$tls_dir/redis.key" --tls-ca-cert-file "$tls_dir/ca.crt"
+              --tls-auth-clients yes)
+      ping=redis_ping_tls
+    fi
+    spawn "$redis_bin" "${listen[@]}" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no \
       --daemonize no --logfile "$dir/redis.log" "${extra[@]}" >/dev/null 2>&1
     pid=$!
     redis_pids+=("$pid")
     for ((t = 0; t < 100; t++)); do
-      if redis_ping "$port"; then
+      if "$ping" "$port"; then
         redis_addrs+=("127.0.0.1:$port")
         redis_ports[i]="$port"
         say "redis-server node $((i + 1)) pid $pid on 127.0.0.1:$port"
@@ -123,6 +163,10 @@ start_server() { # strategy db [extra coupon-server options...]: one more instan
   # connection of the run (--connections, up to 1024): the per-address cap,
   # there for clients on the internet, would refuse it its own load.
   args+=(--max-connections-per-ip 0)
+  if [ -n "${tls_dir:-}" ]; then
+    args+=(--redis-tls-ca "$tls_dir/ca.crt" --redis-tls-cert "$tls_dir/client.crt"
+           --redis-tls-key "$tls_dir/client.key")
+  fi
   # The same business step for every strategy: only the lock around it
   # differs (extra may override it, later options win).
   args+=(--work-us "$work_us")

@@ -41,7 +41,12 @@ Test(ctl_args, bad_addresses_use_libdlock_rules)
 {
     EXPECT_USAGE("--redis: address \"fe80::1\": write IPv6 hosts as [addr]", "--redis", "fe80::1",
                  "ping");
-    EXPECT_USAGE("TLS (rediss://) is not supported", "--redis", "rediss://:pw@h", "ping");
+    /* TLS files with no TLS node, and TLS to a unix socket, are refused
+     * before any connection (in every build). */
+    EXPECT_USAGE("--tls-cert given, but no node uses TLS", "--redis", "127.0.0.1:6379",
+                 "--tls-cert", "c.pem", "--tls-key", "k.pem", "ping");
+    EXPECT_USAGE("is a unix socket: Redis speaks TLS on TCP ports only", "--redis",
+                 "unix:/tmp/r.sock", "--tls-ca", "ca.pem", "ping");
     EXPECT_USAGE("--redis", "--redis", "127.0.0.1:99999", "ping");
     /* A byte no host holds is refused at once, and a misspelt URL is not
      * called an IPv6 mistake (exit 2, no connection tried). */

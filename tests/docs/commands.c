@@ -56,6 +56,21 @@ Test(docs_commands, demo_sale, .timeout = 180)
     left_nothing();
 }
 
+/* ./scripts/demo --tls: the same sale over three TLS-only masters, with
+ * certificates made by openssl in its temp dir. */
+Test(docs_commands, demo_tls, .timeout = 180)
+{
+    char line[512];
+    const char *argv[] = {"scripts/demo", "--no-setup", "--bin-dir", docs_bin(), "--tls", "--stock", "20",
+                          "--requests", "150", "--connections", "8", NULL};
+    int st = docs_run(argv, 150, &out);
+    cr_assert_eq(st, 0, "./scripts/demo --tls exit %d:\n%s", st, out);
+    want_line("demo: TLS: CA and certificates in", NULL, line, sizeof line);
+    want_line("  issued: 20 of 20", NULL, line, sizeof line);
+    want_line("verdict: NO OVERSELL", NULL, line, sizeof line);
+    left_nothing();
+}
+
 /* ./scripts/demo --compare: six rows, each with the verdict it must show. */
 Test(docs_commands, demo_compare, .timeout = 300)
 {

@@ -30,6 +30,7 @@ static const struct {
     {"scripts/demo --trial", "docs_commands/demo_trial"},
     {"scripts/demo --chaos", "docs_commands/demo_chaos"},
     {"scripts/demo --hosts", "docs_commands/demo_hosts"},
+    {"scripts/demo --tls", "docs_commands/demo_tls"},
     {"scripts/trial", "docs_commands/demo_trial (./scripts/demo --trial execs it)"},
     {"scripts/chaos", "docs_commands/demo_chaos (./scripts/demo --chaos execs it) and app_chaos"},
     {"scripts/hosts", "docs_commands/demo_hosts (./scripts/demo --hosts execs it) and loadtest_hosts"},
@@ -60,7 +61,7 @@ static const struct {
     {"cc (consumer build)", "dlock_install (tests/install/install_test.sh: pkg-config, shared and static)"},
 };
 
-static const char *const demo_modes[] = {"--compare", "--trial", "--chaos", "--hosts"};
+static const char *const demo_modes[] = {"--compare", "--trial", "--chaos", "--hosts", "--tls"};
 /* dlockctl options that take a value, so the subcommand is the next word. */
 static const char *const ctl_valued[] = {"--redis", "--password", "--user", "--prefix", "--timeout-ms"};
 static const char *const programs[] = {"dlockctl", "coupon-server", "coupon-loadtest", "dlock-bench",

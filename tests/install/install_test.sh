@@ -158,6 +158,34 @@ if "$cmake_bin" -S "$work/fp_next" -B "$work/fp_next/build" -DCMAKE_PREFIX_PATH=
     fail "find_package(dlock $((major + 1)).0) accepted version $version"
 fi
 
+# 4. A program with a hiredis of its own (the system's) beside libdlock,
+# shared and static, using both on the same server: libdlock's hiredis
+# (bundled and renamed, or the system's itself) must not clash with it.
+if "$pkgconfig" --exists hiredis; then
+    both=$(dirname "$consumer")/both_hiredis.c
+    # shellcheck disable=SC2046,SC2086
+    "$cc" -std=c17 -Wall -Wextra -Werror $san -o "$work/both_shared" "$both" \
+        $("$pkgconfig" --cflags --libs dlock hiredis) -Wl,-rpath,"$libdir" ||
+        fail "a program linking hiredis beside libdlock.so does not build"
+    # shellcheck disable=SC2046,SC2086
+    "$cc" -std=c17 -Wall -Wextra -Werror $san -o "$work/both_static" "$both" \
+        $("$pkgconfig" --cflags dlock hiredis) "$libdir/libdlock.a" \
+        $("$pkgconfig" --static --libs dlock hiredis | sed 's/-ldlock\b//') ||
+        fail "a program linking hiredis beside libdlock.a does not build (a symbol clash?)"
+    for kind in shared static; do
+        env -u LD_LIBRARY_PATH "$work/both_$kind" "$sock" >"$work/both_$kind.out" 2>&1 ||
+            { cat "$work/both_$kind.out" >&2; fail "hiredis beside libdlock ($kind) failed"; }
+        grep -q "both ok" "$work/both_$kind.out" || fail "hiredis beside libdlock ($kind): output"
+    done
+else
+    echo "install test: no system hiredis (pkg-config hiredis): the hiredis-beside-libdlock check is skipped"
+fi
+
+# libdlock.a defines no name outside dlock_* / dlock__*: a bundled
+# hiredis's names are renamed, so none can clash with a program's own.
+bad=$(nm -g --defined-only "$libdir/libdlock.a" | awk 'NF == 3 {print $3}' | grep -v '^dlock_' || true)
+[ -z "$bad" ] || fail "libdlock.a defines names outside dlock_*: $(echo $bad | head -c 300)"
+
 # Hidden visibility: only the public API is exported (plus the linker's own
 # section-boundary symbols).
 bad=$(nm -D --defined-only "$libdir/libdlock.so" | awk '{print $NF}' |

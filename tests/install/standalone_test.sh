@@ -69,6 +69,10 @@ build() {
 only_hiredis=$work/pc-hiredis
 mkdir -p "$only_hiredis"
 copy_pc "$only_hiredis" hiredis
+# OpenSSL too: the bundled hiredis (the choice where the system's has no
+# TLS) is built with TLS, and libdlock's dlock.pc then requires it.
+copy_pc "$only_hiredis" libssl
+copy_pc "$only_hiredis" libcrypto
 # The hiding works: the project's other packages are invisible here.
 for m in sqlite3 libpq libmicrohttpd jansson uuid libcurl criterion; do
     if PKG_CONFIG_LIBDIR=$only_hiredis "$pkgconfig" --exists "$m"; then
@@ -125,6 +129,8 @@ grep -q "dlockctl needs jansson" "$work/alone-configure.log" ||
 with_jansson=$work/pc-jansson
 mkdir -p "$with_jansson"
 copy_pc "$with_jansson" hiredis
+copy_pc "$with_jansson" libssl
+copy_pc "$with_jansson" libcrypto
 copy_pc "$with_jansson" jansson
 configure ctl "$with_jansson"
 build ctl
@@ -138,6 +144,8 @@ build ctl
 with_criterion=$work/pc-criterion
 mkdir -p "$with_criterion"
 copy_pc "$with_criterion" hiredis
+copy_pc "$with_criterion" libssl
+copy_pc "$with_criterion" libcrypto
 copy_pc "$with_criterion" criterion
 configure suites "$with_criterion"
 build suites

@@ -97,7 +97,7 @@ Test(lock_addr, refused_forms_say_why_and_hide_the_password, .timeout = 10)
         {"redis://u:s3cret@h/3", "database 0"},
         {"redis://:s3cret@h?timeout=1", "no URL options"},
         {"redis://u:%zzs3cret@h", "bad %XX escape"},
-        {"rediss://:s3cret@h", "TLS (rediss://) is not supported"},
+        {"rediss://:s3cret@h/3", "database 0"},
         {"http://h:80", "unknown scheme"},
         {"a b:1", "bad character (byte 0x20) in host"},
         {"h;x:6379", "bad character ';' in host"},

@@ -43,6 +43,12 @@
       "SQLite file, created with its schema if absent, or a postgresql:// URL")                                                                                  \
     X(CUSTOM, -,        redis,            "redis",             "COUPON_REDIS",             "ADDR[,ADDR...]", 0, 0,                 "127.0.0.1:6379",                 \
       "Redis masters, host:port, [v6]:port, unix:/path or sentinel://H:P[,H:P...]/NAME; one = single instance, several = Redlock")                                                          \
+    X(STR,    char *,   redis_tls_ca,     "redis-tls-ca",      "COUPON_REDIS_TLS_CA",      "FILE",           0, 0,                 NULL,                             \
+      "PEM file of the CAs that sign the Redis masters' certificates; given, every --redis node is reached over TLS (rediss:// addresses are TLS anyway, verified by the system's CAs without it); redlock only") \
+    X(STR,    char *,   redis_tls_cert,   "redis-tls-cert",    "COUPON_REDIS_TLS_CERT",    "FILE",           0, 0,                 NULL,                             \
+      "client certificate (PEM) for Redis masters that ask for one (tls-auth-clients); with --redis-tls-key") \
+    X(STR,    char *,   redis_tls_key,    "redis-tls-key",     "COUPON_REDIS_TLS_KEY",     "FILE",           0, 0,                 NULL,                             \
+      "the private key (PEM) of --redis-tls-cert") \
     X(NUM,    uint32_t, lock_ttl_ms,      "lock-ttl",          "COUPON_LOCK_TTL_MS",       "MS",             10, 600000,           2000,                             \
       "lock validity")                                                                                                                                           \
     X(NUM,    int,      lock_wait_ms,     "lock-wait",         "COUPON_LOCK_WAIT_MS",      "MS",             0, 60000,             1000,                             \

@@ -24,6 +24,11 @@ dlock_err worker_lock_client_new(const app_config *cfg, dlock_client **out, char
     o.n_addrs = cfg->n_redis;
     o.connect_timeout_ms = cfg->redis_connect_ms;
     o.command_timeout_ms = cfg->redis_timeout_ms;
+    /* A CA file means TLS to every node; certificate and key go along. */
+    o.tls = cfg->redis_tls_ca != NULL;
+    o.tls_ca_file = cfg->redis_tls_ca;
+    o.tls_cert_file = cfg->redis_tls_cert;
+    o.tls_key_file = cfg->redis_tls_key;
     /* Hot-coupon handoff: a claim holds the lock for well under a
      * millisecond, so the library's exponential backoff (up to 50 ms) would
      * leave the lock idle most of the time. A short fixed pause with equal

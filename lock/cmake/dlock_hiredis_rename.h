@@ -1,0 +1,146 @@
+/* dlock_hiredis_rename.h - every name the bundled hiredis (third_party/hiredis,
+ * 1.2.0) defines, renamed dlock__hi_<name>.
+ *
+ * Force-included (-include) into every source of the bundled hiredis and of
+ * the dlock targets, so both sides of each call agree on the new name. Why:
+ * libdlock.a is an archive, where hidden visibility does not keep a name
+ * from clashing with the hiredis a program links itself (our recipes link
+ * the system's 0.14); renamed, the two never meet.
+ *
+ * Made with: nm -g --defined-only over the hiredis objects (alloc async
+ * hiredis net read sds sockcompat ssl). A name missing here shows as an
+ * unprefixed symbol in libdlock.a, which the dlock_symbols test refuses. */
+#ifndef DLOCK_HIREDIS_RENAME_H
+#define DLOCK_HIREDIS_RENAME_H
+#define __redisAppendCommand dlock__hi___redisAppendCommand
+#define __redisAsyncDisconnect dlock__hi___redisAsyncDisconnect
+#define __redisSetError dlock__hi___redisSetError
+#define freeReplyObject dlock__hi_freeReplyObject
+#define hex_digit_to_int dlock__hi_hex_digit_to_int
+#define hiredisAllocFns dlock__hi_hiredisAllocFns
+#define hiredisResetAllocators dlock__hi_hiredisResetAllocators
+#define hiredisSetAllocators dlock__hi_hiredisSetAllocators
+#define redisAppendCommand dlock__hi_redisAppendCommand
+#define redisAppendCommandArgv dlock__hi_redisAppendCommandArgv
+#define redisAppendFormattedCommand dlock__hi_redisAppendFormattedCommand
+#define redisAsyncCommand dlock__hi_redisAsyncCommand
+#define redisAsyncCommandArgv dlock__hi_redisAsyncCommandArgv
+#define redisAsyncConnect dlock__hi_redisAsyncConnect
+#define redisAsyncConnectBind dlock__hi_redisAsyncConnectBind
+#define redisAsyncConnectBindWithReuse dlock__hi_redisAsyncConnectBindWithReuse
+#define redisAsyncConnectUnix dlock__hi_redisAsyncConnectUnix
+#define redisAsyncConnectWithOptions dlock__hi_redisAsyncConnectWithOptions
+#define redisAsyncDisconnect dlock__hi_redisAsyncDisconnect
+#define redisAsyncFormattedCommand dlock__hi_redisAsyncFormattedCommand
+#define redisAsyncFree dlock__hi_redisAsyncFree
+#define redisAsyncHandleRead dlock__hi_redisAsyncHandleRead
+#define redisAsyncHandleTimeout dlock__hi_redisAsyncHandleTimeout
+#define redisAsyncHandleWrite dlock__hi_redisAsyncHandleWrite
+#define redisAsyncRead dlock__hi_redisAsyncRead
+#define redisAsyncSetConnectCallback dlock__hi_redisAsyncSetConnectCallback
+#define redisAsyncSetConnectCallbackNC dlock__hi_redisAsyncSetConnectCallbackNC
+#define redisAsyncSetDisconnectCallback dlock__hi_redisAsyncSetDisconnectCallback
+#define redisAsyncSetPushCallback dlock__hi_redisAsyncSetPushCallback
+#define redisAsyncSetTimeout dlock__hi_redisAsyncSetTimeout
+#define redisAsyncWrite dlock__hi_redisAsyncWrite
+#define redisBufferRead dlock__hi_redisBufferRead
+#define redisBufferWrite dlock__hi_redisBufferWrite
+#define redisCheckConnectDone dlock__hi_redisCheckConnectDone
+#define redisCheckSocketError dlock__hi_redisCheckSocketError
+#define redisCommand dlock__hi_redisCommand
+#define redisCommandArgv dlock__hi_redisCommandArgv
+#define redisConnect dlock__hi_redisConnect
+#define redisConnectBindNonBlock dlock__hi_redisConnectBindNonBlock
+#define redisConnectBindNonBlockWithReuse dlock__hi_redisConnectBindNonBlockWithReuse
+#define redisConnectFd dlock__hi_redisConnectFd
+#define redisConnectNonBlock dlock__hi_redisConnectNonBlock
+#define redisConnectUnix dlock__hi_redisConnectUnix
+#define redisConnectUnixNonBlock dlock__hi_redisConnectUnixNonBlock
+#define redisConnectUnixWithTimeout dlock__hi_redisConnectUnixWithTimeout
+#define redisConnectWithOptions dlock__hi_redisConnectWithOptions
+#define redisConnectWithTimeout dlock__hi_redisConnectWithTimeout
+#define redisContextConnectBindTcp dlock__hi_redisContextConnectBindTcp
+#define redisContextConnectTcp dlock__hi_redisContextConnectTcp
+#define redisContextConnectUnix dlock__hi_redisContextConnectUnix
+#define redisContextSSLFuncs dlock__hi_redisContextSSLFuncs
+#define redisContextSetTcpUserTimeout dlock__hi_redisContextSetTcpUserTimeout
+#define redisContextSetTimeout dlock__hi_redisContextSetTimeout
+#define redisContextUpdateCommandTimeout dlock__hi_redisContextUpdateCommandTimeout
+#define redisContextUpdateConnectTimeout dlock__hi_redisContextUpdateConnectTimeout
+#define redisCreateSSLContext dlock__hi_redisCreateSSLContext
+#define redisCreateSSLContextWithOptions dlock__hi_redisCreateSSLContextWithOptions
+#define redisEnableKeepAlive dlock__hi_redisEnableKeepAlive
+#define redisEnableKeepAliveWithInterval dlock__hi_redisEnableKeepAliveWithInterval
+#define redisFormatCommand dlock__hi_redisFormatCommand
+#define redisFormatCommandArgv dlock__hi_redisFormatCommandArgv
+#define redisFormatSdsCommandArgv dlock__hi_redisFormatSdsCommandArgv
+#define redisFree dlock__hi_redisFree
+#define redisFreeCommand dlock__hi_redisFreeCommand
+#define redisFreeKeepFd dlock__hi_redisFreeKeepFd
+#define redisFreeSSLContext dlock__hi_redisFreeSSLContext
+#define redisFreeSdsCommand dlock__hi_redisFreeSdsCommand
+#define redisGetReply dlock__hi_redisGetReply
+#define redisGetReplyFromReader dlock__hi_redisGetReplyFromReader
+#define redisInitOpenSSL dlock__hi_redisInitOpenSSL
+#define redisInitiateSSL dlock__hi_redisInitiateSSL
+#define redisInitiateSSLWithContext dlock__hi_redisInitiateSSLWithContext
+#define redisKeepAlive dlock__hi_redisKeepAlive
+#define redisNetClose dlock__hi_redisNetClose
+#define redisNetRead dlock__hi_redisNetRead
+#define redisNetWrite dlock__hi_redisNetWrite
+#define redisProcessCallbacks dlock__hi_redisProcessCallbacks
+#define redisReaderCreate dlock__hi_redisReaderCreate
+#define redisReaderCreateWithFunctions dlock__hi_redisReaderCreateWithFunctions
+#define redisReaderFeed dlock__hi_redisReaderFeed
+#define redisReaderFree dlock__hi_redisReaderFree
+#define redisReaderGetReply dlock__hi_redisReaderGetReply
+#define redisReconnect dlock__hi_redisReconnect
+#define redisSSLContextGetError dlock__hi_redisSSLContextGetError
+#define redisSetPushCallback dlock__hi_redisSetPushCallback
+#define redisSetTcpNoDelay dlock__hi_redisSetTcpNoDelay
+#define redisSetTcpUserTimeout dlock__hi_redisSetTcpUserTimeout
+#define redisSetTimeout dlock__hi_redisSetTimeout
+#define redisvAppendCommand dlock__hi_redisvAppendCommand
+#define redisvAsyncCommand dlock__hi_redisvAsyncCommand
+#define redisvCommand dlock__hi_redisvCommand
+#define redisvFormatCommand dlock__hi_redisvFormatCommand
+#define sdsAllocPtr dlock__hi_sdsAllocPtr
+#define sdsAllocSize dlock__hi_sdsAllocSize
+#define sdsIncrLen dlock__hi_sdsIncrLen
+#define sdsMakeRoomFor dlock__hi_sdsMakeRoomFor
+#define sdsRemoveFreeSpace dlock__hi_sdsRemoveFreeSpace
+#define sds_free dlock__hi_sds_free
+#define sds_malloc dlock__hi_sds_malloc
+#define sds_realloc dlock__hi_sds_realloc
+#define sdscat dlock__hi_sdscat
+#define sdscatfmt dlock__hi_sdscatfmt
+#define sdscatlen dlock__hi_sdscatlen
+#define sdscatprintf dlock__hi_sdscatprintf
+#define sdscatrepr dlock__hi_sdscatrepr
+#define sdscatsds dlock__hi_sdscatsds
+#define sdscatvprintf dlock__hi_sdscatvprintf
+#define sdsclear dlock__hi_sdsclear
+#define sdscmp dlock__hi_sdscmp
+#define sdscpy dlock__hi_sdscpy
+#define sdscpylen dlock__hi_sdscpylen
+#define sdsdup dlock__hi_sdsdup
+#define sdsempty dlock__hi_sdsempty
+#define sdsfree dlock__hi_sdsfree
+#define sdsfreesplitres dlock__hi_sdsfreesplitres
+#define sdsfromlonglong dlock__hi_sdsfromlonglong
+#define sdsgrowzero dlock__hi_sdsgrowzero
+#define sdsjoin dlock__hi_sdsjoin
+#define sdsjoinsds dlock__hi_sdsjoinsds
+#define sdsll2str dlock__hi_sdsll2str
+#define sdsmapchars dlock__hi_sdsmapchars
+#define sdsnew dlock__hi_sdsnew
+#define sdsnewlen dlock__hi_sdsnewlen
+#define sdsrange dlock__hi_sdsrange
+#define sdssplitargs dlock__hi_sdssplitargs
+#define sdssplitlen dlock__hi_sdssplitlen
+#define sdstolower dlock__hi_sdstolower
+#define sdstoupper dlock__hi_sdstoupper
+#define sdstrim dlock__hi_sdstrim
+#define sdsull2str dlock__hi_sdsull2str
+#define sdsupdatelen dlock__hi_sdsupdatelen
+#endif /* DLOCK_HIREDIS_RENAME_H */
