@@ -58,6 +58,8 @@ SETUP_WHY=(
   "sqlite3|scripts/chaos holds SQLite's write lock from a foreign process"
   "postgresql|the PostgreSQL server binaries: the *_pg suites and scripts/hosts start their own postgres (its service stays off)"
   "libcriterion-dev|the test framework of every suite"
+  "libuv1-dev|libuv: the event-loop client's suite (lock_async, lock_tsan_async) and examples/async_uv.c"
+  "libevent-dev|libevent: examples/async_event.c (the event-loop client on libevent)"
   "iproute2|network namespaces for scripts/hosts (loadtest_hosts)"
   "haproxy|the proxy scripts/hosts puts in front of the coupon-servers (its service stays off)"
   "chromium|headless browser for app_page, which renders the page and runs its script (746 MB)"
@@ -94,7 +96,7 @@ setup_set_packages() { # set -> its packages, one a line
     demo) printf '%s\n' "${demo[@]}" ;;
     chaos) printf '%s\n' "${demo[@]}" sqlite3 ;;
     hosts) printf '%s\n' "${demo[@]}" postgresql haproxy ;;
-    test) printf '%s\n' "${demo[@]}" libcriterion-dev postgresql sqlite3 spin ;;
+    test) printf '%s\n' "${demo[@]}" libcriterion-dev postgresql sqlite3 spin libuv1-dev libevent-dev ;;
     peers) printf '%s\n' "${demo[@]}" nodejs ;;
     *) echo "setup.sh: unknown SETUP_SET '$1' (build, demo, chaos, hosts, test or peers)" >&2; exit 2 ;;
   esac

@@ -341,6 +341,15 @@ static int connect_node(dlock_async *a, size_t i, char *detail)
         dlock__detailf(detail, "out of memory watching the connection");
         return -1;
     }
+    /* TLS as on the blocking client's connections (tls.c): started at
+     * once, the handshake driven by hiredis's own reads and writes after
+     * the TCP connect; a stall costs the round's command timeout. */
+    if (node->addr.tls && c->tls != NULL && dlock__tls_start(c->tls, &ac->c, node->addr.host,
+                                                             NULL, detail) != 0) {
+        redisAsyncFree(ac);
+        dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, detail);
+        return -1;
+    }
     ac->data = an;
     an->ac = ac;
     an->connected = 0;

@@ -13,6 +13,7 @@
 #include "delay_proxy.h"
 #include "dlock_uv.h"
 #include "lock_common.h"
+#include "tls_procs.h"
 
 #define NODES 3
 
@@ -472,6 +473,60 @@ Test(lock_async, free_completes_every_call_in_flight_once)
     cr_assert_eq(dlock_release(b, held), DLOCK_OK);
     dlock_lock_free(held);
     dlock_client_free(b);
+}
+
+/* ---- over TLS ---- */
+
+/* The event-loop client on TLS-only masters that want a client
+ * certificate: the same locks; without the certificate, refused. */
+Test(lock_async, over_tls_masters_with_a_client_certificate)
+{
+    char dir[256], ca[300], crt[300], key[300], urls[NODES][96], err[DLOCK_ERRSTR_LEN];
+    const char *addrs[NODES];
+    tls_redis srv[NODES];
+    dlock_options opts;
+    dlock_async *a = NULL;
+    outcome o;
+
+    if (dlock_addr_check("rediss://127.0.0.1:1", err, sizeof err) != DLOCK_OK)
+        cr_skip_test("this libdlock was built without TLS (-DDLOCK_HIREDIS=bundled has it)");
+    memset(srv, 0, sizeof srv);
+    cr_assert_eq(test_mkdtemp(dir, sizeof dir, "dlock-async-tls-"), 0);
+    cr_assert_eq(tls_make_certs(dir), 0);
+    for (size_t i = 0; i < NODES; i++) {
+        cr_assert_eq(tls_redis_start(&srv[i], dir, "yes"), 0);
+        snprintf(urls[i], sizeof urls[i], "rediss://localhost:%d", srv[i].port);
+        addrs[i] = urls[i];
+    }
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    snprintf(crt, sizeof crt, "%s/client.crt", dir);
+    snprintf(key, sizeof key, "%s/client.key", dir);
+    dlock_options_init(&opts);
+    opts.addrs = addrs;
+    opts.n_addrs = NODES;
+    opts.tls_ca_file = ca;
+    opts.tls_cert_file = crt;
+    opts.tls_key_file = key;
+    opts.connect_timeout_ms = 1000;
+    opts.command_timeout_ms = 1000;
+    cr_assert_eq(dlock_async_new(&opts, &hooks, &a, err, sizeof err), DLOCK_OK, "%s", err);
+    o = try_acquire(a, "tls:async", 5000);
+    cr_assert_eq(o.rc, DLOCK_OK, "%s", o.detail);
+    cr_assert_gt(dlock_lock_fence(o.lock), 0);
+    cr_assert_eq(release(a, o.lock).rc, DLOCK_OK);
+    dlock_lock_free(o.lock);
+    async_down(a);
+    /* No client certificate: every master refuses the handshake. */
+    opts.tls_cert_file = NULL;
+    opts.tls_key_file = NULL;
+    cr_assert_eq(dlock_async_new(&opts, &hooks, &a, err, sizeof err), DLOCK_OK, "%s", err);
+    o = try_acquire(a, "tls:async", 5000);
+    cr_assert_eq(o.rc, DLOCK_ERR_NO_QUORUM, "%s: %s", dlock_strerror(o.rc), o.detail);
+    cr_assert_null(o.lock);
+    async_down(a);
+    for (size_t i = 0; i < NODES; i++)
+        tls_redis_stop(&srv[i]);
+    test_rmtree(dir);
 }
 
 /* ---- several resources ---- */
