@@ -153,7 +153,6 @@ typedef int (*dlock__stop_fn)(const dlock__result *res, size_t n, void *arg);
 
 typedef enum dlock__script_id {
     DLOCK__SCRIPT_ACQUIRE = 0,
-    DLOCK__SCRIPT_RELEASE,
     DLOCK__SCRIPT_EXTEND,
     DLOCK__SCRIPT_FENCE_SYNC,
     DLOCK__SCRIPT_ENTER,

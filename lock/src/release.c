@@ -24,39 +24,25 @@ void dlock__release_round(dlock_client *c, const char *resource, const char *tok
                           uint32_t mask, uint32_t reach,
                           uint32_t *ones_mask, uint32_t *zeros_mask, dlock__result *res)
 {
-    char key[DLOCK__KEY_BUF];
-    const char *keys[1] = {key};
-    const char *args[1] = {token};
-    const char *const *kv = keys, *const *av = args;
-    dlock__script_id script = DLOCK__SCRIPT_RELEASE;
     dlock__pass_buf pb;
-    int nkeys = 1, nargs = 1;
     uint32_t unknown = 0;
 
     *ones_mask = 0;
     *zeros_mask = 0;
-    if (dlock__lock_key(c, resource, key, sizeof(key)) != 0)
-        return; /* checked at acquire: cannot happen */
     /* pass.lua hands the key straight to the oldest listed waiter of
      * each node (queue.c on one node, rqueue.c over a quorum), or deletes
      * it when none is listed. Also from a polling client (wake_on_release
      * = 0): how a client waits is its own choice, but its release must not
      * strand the waiters queued behind it until its key would have
-     * expired. release.lua is the fallback when pass.lua's keys do not
-     * fit (they cannot: checked at acquire). */
-    if (dlock__pass_prepare(c, resource, token, &pb) == 0) {
-        script = DLOCK__SCRIPT_PASS;
-        kv = pb.keys;
-        av = pb.args;
-        nkeys = 3;
-        nargs = 4;
-    }
+     * expired. */
+    if (dlock__pass_prepare(c, resource, token, &pb) != 0)
+        return; /* the keys' lengths were checked at acquire: cannot happen */
     /* On every node, not only those that granted the lock: a node that timed
      * out during acquire may still have set the key (distlock page,
      * "releasing the lock"). The script deletes only our token's key. A
      * node whose breaker is open is asked only if the acquire may have
      * landed there (may_hold); then the release queues behind it. */
-    dlock__script_round(c, mask, reach, script, kv, nkeys, av, nargs, res,
+    dlock__script_round(c, mask, reach, DLOCK__SCRIPT_PASS, pb.keys, 3, pb.args, 4, res,
                         dlock__quorum_of_ones, &c->quorum);
     /* A node that has not answered may yet answer NOSCRIPT (its script
      * cache emptied, or this script never run there before), and then the
@@ -66,7 +52,7 @@ void dlock__release_round(dlock_client *c, const char *resource, const char *tok
      * lagging minority would get a second command queued per release. */
     unknown = dlock__release_unanswered(c, mask, res);
     if (unknown != 0)
-        dlock__script_send_only(c, unknown, script, kv, nkeys, av, nargs);
+        dlock__script_send_only(c, unknown, DLOCK__SCRIPT_PASS, pb.keys, 3, pb.args, 4);
     dlock__count_int(res, c->n, 1, ones_mask);
     dlock__count_int(res, c->n, 0, zeros_mask);
     *ones_mask &= mask;

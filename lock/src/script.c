@@ -14,7 +14,7 @@
 
 void dlock__scripts_init(dlock_client *c)
 {
-    static const char *const bodies[DLOCK__SCRIPT_COUNT] = {DLOCK__LUA_ACQUIRE, DLOCK__LUA_RELEASE,
+    static const char *const bodies[DLOCK__SCRIPT_COUNT] = {DLOCK__LUA_ACQUIRE,
                                                             DLOCK__LUA_EXTEND,
                                                             DLOCK__LUA_FENCE_SYNC,
                                                             DLOCK__LUA_ENTER, DLOCK__LUA_PASS,
@@ -25,7 +25,7 @@ void dlock__scripts_init(dlock_client *c)
                                                             DLOCK__LUA_MULTI_FENCE_SYNC,
                                                             DLOCK__LUA_ACQUIRE_EACH,
                                                             DLOCK__LUA_RELEASE_EACH};
-    static const char *const shas[DLOCK__SCRIPT_COUNT] = {DLOCK__SHA1_ACQUIRE, DLOCK__SHA1_RELEASE,
+    static const char *const shas[DLOCK__SCRIPT_COUNT] = {DLOCK__SHA1_ACQUIRE,
                                                           DLOCK__SHA1_EXTEND,
                                                           DLOCK__SHA1_FENCE_SYNC,
                                                           DLOCK__SHA1_ENTER, DLOCK__SHA1_PASS,
@@ -74,7 +74,7 @@ static void build_argv(const dlock_client *c, dlock__script_call *call, int by_s
 /* Where each script that sets or extends a key takes its TTL (an index
  * into ARGV, 0-based), -1 for the others. */
 static const int ttl_arg[DLOCK__SCRIPT_COUNT] = {
-    [DLOCK__SCRIPT_ACQUIRE] = 1,       [DLOCK__SCRIPT_RELEASE] = -1,
+    [DLOCK__SCRIPT_ACQUIRE] = 1,
     [DLOCK__SCRIPT_EXTEND] = 1,        [DLOCK__SCRIPT_FENCE_SYNC] = -1,
     [DLOCK__SCRIPT_ENTER] = 1,         [DLOCK__SCRIPT_PASS] = -1,
     [DLOCK__SCRIPT_LEAVE] = -1,        [DLOCK__SCRIPT_MULTI_ACQUIRE] = 1,
