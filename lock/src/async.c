@@ -154,6 +154,14 @@ static void attempt_undo(dlock_async_op *op, dlock_err rc)
                                op->att.undo.args, 4);
 }
 
+/* Granted while being cancelled: handed on at once (pass.lua or
+ * multi_release.lua, token-checked), never left to its TTL. */
+static void hand_on_grant(dlock_async_op *op, dlock_lock *lock)
+{
+    attempt_undo(op, DLOCK_ERR_CANCELLED);
+    dlock_lock_free(lock);
+}
+
 static void acquire_finish(dlock_async_op *op, dlock_err rc, dlock_lock *lock)
 {
     dlock_async *a = op->a;
@@ -166,12 +174,8 @@ static void acquire_finish(dlock_async_op *op, dlock_err rc, dlock_lock *lock)
     dlock__around_free(op->acq_round);
     op->acq_round = NULL;
     if (op->cancelled) {
-        if (rc == DLOCK_OK) {
-            /* Granted while being cancelled: handed on at once (pass.lua,
-             * token-checked), never left to its TTL. */
-            attempt_undo(op, DLOCK_ERR_CANCELLED);
-            dlock_lock_free(lock);
-        }
+        if (rc == DLOCK_OK)
+            hand_on_grant(op, lock);
         dlock__errf(op->detail, "acquire \"%s\": cancelled", op->resource);
         op_complete(op, DLOCK_ERR_CANCELLED, NULL);
         return;
