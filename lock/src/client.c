@@ -105,12 +105,12 @@ static int same_node(const dlock__addr *a, const dlock__addr *b)
     return a->port == b->port && strcasecmp(a->host, b->host) == 0;
 }
 
-/* Where addresses cannot be compared as text - a sentinel:// node, or two
- * host names for one server ("localhost" and "127.0.0.1") - the servers
- * themselves are asked, by run id, before the client is handed out: one
- * PING round on the nodes that connected (their INFO server rode along
- * with the connect, conn.c), then a node found to reach another's server
- * fails dlock_client_new with the whole message. Nodes that cannot be
+/* Where addresses cannot be compared as text (a sentinel:// node, or two
+ * host names for one server: "localhost" and "127.0.0.1"), the servers
+ * themselves are asked, by run id, before the client is handed out. One
+ * PING round goes to the nodes that connected (their INFO server rode
+ * along with the connect, conn.c). A node found to reach another's server
+ * then fails dlock_client_new with the whole message. Nodes that cannot be
  * reached now are checked on first contact (refused for good then). One
  * round per client of two or more nodes, at creation only. Client mutex
  * held. 0, or -1 with why. */

@@ -10,10 +10,10 @@
 
 /* Never wall-clock: a lease measured on a clock that NTP or an operator can
  * step backwards would look valid for longer than it is. And BOOTTIME
- * rather than MONOTONIC where there is one: MONOTONIC stops while the host
- * is suspended (laptop lid, VM paused and resumed, hibernation) while the
- * Redis nodes' clocks run on, so after a 30 s suspend a 10 s lease measured
- * on MONOTONIC would still look valid although its keys expired long ago
+ * rather than MONOTONIC where there is one. MONOTONIC stops while the host
+ * is suspended (laptop lid, VM paused and resumed, hibernation), while the
+ * Redis nodes' clocks run on. After a 30 s suspend, a 10 s lease measured
+ * on MONOTONIC would still look valid, although its keys expired long ago
  * and another client may hold the resource. BOOTTIME counts the suspended
  * time. A kernel without it (Linux < 2.6.39, other systems) answers EINVAL:
  * fall back to MONOTONIC for good, which is right everywhere but across a

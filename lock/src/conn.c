@@ -474,12 +474,12 @@ void dlock__conn_ask_master(dlock_client *c, dlock__node *node)
     pthread_cond_signal(&c->rs_cond);
 }
 
-/* Readies the client for a round, without waiting for anything: gives up
- * on hopeless connects and silences (dlock__conn_expire), serves what the
- * nodes said since the last round (a resumed node's owed replies close its
- * breaker before the round chooses its nodes), and drops idle connections
- * the server closed, so the round reconnects instead of failing on a socket
- * known to be dead. An idle connection has nothing to say in RESP2: if it
+/* Readies the client for a round, without waiting for anything:
+ * - gives up on hopeless connects and silences (dlock__conn_expire);
+ * - serves what the nodes said since the last round (a resumed node's owed
+ *   replies close its breaker before the round chooses its nodes);
+ * - drops idle connections the server closed, so the round reconnects
+ *   instead of failing on a socket known to be dead. An idle connection has nothing to say in RESP2: if it
  * is readable before we send, the server closed it or sent junk. */
 void dlock__conn_prepare(dlock_client *c)
 {
@@ -670,8 +670,8 @@ int dlock__conn_next_reply(dlock_client *c, dlock__node *node, redisReply **out)
 
 /* NOAUTH and WRONGPASS, and the protocol error Redis answers an
  * unauthenticated client whose command has more than 10 arguments (or a
- * long argument) before it closes the connection: enter.lua's EVALSHA has
- * more, so without it a queued acquire with no or a wrong password would
+ * long argument) before it closes the connection. enter.lua's EVALSHA has
+ * more: without this, a queued acquire with no or a wrong password would
  * say PROTOCOL where a try says AUTH (lock_handoff
  * queued_acquire_without_password_says_auth). */
 static int is_auth_refusal(const redisReply *r)

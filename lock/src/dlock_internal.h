@@ -284,8 +284,8 @@ dlock_err dlock__client_make(const dlock_options *opts, int connect, dlock_clien
                              char *errbuf, size_t errbuf_len);
 
 /* ---- guard.c ---- */
-/* The way into every public call on c: 0 with c->mu held and c->errstr
- * cleared (a success leaves no earlier failure to read); -1 in a child of
+/* The way into every public call on c. 0 with c->mu held and c->errstr
+ * cleared (a success leaves no earlier failure to read). -1 in a child of
  * fork() (c->pid is another process), with why in c->errstr and the mutex
  * NOT taken: the parent's threads may have held it at the fork, and the
  * connections are the parent's. The caller answers DLOCK_ERR_ARG. */

@@ -109,14 +109,14 @@ static void release_each_argv(const dlock__multi_keys *mk, const size_t *idx, si
     }
 }
 
-/* The fence sync of acquire.c (why: see fence_sync there), for every
- * granted resource at once: the nodes of a resource's quorum whose counter
+/* The fence sync of acquire.c (why: see fence_lagging there), for every
+ * granted resource at once. The nodes of a resource's quorum whose counter
  * is below its fence are raised to it, in ONE round of
- * multi_fence_sync.lua over the resources that need it, sent to every node
- * that lags on any of them (raising a counter on a node that did not lag
- * for that resource is harmless: counters only ever go up, and a higher
- * counter only makes later fences larger). synced[j] gets the nodes known
- * to hold >= fence for resource j. */
+ * multi_fence_sync.lua over the resources that need it. That round goes to
+ * every node that lags on any of them. Raising a counter on a node that
+ * did not lag for that resource is harmless: counters only ever go up, and
+ * a higher counter only makes later fences larger. synced[j] gets the
+ * nodes known to hold >= fence for resource j. */
 static void each_fence_sync(dlock_client *c, const dlock__multi_keys *mk, each_res *er,
                             const size_t *want, size_t k, dlock__result *res, uint32_t *synced)
 {

@@ -122,10 +122,10 @@ static dlock_err script(queue_run *q, dlock__script_id id, const char *const *ar
 /* Giving up (deadline, or an error returned to the caller): off the list,
  * and if a release handed us the key in the meantime, it is ours (a
  * waiter that walked away from a handed key would leave it locked for a
- * whole TTL). If leave.lua gets no answer (Redis stalled, a release may
+ * whole TTL). If leave.lua gets no answer (Redis stalled; a release may
  * have handed us the key inside the stall), pass.lua follows it on the
  * same connection without waiting, as the plain path's failed acquire
- * sends its release: when the node runs them, the key is passed on if it
+ * sends its undo. When the node runs them, the key is passed on if it
  * became ours, and nothing happens if it did not (lock_handoff
  * waiter_gives_up_in_a_stall). */
 static dlock_err give_up(queue_run *q, dlock_err rc, dlock_lock **out)

@@ -11,9 +11,9 @@
 
 /* Client mutex held. No-op when the lock is not registered with c, and
  * while its on_lost runs: the watchdog unregisters it when the callback
- * returns, and until then the registration is what lets dlock_lock_free
- * find the client and wait (a release from the callback or from the
- * holder's thread would otherwise let a free go ahead under the callback). */
+ * returns. Until then the registration is what lets dlock_lock_free find
+ * the client and wait. (A release from the callback or from the holder's
+ * thread would otherwise let a free go ahead under the callback.) */
 void dlock__renew_unregister_locked(dlock_client *c, dlock_lock *lock)
 {
     dlock_lock **pp;

@@ -27,13 +27,15 @@ static uint32_t slots_with(const dlock__round_core *r, dlock__slot_role role, in
 }
 
 /* Which nodes of mask the round asks. A node whose breaker is open is
- * skipped - its vote is missing, which is always safe - unless the others
- * cannot make a quorum without it (then the call would fail anyway, so it is
- * asked and waited for: this is also how a single instance recovers), the
- * round has no stop rule (PING, fence sync: asks every node), the command
- * must reach it (reach: a release where the acquire may have landed - it
- * queues behind the commands already sent on the kept connection, in
- * order), or its probe is due (a reconnect that rides along). */
+ * skipped: its vote is missing, which is always safe. It is asked anyway
+ * when:
+ * - the others cannot make a quorum without it: the call would fail
+ *   anyway, so it is asked and waited for (how a single instance recovers);
+ * - the round has no stop rule (PING, fence sync: every node is asked);
+ * - the command must reach it (reach: a release where the acquire may have
+ *   landed; it queues behind the commands already sent on the kept
+ *   connection, in order);
+ * - its probe is due (a reconnect that rides along). */
 static void choose_roles(dlock__round_core *r, uint32_t mask, uint32_t reach)
 {
     dlock_client *c = r->c;

@@ -3,11 +3,11 @@
  * has handed its key to this waiter (docs/redlock.md, "Hand-off").
  *
  * A waiter lists itself on every node (enter.lua) under one score of its
- * own, so that the nodes order the same waiters the same way (a node
+ * own, so that the nodes order the same waiters the same way. (A node
  * moves it onto its own clock only when the waiter's clock is far off:
- * see setup); a release
- * runs pass.lua on every node, which SETs the key to the head waiter's
- * token and pushes that node's fence to the waiter's list. The waiter
+ * see setup.) A release runs pass.lua on every node, which SETs the key to
+ * the head waiter's token and pushes that node's fence to the waiter's
+ * list. The waiter
  * BLPOPs its list on every node at once (wake.c, dlock__wake_pop_any) and
  * counts the nodes whose key is now its own. Each node's key is bounded
  * on the waiter's clock only: pass.lua ran after the last enter.lua that
@@ -72,12 +72,12 @@ static void pass_on(rq_run *q, uint32_t mask)
 /* A minority held for a hand-off window: give its keys to the oldest
  * waiter of each node, counting ourselves. We list ourselves again first
  * (ZADD NX, our one score), then pass.lua hands each key to the head of
- * its node's queue, in order on the same connection. Two waiters each
- * holding the other's missing key would otherwise swap keys at every
- * window for ever (a plain pass_on hands each key to the other, which
- * is now the only one listed there, and both list again): with the
- * yielder listed, the older of the two gets its own key back, the
- * younger's key too, and a quorum. A key handed back to us arrives as a
+ * its node's queue, in order on the same connection. Without the
+ * listing, two waiters each holding the other's missing key would swap
+ * keys at every window for ever. (A plain pass_on hands each key to the
+ * other, which is now the only one listed there, and both list again.)
+ * With the yielder listed, the older of the two gets its own key back,
+ * the younger's key too, and a quorum. A key handed back to us arrives as a
  * message like any hand-off, bounded by our earlier listing there, which
  * is older than this one. */
 static void yield_minority(rq_run *q, uint32_t mask)
@@ -247,25 +247,28 @@ static int answered_quorum(const dlock__result *res, size_t n, void *arg)
  *
  * A node that did not answer (paused, cut off, slower than the grace, or
  * skipped with its breaker open) is unknown, never guessed: its enter.lua
- * may still run there, late. It is not counted as ours (a key it sets for
- * us counts once its announcement on our list arrives, or a later round
- * reads it, which the wait asks for early when that key would complete a
- * quorum); its listing bound keeps
- * the last answered one; the wait listens there too (wait_handoffs),
- * unless its breaker is open. If the late
- * enter.lua lists us, what we send later on that connection runs after
- * it, in order: leave.lua when we give up or are granted elsewhere,
- * pass.lua on our release or give-up, so the node never hands its key to
- * a waiter that has left (the kept lagging connection is conn.c's; reach
- * makes the leaving round go to nodes whose breaker is open). A listing
- * that runs even later, after that connection was closed (a node paused
- * for longer than max(TTL, command timeout)), is no longer followed by
- * our leave.lua: it lasts until its stay runs out by that node's clock,
- * and a release there meanwhile hands that one node's key to nobody for
- * one TTL (pass.lua pops the listing as it hands over, so once). That is
- * the price of not judging lateness by our wall clock against the node's,
- * which would starve every waiter whose clock is off; it costs one node's
- * key for a TTL after an outage, never safety, and the other nodes still
+ * may still run there, late. It is not counted as ours. (A key it sets
+ * for us counts once its announcement on our list arrives, or once a
+ * later round reads it; the wait asks for that early when the key would
+ * complete a quorum.) Its listing bound keeps the last answered one. The
+ * wait listens there too (wait_handoffs), unless its breaker is open.
+ *
+ * If the late enter.lua lists us, what we send later on that connection
+ * runs after it, in order: leave.lua when we give up or are granted
+ * elsewhere, pass.lua on our release or give-up. So the node never hands
+ * its key to a waiter that has left. (The kept lagging connection is
+ * conn.c's; reach makes the leaving round go to nodes whose breaker is
+ * open.)
+ *
+ * A listing that runs even later, after that connection was closed (a
+ * node paused for longer than max(TTL, command timeout)), is no longer
+ * followed by our leave.lua. It lasts until its stay runs out by that
+ * node's clock. A release there meanwhile hands that one node's key to
+ * nobody for one TTL (pass.lua pops the listing as it hands over, so
+ * once). That is the price of not judging lateness by our wall clock
+ * against the node's, which would starve every waiter whose clock is off.
+ * It costs one node's key for a TTL after an outage, never safety, and the
+ * other nodes still
  * make a quorum. */
 static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *args, int nargs,
                           uint32_t reach, int64_t *pttl)
@@ -481,10 +484,10 @@ static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_
      * waiters alike (a node ordering by its own arrival time alone would
      * split near-simultaneous waiters between nodes, and each would hold
      * a minority for a hand-off window): the call's start, microseconds of
-     * our wall clock. Each round also sends its own send time (sent_s):
-     * a node that finds it further than the tolerance from its own clock
-     * knows our clock is off (a delay that long is not ordinary) and moves
-     * the score onto its clock by that offset (enter.lua), so a clock a
+     * our wall clock. Each round also sends its own send time (sent_s).
+     * A node that finds it further than the tolerance from its own clock
+     * knows our clock is off (a delay that long is not ordinary). It moves
+     * the score onto its clock by that offset (enter.lua). So a clock a
      * minute ahead is not put behind every newcomer for ever, nor one far
      * behind ahead of everyone. Within the tolerance a skewed clock gains
      * or loses at most the skew itself of its place. Order only: validity
@@ -585,13 +588,13 @@ static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resourc
                  * next answer comes behind the late one, on the same
                  * connection) rather than hold the minority for a window
                  * while that key, unknown to us, keeps everyone else from
-                 * a quorum. Once per node until it answers a round: a
+                 * a quorum. Once per node until it answers a round. A
                  * node slower than the grace every time (its breaker
                  * never opens, it owes one reply at most) would leave
-                 * every recheck unanswered, and we would recheck for as
-                 * long as our key lived while the other waiters held
-                 * minorities (the livelock SPIN found, docs/model.md);
-                 * after one, the minority is held for a window and
+                 * every recheck unanswered. We would then recheck for as
+                 * long as our key lived, while the other waiters held
+                 * minorities (the livelock SPIN found, docs/model.md).
+                 * After one, the minority is held for a window and
                  * yielded like any other. */
                 q->rechecking = could;
                 recheck = 1;

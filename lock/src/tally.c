@@ -1,9 +1,12 @@
-/* tally.c - reading a round's answers: what they add up to (node masks and
- * their counts, the nodes that answered a given integer, the stop rule "a
- * quorum answered 1"), whether one of them is an error reply, the code and
- * message of a round that too few nodes answered (dlock__unavailable), and
- * freeing them (dlock__results_clear). Nothing here sends or waits: the
- * rounds themselves are rounds.c's. */
+/* tally.c - reading a round's answers:
+ * - what they add up to: node masks and their counts, the nodes that
+ *   answered a given integer, the stop rule "a quorum answered 1";
+ * - whether one of them is an error reply;
+ * - the code and message of a round too few nodes answered
+ *   (dlock__unavailable), and the nodes named in a detail;
+ * - freeing them (dlock__results_clear).
+ * Nothing here sends or waits: the rounds are round_core.c's and their
+ * drivers'. */
 #include "dlock_internal.h"
 
 #include <stdio.h>

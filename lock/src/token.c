@@ -29,11 +29,11 @@ int dlock__random_bytes(void *buf, size_t len)
 }
 
 /* 128 random bits as 32 lowercase hex digits. The token is the lock's
- * owner signature: release and extend act only when the key still holds it,
- * so a client whose lock expired (a long GC pause, a slow request) cannot
- * delete or prolong the lock a second client acquired since - the "false
- * deletion" of seed 001 and the reason the distlock page asks for a random
- * value unique across all clients and all acquisitions. */
+ * owner signature: release and extend act only when the key still holds
+ * it. So a client whose lock expired (a long GC pause, a slow request)
+ * cannot delete or prolong the lock a second client acquired since. That
+ * is the "false deletion" of seed 001, and why the distlock page asks for
+ * a random value unique across all clients and all acquisitions. */
 int dlock__token_new(char out[DLOCK_TOKEN_LEN])
 {
     static const char hex[] = "0123456789abcdef";
