@@ -147,6 +147,8 @@ copy_pc "$with_criterion" hiredis
 copy_pc "$with_criterion" libssl
 copy_pc "$with_criterion" libcrypto
 copy_pc "$with_criterion" criterion
+# The event-loop client's suite (lock_async) runs on libuv, a test-only need.
+copy_pc "$with_criterion" libuv
 configure suites "$with_criterion"
 build suites
 registered=$(cd "$work/suites" && "$ctest_bin" -N | awk '$1 == "Test" {print $3}')
