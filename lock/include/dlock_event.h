@@ -33,7 +33,7 @@ typedef struct dlock__ev_timer {
     void *arg;
 } dlock__ev_timer;
 
-static void dlock__ev_io_cb(evutil_socket_t fd, short what, void *p)
+static inline void dlock__ev_io_cb(evutil_socket_t fd, short what, void *p)
 {
     dlock__ev_watch *w = (dlock__ev_watch *)p;
 
@@ -42,7 +42,7 @@ static void dlock__ev_io_cb(evutil_socket_t fd, short what, void *p)
                       ((what & EV_WRITE) ? DLOCK_LOOP_WRITE : 0));
 }
 
-static void *dlock__ev_watch_new(void *loop, int fd, void (*cb)(void *arg, int events), void *arg)
+static inline void *dlock__ev_watch_new(void *loop, int fd, void (*cb)(void *arg, int events), void *arg)
 {
     dlock__ev_watch *w = (dlock__ev_watch *)calloc(1, sizeof(*w));
 
@@ -57,7 +57,7 @@ static void *dlock__ev_watch_new(void *loop, int fd, void (*cb)(void *arg, int e
 
 /* One persistent event for what is watched now, made afresh on a change
  * (libevent allows freeing an event from inside its own callback). */
-static void dlock__ev_watch_set(void *p, int events)
+static inline void dlock__ev_watch_set(void *p, int events)
 {
     dlock__ev_watch *w = (dlock__ev_watch *)p;
     short flags = (short)(((events & DLOCK_LOOP_READ) ? EV_READ : 0) |
@@ -79,7 +79,7 @@ static void dlock__ev_watch_set(void *p, int events)
     }
 }
 
-static void dlock__ev_watch_free(void *p)
+static inline void dlock__ev_watch_free(void *p)
 {
     dlock__ev_watch *w = (dlock__ev_watch *)p;
 
@@ -88,7 +88,7 @@ static void dlock__ev_watch_free(void *p)
     free(w);
 }
 
-static void dlock__ev_timer_cb(evutil_socket_t fd, short what, void *p)
+static inline void dlock__ev_timer_cb(evutil_socket_t fd, short what, void *p)
 {
     dlock__ev_timer *t = (dlock__ev_timer *)p;
 
@@ -97,7 +97,7 @@ static void dlock__ev_timer_cb(evutil_socket_t fd, short what, void *p)
     t->cb(t->arg);
 }
 
-static void *dlock__ev_timer_new(void *loop, void (*cb)(void *arg), void *arg)
+static inline void *dlock__ev_timer_new(void *loop, void (*cb)(void *arg), void *arg)
 {
     dlock__ev_timer *t = (dlock__ev_timer *)calloc(1, sizeof(*t));
 
@@ -113,7 +113,7 @@ static void *dlock__ev_timer_new(void *loop, void (*cb)(void *arg), void *arg)
     return t;
 }
 
-static void dlock__ev_timer_set(void *p, int64_t after_ms)
+static inline void dlock__ev_timer_set(void *p, int64_t after_ms)
 {
     dlock__ev_timer *t = (dlock__ev_timer *)p;
     struct timeval tv;
@@ -125,12 +125,12 @@ static void dlock__ev_timer_set(void *p, int64_t after_ms)
     (void)evtimer_add(t->ev, &tv);
 }
 
-static void dlock__ev_timer_stop(void *p)
+static inline void dlock__ev_timer_stop(void *p)
 {
     (void)evtimer_del(((dlock__ev_timer *)p)->ev);
 }
 
-static void dlock__ev_timer_free(void *p)
+static inline void dlock__ev_timer_free(void *p)
 {
     dlock__ev_timer *t = (dlock__ev_timer *)p;
 

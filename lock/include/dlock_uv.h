@@ -30,12 +30,12 @@ typedef struct dlock__uv_timer {
     void *arg;
 } dlock__uv_timer;
 
-static void dlock__uv_free_handle(uv_handle_t *h)
+static inline void dlock__uv_free_handle(uv_handle_t *h)
 {
     free(h->data);
 }
 
-static void dlock__uv_poll_cb(uv_poll_t *h, int status, int events)
+static inline void dlock__uv_poll_cb(uv_poll_t *h, int status, int events)
 {
     dlock__uv_watch *w = (dlock__uv_watch *)h->data;
     int ev = 0;
@@ -50,7 +50,7 @@ static void dlock__uv_poll_cb(uv_poll_t *h, int status, int events)
     w->cb(w->arg, ev);
 }
 
-static void *dlock__uv_watch_new(void *loop, int fd, void (*cb)(void *arg, int events), void *arg)
+static inline void *dlock__uv_watch_new(void *loop, int fd, void (*cb)(void *arg, int events), void *arg)
 {
     dlock__uv_watch *w = (dlock__uv_watch *)calloc(1, sizeof(*w));
 
@@ -66,7 +66,7 @@ static void *dlock__uv_watch_new(void *loop, int fd, void (*cb)(void *arg, int e
     return w;
 }
 
-static void dlock__uv_watch_set(void *p, int events)
+static inline void dlock__uv_watch_set(void *p, int events)
 {
     dlock__uv_watch *w = (dlock__uv_watch *)p;
     int flags = ((events & DLOCK_LOOP_READ) ? UV_READABLE : 0) |
@@ -78,7 +78,7 @@ static void dlock__uv_watch_set(void *p, int events)
         (void)uv_poll_start(&w->poll, flags, dlock__uv_poll_cb);
 }
 
-static void dlock__uv_watch_free(void *p)
+static inline void dlock__uv_watch_free(void *p)
 {
     dlock__uv_watch *w = (dlock__uv_watch *)p;
 
@@ -86,14 +86,14 @@ static void dlock__uv_watch_free(void *p)
     uv_close((uv_handle_t *)&w->poll, dlock__uv_free_handle);
 }
 
-static void dlock__uv_timer_cb(uv_timer_t *h)
+static inline void dlock__uv_timer_cb(uv_timer_t *h)
 {
     dlock__uv_timer *t = (dlock__uv_timer *)h->data;
 
     t->cb(t->arg);
 }
 
-static void *dlock__uv_timer_new(void *loop, void (*cb)(void *arg), void *arg)
+static inline void *dlock__uv_timer_new(void *loop, void (*cb)(void *arg), void *arg)
 {
     dlock__uv_timer *t = (dlock__uv_timer *)calloc(1, sizeof(*t));
 
@@ -109,19 +109,19 @@ static void *dlock__uv_timer_new(void *loop, void (*cb)(void *arg), void *arg)
     return t;
 }
 
-static void dlock__uv_timer_set(void *p, int64_t after_ms)
+static inline void dlock__uv_timer_set(void *p, int64_t after_ms)
 {
     dlock__uv_timer *t = (dlock__uv_timer *)p;
 
     (void)uv_timer_start(&t->timer, dlock__uv_timer_cb, after_ms > 0 ? (uint64_t)after_ms : 0, 0);
 }
 
-static void dlock__uv_timer_stop(void *p)
+static inline void dlock__uv_timer_stop(void *p)
 {
     (void)uv_timer_stop(&((dlock__uv_timer *)p)->timer);
 }
 
-static void dlock__uv_timer_free(void *p)
+static inline void dlock__uv_timer_free(void *p)
 {
     dlock__uv_timer *t = (dlock__uv_timer *)p;
 
