@@ -102,21 +102,12 @@ macro(dlock_hiredis_select)
 endmacro()
 
 function(dlock_hiredis_use target)
+  # The bundled objects go into libdlock itself; the headers, names and
+  # libraries are what every user of this hiredis gets (below).
   if(DLOCK_HIREDIS_USED STREQUAL "bundled")
     target_sources(${target} PRIVATE $<TARGET_OBJECTS:dlock_hiredis>)
-    # BEFORE: <hiredis/hiredis.h> must find the bundled 1.2.0 headers, not
-    # the system's (0.14 on Debian 12) in /usr/include.
-    target_include_directories(${target} BEFORE PRIVATE ${_dlock_hiredis_dir}/..)
-    target_compile_options(${target} PRIVATE "SHELL:-include ${_dlock_hiredis_rename}")
-    target_link_libraries(${target} PRIVATE PkgConfig::LIBSSL PkgConfig::LIBCRYPTO)
-  elseif(DLOCK_HAVE_TLS)
-    target_link_libraries(${target} PRIVATE PkgConfig::HIREDIS_SSL PkgConfig::HIREDIS)
-  else()
-    target_link_libraries(${target} PRIVATE PkgConfig::HIREDIS)
   endif()
-  if(DLOCK_HAVE_TLS)
-    target_compile_definitions(${target} PRIVATE DLOCK_HAVE_TLS=1)
-  endif()
+  dlock_hiredis_client(${target})
 endfunction()
 
 # dlock_hiredis_client(<target>): a program of this tree that links
@@ -132,6 +123,8 @@ function(dlock_hiredis_client target)
   get_property(_dlock_hiredis_dir GLOBAL PROPERTY DLOCK_HIREDIS_DIR)
   get_property(_dlock_hiredis_rename GLOBAL PROPERTY DLOCK_HIREDIS_RENAME)
   if(DLOCK_HIREDIS_USED STREQUAL "bundled")
+    # BEFORE: <hiredis/hiredis.h> must find the bundled 1.2.0 headers, not
+    # the system's (0.14 on Debian 12) in /usr/include.
     target_include_directories(${target} BEFORE PRIVATE ${_dlock_hiredis_dir}/..)
     target_compile_options(${target} PRIVATE "SHELL:-include ${_dlock_hiredis_rename}")
     target_link_libraries(${target} PRIVATE PkgConfig::LIBSSL PkgConfig::LIBCRYPTO)
