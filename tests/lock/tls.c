@@ -92,6 +92,17 @@ static void tls_opts(dlock_options *o, const char **addrs, size_t n, int cert)
     o->command_timeout_ms = 1000;
 }
 
+/* One TLS-only server (auth_clients: "yes" wants a client certificate)
+ * and options for a client of it by name, without a certificate. */
+static void one_tls_server(dlock_options *o, char *url, size_t urllen, const char **addrs,
+                           const char *auth_clients)
+{
+    need_tls();
+    tls_start(&srv[0], auth_clients);
+    snprintf(url, urllen, "rediss://localhost:%d", srv[0].port);
+    tls_opts(o, addrs, 1, 0);
+}
+
 Test(lock_tls, lock_over_rediss_url)
 {
     dlock_options o;
@@ -251,10 +262,7 @@ Test(lock_tls, unknown_ca_is_refused_saying_so)
     char url[96], other[300];
     const char *addrs[1] = {url};
 
-    need_tls();
-    tls_start(&srv[0], "no");
-    snprintf(url, sizeof url, "rediss://localhost:%d", srv[0].port);
-    tls_opts(&o, addrs, 1, 0);
+    one_tls_server(&o, url, sizeof url, addrs, "no");
     path(other, sizeof other, "other.crt");
     o.tls_ca_file = other;
     refused(&o, "unknown CA");
@@ -266,10 +274,7 @@ Test(lock_tls, wrong_name_is_refused_saying_so)
     char url[96];
     const char *addrs[1] = {url};
 
-    need_tls();
-    tls_start(&srv[0], "no");
-    snprintf(url, sizeof url, "rediss://localhost:%d", srv[0].port);
-    tls_opts(&o, addrs, 1, 0);
+    one_tls_server(&o, url, sizeof url, addrs, "no");
     o.tls_server_name = "db.example.org";
     refused(&o, "name mismatch");
     /* The same for an address by IP that the certificate does not name. */
@@ -284,10 +289,7 @@ Test(lock_tls, insecure_skip_verify_takes_any_certificate)
     char url[96], err[DLOCK_ERRSTR_LEN], other[300];
     const char *addrs[1] = {url};
 
-    need_tls();
-    tls_start(&srv[0], "no");
-    snprintf(url, sizeof url, "rediss://localhost:%d", srv[0].port);
-    tls_opts(&o, addrs, 1, 0);
+    one_tls_server(&o, url, sizeof url, addrs, "no");
     path(other, sizeof other, "other.crt");
     o.tls_ca_file = other;
     o.tls_server_name = "db.example.org";
@@ -303,10 +305,7 @@ Test(lock_tls, missing_client_certificate_is_refused_saying_so)
     char url[96];
     const char *addrs[1] = {url};
 
-    need_tls();
-    tls_start(&srv[0], "yes");
-    snprintf(url, sizeof url, "rediss://localhost:%d", srv[0].port);
-    tls_opts(&o, addrs, 1, 0);
+    one_tls_server(&o, url, sizeof url, addrs, "yes");
     /* The server's alert ("certificate required") when it arrives before
      * the reset, else the reason the client infers: both name it. */
     refused(&o, "client certificate");
