@@ -108,22 +108,31 @@ static uint32_t fence_lagging(const dlock_client *c, dlock__attempt *a, const dl
     return lagging;
 }
 
+dlock_err dlock__attempt_verdict(dlock_client *c, uint32_t ok_mask, uint32_t answered,
+                                 const dlock__result *res, char *errbuf)
+{
+    if (dlock__popcount(ok_mask) >= c->quorum)
+        return DLOCK_OK;
+    if (dlock__popcount(answered) >= c->quorum)
+        return DLOCK_ERR_TAKEN;
+    return dlock__unavailable(c, res, dlock__all_nodes(c), answered, errbuf);
+}
+
 dlock_err dlock__attempt_decide(dlock_client *c, dlock__attempt *a, const dlock__result *res,
                                 uint32_t *lagging, char *errbuf)
 {
+    dlock_err rc;
+
     *lagging = 0;
     attempt_tally(c, a, res);
-    if (dlock__popcount(a->ok_mask) >= c->quorum) {
+    rc = dlock__attempt_verdict(c, a->ok_mask, a->answered, res, errbuf);
+    if (rc == DLOCK_OK)
         *lagging = fence_lagging(c, a, res);
-        return DLOCK_OK;
-    }
-    if (dlock__popcount(a->answered) >= c->quorum) {
+    else if (rc == DLOCK_ERR_TAKEN)
         dlock__errf(errbuf,
                     "\"%s\" is held by another owner (acquired on %zu/%zu nodes, quorum %zu)",
                     a->resource, dlock__popcount(a->ok_mask), c->n, c->quorum);
-        return DLOCK_ERR_TAKEN;
-    }
-    return dlock__unavailable(c, res, dlock__all_nodes(c), a->answered, errbuf);
+    return rc;
 }
 
 /* A quorum set the key: the fences synced, check the validity left, make

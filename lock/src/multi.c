@@ -154,6 +154,8 @@ static uint32_t fences_lagging(const dlock_client *c, dlock__multi_attempt *m,
 dlock_err dlock__multi_decide(dlock_client *c, dlock__multi_attempt *m, const dlock__result *res,
                               uint32_t *lagging, char *errbuf)
 {
+    dlock_err rc;
+
     *lagging = 0;
     for (size_t i = 0; i < c->n; i++) {
         size_t at;
@@ -173,19 +175,16 @@ dlock_err dlock__multi_decide(dlock_client *c, dlock__multi_attempt *m, const dl
         }
     }
     m->answered |= m->ok_mask;
-    if (dlock__popcount(m->ok_mask) >= c->quorum) {
+    rc = dlock__attempt_verdict(c, m->ok_mask, m->answered, res, errbuf);
+    if (rc == DLOCK_OK)
         *lagging = fences_lagging(c, m, res);
-        return DLOCK_OK;
-    }
-    if (dlock__popcount(m->answered) >= c->quorum) {
+    else if (rc == DLOCK_ERR_TAKEN)
         dlock__errf(errbuf,
                     "\"%s\" (resource %zu of %zu) is held by another owner (the whole set "
                     "granted on %zu/%zu nodes, quorum %zu)",
                     m->busy > 0 ? m->names[m->busy - 1] : "?", m->busy > 0 ? m->busy - 1 : 0,
                     m->n, dlock__popcount(m->ok_mask), c->n, c->quorum);
-        return DLOCK_ERR_TAKEN;
-    }
-    return dlock__unavailable(c, res, dlock__all_nodes(c), m->answered, errbuf);
+    return rc;
 }
 
 dlock_err dlock__multi_grant(dlock_client *c, dlock__multi_attempt *m, uint32_t lagging,
