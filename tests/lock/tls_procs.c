@@ -63,6 +63,23 @@ static int port_up(int port)
     return -1;
 }
 
+/* In a forked child: redis-server ($DLOCK_REDIS_SERVER, else from PATH)
+ * with argv, its output to /dev/null; never returns. */
+static void exec_redis(const char *const *argv)
+{
+    const char *server = getenv("DLOCK_REDIS_SERVER");
+    int devnull = open("/dev/null", O_WRONLY);
+
+    if (devnull >= 0) {
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+    }
+    if (server != NULL && server[0] != '\0')
+        execv(server, (char *const *)argv);
+    execvp("redis-server", (char *const *)argv);
+    _exit(127);
+}
+
 int tls_redis_start(tls_redis *r, const char *dir, const char *auth_clients)
 {
     char cert[300], key[300], ca[300], port[16], sdir[300];
@@ -88,22 +105,12 @@ int tls_redis_start(tls_redis *r, const char *dir, const char *auth_clients)
         return -1;
     }
     if (r->pid == 0) {
-        const char *server = getenv("DLOCK_REDIS_SERVER");
         const char *argv[] = {"redis-server", "--port", "0", "--tls-port", port,
                               "--tls-cert-file", cert, "--tls-key-file", key,
                               "--tls-ca-cert-file", ca, "--tls-auth-clients", auth_clients,
                               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                               "--dir", sdir, "--loglevel", "warning", NULL};
-        int devnull = open("/dev/null", O_WRONLY);
-
-        if (devnull >= 0) {
-            dup2(devnull, 1);
-            dup2(devnull, 2);
-        }
-        if (server != NULL && server[0] != '\0')
-            execv(server, (char *const *)argv);
-        execvp("redis-server", (char *const *)argv);
-        _exit(127);
+        exec_redis(argv);
     }
     if (port_up(r->port) != 0) {
         fprintf(stderr, "tls_redis_start: redis-server with TLS on port %d did not come up\n",
@@ -167,18 +174,8 @@ int tls_sentinel_start(tls_redis *s, const char *dir, const char *master_name, i
         return -1;
     }
     if (s->pid == 0) {
-        const char *server = getenv("DLOCK_REDIS_SERVER");
         const char *argv[] = {"redis-server", conf, "--sentinel", NULL};
-        int devnull = open("/dev/null", O_WRONLY);
-
-        if (devnull >= 0) {
-            dup2(devnull, 1);
-            dup2(devnull, 2);
-        }
-        if (server != NULL && server[0] != '\0')
-            execv(server, (char *const *)argv);
-        execvp("redis-server", (char *const *)argv);
-        _exit(127);
+        exec_redis(argv);
     }
     if (port_up(s->port) != 0) {
         fprintf(stderr, "tls_sentinel_start: sentinel on TLS port %d did not come up\n", s->port);
