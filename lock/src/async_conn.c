@@ -336,6 +336,7 @@ static int connect_node(dlock_async *a, size_t i, char *detail)
         dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, detail);
         return -1;
     }
+    dlock__reader_bound(&ac->c);
     if (attach(an, ac) != 0) {
         redisAsyncFree(ac);
         dlock__detailf(detail, "out of memory watching the connection");

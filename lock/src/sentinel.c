@@ -50,6 +50,7 @@ static redisContext *open_bounded(const dlock_client *c, const dlock__hostport *
         redisFree(ctx);
         return NULL;
     }
+    dlock__reader_bound(ctx);
     /* After redisSetTimeout: the handshake's reads and writes are bounded
      * by the same command timeout as any command's. */
     if (tls) {

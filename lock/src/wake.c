@@ -146,6 +146,7 @@ static int ensure(const dlock_client *c, dlock__waker *w, size_t i)
         waker_close(w, i);
         return -1;
     }
+    dlock__reader_bound(w->ctx[i]);
     if (a->tls) {
         char why[DLOCK__DETAIL_LEN];
 

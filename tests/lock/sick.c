@@ -1,15 +1,17 @@
 /* sick.c - a sick minority costs (almost) nothing. One of three masters
  * is paused, tarpitted (accepts connections in the kernel, never answers),
  * killed or slowed (kept busy by a script, so it answers late), or two of
- * five are paused. Every acquire still gets its quorum. Once the node's
- * breaker is open, it returns in a fraction of the 2 ms grace, the 100 ms
- * command timeout and the 200 ms connect timeout that waiting for a sick
- * node would cost. After a paused node resumes, no lock key of ours is
- * left on any node. Default client options (connect 200 ms, command
- * 100 ms), as an application would use them. */
+ * five are paused, or one of three lies about a reply's size. Every
+ * acquire still gets its quorum. Once the node's breaker is open, it
+ * returns in a fraction of the 2 ms grace, the 100 ms command timeout and
+ * the 200 ms connect timeout that waiting for a sick node would cost.
+ * After a paused node resumes, no lock key of ours is left on any node.
+ * Default client options (connect 200 ms, command 100 ms), as an
+ * application would use them. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -367,4 +369,100 @@ Test(lock_sick, password_against_open_node_is_refused, .timeout = 30)
     }
     cr_assert_eq(tc_exists(&nodes[0], "pw"), 0);
     dlock_client_free(c);
+}
+
+/* A "Redis" that answers each command with one line announcing an array
+ * of 100 million elements, then says nothing more: a broken or hostile
+ * server. */
+#define LIE "*100000000\r\n"
+#define LIAR_CONNS 16
+
+typedef struct liar {
+    int lfd;
+    atomic_int stop;
+    pthread_t th;
+} liar;
+
+static void *liar_run(void *arg)
+{
+    liar *l = arg;
+    int fds[LIAR_CONNS];
+    int n = 0;
+
+    /* Bounded: 50 ms turns for at most 60 s, the test's own timeout. */
+    for (int turn = 0; turn < 1200 && !atomic_load(&l->stop); turn++) {
+        struct pollfd p[LIAR_CONNS + 1];
+
+        p[0] = (struct pollfd){l->lfd, POLLIN, 0};
+        for (int i = 0; i < n; i++)
+            p[i + 1] = (struct pollfd){fds[i], POLLIN, 0};
+        if (poll(p, (nfds_t)n + 1, 50) <= 0)
+            continue;
+        for (int i = n - 1; i >= 0; i--) {
+            char buf[4096];
+
+            if (p[i + 1].revents == 0)
+                continue;
+            if (recv(fds[i], buf, sizeof buf, 0) > 0) {
+                (void)send(fds[i], LIE, strlen(LIE), MSG_NOSIGNAL);
+            } else { /* the client left */
+                close(fds[i]);
+                fds[i] = fds[--n];
+            }
+        }
+        if ((p[0].revents & POLLIN) && n < LIAR_CONNS) {
+            int fd = accept(l->lfd, NULL, NULL);
+
+            if (fd >= 0)
+                fds[n++] = fd;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    return NULL;
+}
+
+/* hiredis reserves what a reply's "*<count>" claims before the elements
+ * arrive; libdlock caps the count (conn.c), so the lie is refused at once
+ * as a broken stream instead of reserving 800 MB and waiting out the
+ * command timeout. The two honest masters still grant the lock. */
+Test(lock_sick, one_of_three_announces_a_huge_reply, .timeout = 60)
+{
+    redis_proc set[3];
+    dlock_options o;
+    tc_addrs a;
+    dlock_client *c = NULL;
+    dlock_lock *l = NULL;
+    liar lr = {.stop = 0};
+    int port;
+
+    lr.lfd = tarpit_listen(&port);
+    cr_assert_eq(pthread_create(&lr.th, NULL, liar_run, &lr), 0);
+    memcpy(set, nodes, 2 * sizeof set[0]);
+    memset(&set[2], 0, sizeof set[2]);
+    snprintf(set[2].addr, sizeof set[2].addr, "127.0.0.1:%d", port);
+
+    tc_options(&o, &a, set, 3);
+    cr_assert_eq(dlock_client_new(&o, &c, NULL, 0), DLOCK_OK);
+    cr_assert_eq(dlock_try_acquire(c, "lie", 5000, &l), DLOCK_OK, "%s", TC_ERR(c));
+    cr_assert_eq(dlock_release(c, l), DLOCK_OK, "%s", TC_ERR(c));
+    dlock_client_free(c);
+
+    c = NULL;
+    tc_options(&o, &a, &set[2], 1);
+    o.command_timeout_ms = 2000; /* a wait for elements would show as a timeout */
+    if (dlock_client_new(&o, &c, NULL, 0) == DLOCK_OK) {
+        dlock_err e = dlock_try_acquire(c, "lie", 5000, &l);
+        const char *why = TC_ERR(c);
+
+        /* A stream that makes no sense is a broken connection: unreachable. */
+        cr_assert_eq(e, DLOCK_ERR_UNREACHABLE, "%s: %s", dlock_strerror(e), why);
+        /* hiredis 1.x says "out of range"; 0.14's wrapped reader, "Out of memory". */
+        cr_assert(strstr(why, "out of range") != NULL || strstr(why, "Out of memory") != NULL,
+                  "not refused by the reader: %s", why);
+        dlock_client_free(c);
+    }
+    atomic_store(&lr.stop, 1);
+    cr_assert_eq(pthread_join(lr.th, NULL), 0);
+    close(lr.lfd);
 }
