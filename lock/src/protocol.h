@@ -120,6 +120,50 @@ dlock_err dlock__multi_grant(dlock_client *c, dlock__multi_attempt *m, uint32_t 
  * mk->keys 3n, args mk->args 3+n). */
 uint32_t dlock__multi_undo_mask(const dlock__multi_attempt *m, dlock_err rc);
 
+/* ---- one node's queue with wake on release (queue.c) ---- */
+
+typedef struct dlock__queue {
+    const char *resource;
+    uint32_t ttl_ms;
+    int64_t deadline_ms;
+    char token[DLOCK_TOKEN_LEN];
+    char ttl_s[16], stay_s[24];
+    char member[DLOCK_TOKEN_LEN + 48]; /* "<token>:<ttl>:<stay ms>" in the waiters set */
+    char list[DLOCK__KEY_BUF + 48];    /* our own list: P "waiter:" token ":" R */
+    dlock__pass_buf pb;                /* lock, fence and waiters keys; pass.lua's arguments */
+    const char *keys[4];               /* enter.lua's and leave.lua's: lock, fence, waiters, list */
+    const char *args[5];               /* enter.lua's */
+    const char *leave_args[2];
+    int listed;             /* an enter.lua answered "held, you are listed" */
+    int64_t listed_sent_ms; /* when the last such enter.lua was sent (our monotonic clock) */
+    int pass_on;            /* a key of ours will not be used: the driver sends pass.lua
+                               (pb.keys 3, pb.args 4) without waiting, then clears this */
+} dlock__queue;
+
+/* The call's token, keys and arguments. DLOCK_OK, or ARG / NOMEM. */
+dlock_err dlock__queue_prepare(dlock_client *c, dlock__queue *q, const char *resource,
+                               uint32_t ttl_ms, int64_t deadline_ms, char *err);
+/* Before each enter.lua round (keys 4, args 5) on node 0; attempt 0 first. */
+void dlock__queue_entering(dlock__queue *q, unsigned attempt);
+/* What an enter.lua (or leave.lua) answer sent at t0 says: OK with the
+ * handle (the key is ours), TAKEN with the holder's *pttl (we are listed),
+ * an unavailable code, or EXPIRED / NOMEM (q->pass_on set). */
+dlock_err dlock__queue_answer(dlock_client *c, dlock__queue *q, dlock__script_id id,
+                              const dlock__result *r, int64_t t0, int64_t *pttl,
+                              dlock_lock **out, char *err);
+/* How long to wait for a hand-off (BLPOP on q->list) after a TAKEN answer. */
+int64_t dlock__queue_block_ms(const dlock__queue *q, int64_t pttl, int64_t now);
+/* A message popped from q->list: 1 when the key is ours (*rc says whether
+ * the handle was made), 0 when only an enter.lua can bound it (ask again),
+ * -1 when it is no hand-off. */
+int dlock__queue_woken(dlock_client *c, dlock__queue *q, const char *msg, dlock_err *rc,
+                       dlock_lock **out, char *err);
+/* Giving up with rc: leave.lua (keys 4, q->leave_args 2) answered r. A key
+ * handed to us meanwhile is ours (OK); an unanswered leave.lua is followed
+ * by pass.lua (q->pass_on). Returns the call's outcome, err kept. */
+dlock_err dlock__queue_left(dlock_client *c, dlock__queue *q, const dlock__result *r,
+                            int64_t t0, dlock_err rc, dlock_lock **out, char *err);
+
 /* ---- release (release.c) ---- */
 
 /* The stop rule of a multi lock's release: a quorum answered that every
