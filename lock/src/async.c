@@ -8,37 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_EXTEND } op_kind;
-
-struct dlock_async_op {
-    dlock_async *a;
-    op_kind kind;
-    int cancelled;            /* cancel asked while a round was in flight */
-    char *resource;           /* acquire: owned copy (multi: of the first name) */
-    char **names;             /* acquire_multi: owned copies of every name, n of them */
-    size_t n;                 /* acquire_multi: how many (0: one resource) */
-    dlock__multi_keys *mk;    /* acquire_multi and a multi lock's release: the keys (owned) */
-    dlock__multi_attempt ma;  /* acquire_multi: the attempt in flight */
-    uint32_t ttl_ms;
-    int64_t deadline_ms;      /* acquire: retry until then */
-    int64_t call_deadline_ms; /* no round past this plus one command timeout */
-    unsigned attempt;
-    dlock__attempt att;       /* acquire: the attempt in flight */
-    uint32_t lagging;         /* acquire: nodes whose fence counters are being raised */
-    dlock__around *acq_round; /* acquire: its answers, kept for the grant */
-    dlock__extension ext;     /* extend */
-    dlock__pass_buf pass;     /* release */
-    dlock_lock *lock;         /* release/extend: the lock */
-    dlock__around *round;     /* the round in flight, NULL between rounds */
-    void *timer;              /* backoff, or the deferred completion */
-    dlock_err pending_rc;     /* a completion waiting for the timer */
-    dlock_async_acquire_cb acquire_cb;
-    dlock_async_done_cb done_cb;
-    void *arg;
-    char detail[DLOCK_ERRSTR_LEN];
-    dlock_async_op *prev, *next;
-};
-
 /* ---- the list of calls in flight ---- */
 
 static void op_unlink(dlock_async_op *op)
@@ -60,6 +29,7 @@ static void op_free(dlock_async_op *op)
 
     dlock__around_free(op->round);
     dlock__around_free(op->acq_round);
+    dlock__aqueue_free(op);
     if (op->timer != NULL)
         a->loop.timer_free(op->timer);
     dlock__extend_done(&op->ext);
@@ -97,6 +67,11 @@ static void op_complete(dlock_async_op *op, dlock_err rc, dlock_lock *lock)
      * no frame is left to do it. */
     if (a->depth == 0 && a->free_pending)
         dlock_async_free(a);
+}
+
+void dlock__aop_complete(dlock_async_op *op, dlock_err rc, dlock_lock *lock)
+{
+    op_complete(op, rc, lock);
 }
 
 static void on_op_timer(void *arg);
@@ -296,6 +271,8 @@ static void on_op_timer(void *arg)
     dlock__async_enter(a);
     if (op->pending_rc != DLOCK_OK)
         op_complete(op, op->pending_rc, NULL);
+    else if (dlock__aqueue_wanted(op))
+        dlock__aqueue_step(op); /* one node, waking: the queue (async_queue.c) */
     else
         attempt_start(op);
     dlock__async_leave(a);
@@ -411,6 +388,8 @@ int dlock_async_cancel(dlock_async *a, dlock_async_op *op)
         ;
     if (p == NULL || op->kind != OP_ACQUIRE || op->cancelled)
         return 0;
+    if (op->q != NULL)
+        return dlock__aqueue_cancel(op);
     if (op->round != NULL) {
         /* Mid-round: what the round grants is handed on when it ends. */
         op->cancelled = 1;
@@ -652,7 +631,9 @@ void dlock_async_free(dlock_async *a)
     while (a->ops != NULL) {
         dlock_async_op *op = a->ops;
 
-        if (op->kind == OP_ACQUIRE && op->round != NULL) {
+        if (op->q != NULL) {
+            dlock__aqueue_abandon(op);
+        } else if (op->kind == OP_ACQUIRE && op->round != NULL) {
             /* Its keys may land anywhere: the token-checked hand-over to
              * every node (the undo's rule, as if every node had set it). */
             op->att.ok_mask = op->ma.ok_mask = dlock__all_nodes(a->c);
@@ -668,6 +649,7 @@ void dlock_async_free(dlock_async *a)
     dlock__async_renew_free(a);
     flush_writes(a);
     dlock__anodes_free(a);
+    dlock__awakers_free(a);
     a->dirty = NULL;
     if (a->kick != NULL)
         a->loop.timer_free(a->kick);

@@ -81,7 +81,8 @@ void dlock__async_leave(dlock_async *a)
 /* Each context has its own watch, in hiredis's ev.data: a node may have a
  * closed context waiting to be freed (dead) beside a new one. */
 typedef struct ctx_watch {
-    dlock__anode *an;
+    dlock_async *a;
+    redisAsyncContext *const *live; /* where its owner keeps its live context */
     redisAsyncContext *ac;
     void *watch;
     int events;
@@ -90,7 +91,7 @@ typedef struct ctx_watch {
 static void cw_set(ctx_watch *w, int events)
 {
     w->events = events;
-    w->an->a->loop.watch_set(w->watch, events);
+    w->a->loop.watch_set(w->watch, events);
 }
 
 static void cw_add_read(void *p) { ctx_watch *w = p; cw_set(w, w->events | DLOCK_LOOP_READ); }
@@ -102,7 +103,7 @@ static void cw_cleanup(void *p)
 {
     ctx_watch *w = p;
 
-    w->an->a->loop.watch_free(w->watch);
+    w->a->loop.watch_free(w->watch);
     free(w);
 }
 
@@ -111,11 +112,12 @@ static void cw_cleanup(void *p)
 static void on_ready(void *arg, int events)
 {
     ctx_watch *w = arg;
-    dlock__anode *an = w->an; /* w goes with the context if hiredis frees it */
-    dlock_async *a = an->a;
+    /* w goes with the context if hiredis frees it; its owner stays. */
+    redisAsyncContext *const *live = w->live;
+    dlock_async *a = w->a;
     redisAsyncContext *ac = w->ac;
 
-    if (an->ac != ac)
+    if (*live != ac)
         return; /* closed by a rule: nothing more is read from it */
     dlock__async_enter(a);
     /* Both directions at once: a write can free the context (hiredis
@@ -123,7 +125,7 @@ static void on_ready(void *arg, int events)
      * again. The context is alive while it is the node's or in dead. */
     if (events & DLOCK_LOOP_READ)
         redisAsyncHandleRead(ac);
-    if ((events & DLOCK_LOOP_WRITE) && an->ac == ac)
+    if ((events & DLOCK_LOOP_WRITE) && *live == ac)
         redisAsyncHandleWrite(ac);
     dlock__async_leave(a);
 }
@@ -289,15 +291,16 @@ static void on_connect_timeout(void *arg)
     dlock__async_leave(an->a);
 }
 
-static int attach(dlock__anode *an, redisAsyncContext *ac)
+int dlock__async_attach(dlock_async *a, redisAsyncContext *const *live, redisAsyncContext *ac)
 {
     ctx_watch *w = calloc(1, sizeof(*w));
 
     if (w == NULL)
         return -1;
-    w->an = an;
+    w->a = a;
+    w->live = live;
     w->ac = ac;
-    w->watch = an->a->loop.watch_new(an->a->loop.loop, ac->c.fd, on_ready, w);
+    w->watch = a->loop.watch_new(a->loop.loop, ac->c.fd, on_ready, w);
     if (w->watch == NULL) {
         free(w);
         return -1;
@@ -337,7 +340,7 @@ static int connect_node(dlock_async *a, size_t i, char *detail)
         return -1;
     }
     dlock__reader_bound(&ac->c);
-    if (attach(an, ac) != 0) {
+    if (dlock__async_attach(a, &an->ac, ac) != 0) {
         redisAsyncFree(ac);
         dlock__detailf(detail, "out of memory watching the connection");
         return -1;
@@ -430,6 +433,11 @@ void dlock__async_node_close(dlock__node *node)
     flush_deferred(an, 0);
     if (ac == NULL)
         return;
+    dlock__async_bury(a, ac);
+}
+
+void dlock__async_bury(dlock_async *a, redisAsyncContext *ac)
+{
     ac->data = NULL; /* its connect and disconnect callbacks are no longer ours */
     if (a->n_dead < sizeof(a->dead) / sizeof(a->dead[0])) {
         a->dead[a->n_dead++] = ac;

@@ -19,6 +19,8 @@
 #include <hiredis/async.h>
 
 typedef struct dlock__around dlock__around;
+typedef struct dlock__aqueue dlock__aqueue;
+typedef struct dlock__awaker dlock__awaker;
 
 /* What a command sent on an async context answers to: a round's slot
  * (round set) or nothing any more (round NULL: the round ended, the reply
@@ -81,7 +83,40 @@ struct dlock_async {
     dlock__extension rx;      /* its extension */
     int free_pending;         /* dlock_async_free was called from inside: free on the way out */
     int freeing;              /* dlock_async_free is running */
+    dlock__awaker *wakers;    /* BLPOP connections of queued acquires (async_queue.c) */
     char errbuf[DLOCK_ERRSTR_LEN];
+};
+
+typedef enum op_kind { OP_ACQUIRE, OP_RELEASE, OP_EXTEND } op_kind;
+
+struct dlock_async_op {
+    dlock_async *a;
+    op_kind kind;
+    int cancelled;            /* cancel asked while a round was in flight */
+    char *resource;           /* acquire: owned copy (multi: of the first name) */
+    char **names;             /* acquire_multi: owned copies of every name, n of them */
+    size_t n;                 /* acquire_multi: how many (0: one resource) */
+    dlock__multi_keys *mk;    /* acquire_multi and a multi lock's release: the keys (owned) */
+    dlock__multi_attempt ma;  /* acquire_multi: the attempt in flight */
+    uint32_t ttl_ms;
+    int64_t deadline_ms;      /* acquire: retry until then */
+    int64_t call_deadline_ms; /* no round past this plus one command timeout */
+    unsigned attempt;
+    dlock__attempt att;       /* acquire: the attempt in flight */
+    uint32_t lagging;         /* acquire: nodes whose fence counters are being raised */
+    dlock__around *acq_round; /* acquire: its answers, kept for the grant */
+    dlock__extension ext;     /* extend */
+    dlock__pass_buf pass;     /* release */
+    dlock_lock *lock;         /* release/extend: the lock */
+    dlock__around *round;     /* the round in flight, NULL between rounds */
+    dlock__aqueue *q;         /* acquire on one node with wake on release (async_queue.c) */
+    void *timer;              /* backoff, or the deferred completion */
+    dlock_err pending_rc;     /* a completion waiting for the timer */
+    dlock_async_acquire_cb acquire_cb;
+    dlock_async_done_cb done_cb;
+    void *arg;
+    char detail[DLOCK_ERRSTR_LEN];
+    dlock_async_op *prev, *next;
 };
 
 /* ---- async_conn.c ---- */
@@ -94,6 +129,12 @@ void dlock__anodes_free(dlock_async *a);
  * why in detail (DLOCK__DETAIL_LEN). */
 int dlock__anode_send(dlock_async *a, size_t i, dlock__ticket *t, int argc, const char **argv,
                       const size_t *argvlen, char *detail);
+/* Watches ac's socket on the loop for hiredis; *live is where its owner
+ * keeps its live context (a closed one is read no more). -1: no memory. */
+int dlock__async_attach(dlock_async *a, redisAsyncContext *const *live, redisAsyncContext *ac);
+/* A context closed by a rule: freed when hiredis has returned (its pending
+ * callbacks then run with NULL). */
+void dlock__async_bury(dlock_async *a, redisAsyncContext *ac);
 /* The loop entry points' frame: enter, then leave settles dirty rounds and
  * frees dead contexts when the outermost frame ends. */
 void dlock__async_enter(dlock_async *a);
@@ -105,6 +146,26 @@ void dlock__async_kick(dlock_async *a);
  * (the kick timer) - never inside a call of the program. */
 void dlock__async_wake(dlock_async *a);
 redisReply *dlock__async_reply_dup(const redisReply *r);
+
+/* ---- async.c ---- */
+/* The call's one callback, then the call is freed. */
+void dlock__aop_complete(dlock_async_op *op, dlock_err rc, dlock_lock *lock);
+
+/* ---- async_queue.c ---- */
+/* Whether an acquire waits in the node's queue: one node, wake on release,
+ * time to wait (as the blocking acquire decides). */
+int dlock__aqueue_wanted(const dlock_async_op *op);
+/* Its next step, from the op's timer: the first enter.lua, one after a
+ * back-off, or the end of a wait. */
+void dlock__aqueue_step(dlock_async_op *op);
+/* dlock_async_cancel of a queued acquire: 1 (the callback follows). */
+int dlock__aqueue_cancel(dlock_async_op *op);
+/* dlock_async_free mid-call: leave.lua and pass.lua sent without waiting. */
+void dlock__aqueue_abandon(dlock_async_op *op);
+/* The op's queue state, its waker back to the pool (op_free). */
+void dlock__aqueue_free(dlock_async_op *op);
+/* Every waker (dlock_async_free, after the connections). */
+void dlock__awakers_free(dlock_async *a);
 
 /* ---- async_renew.c ---- */
 int dlock__async_renew_init(dlock_async *a);

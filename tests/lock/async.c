@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "async_history.h"
+#include "async_loop.h"
 #include "delay_proxy.h"
 #include "dlock_uv.h"
 #include "lock_common.h"
@@ -18,25 +19,17 @@
 #define NODES 3
 
 static redis_proc nodes[NODES];
-static uv_loop_t loop;
-static uv_timer_t wake; /* bounds each turn of run_until */
-static dlock_loop hooks;
 static delay_proxy *proxy;
 
 static void setup(void)
 {
     cr_assert_eq(tc_nodes_up(nodes, NODES, 0), 0, "redis nodes did not start");
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    cr_assert_eq(uv_timer_init(&loop, &wake), 0);
-    cr_assert_eq(dlock_loop_uv(&hooks, &loop), 0);
+    aloop_init();
 }
 
 static void teardown(void)
 {
-    /* Not run again: a failed test may have left calls whose callbacks
-     * point into its stack. */
-    uv_close((uv_handle_t *)&wake, NULL);
-    (void)uv_loop_close(&loop);
+    aloop_fini();
     delay_proxy_stop(proxy);
     proxy = NULL;
     tc_nodes_down(nodes, NODES);
@@ -44,124 +37,11 @@ static void teardown(void)
 
 TestSuite(lock_async, .init = setup, .fini = teardown, .timeout = 60);
 
-/* ---- running the loop ---- */
-
-static void on_wake(uv_timer_t *h)
-{
-    (void)h;
-}
-
-/* Runs the loop until *done is nonzero or timeout_ms passes; 1 when done. */
-static int run_until(const int *done, int64_t timeout_ms)
-{
-    int64_t until = test_now_ms() + timeout_ms;
-
-    /* A short repeating timer, so that UV_RUN_ONCE never blocks past the
-     * bound. */
-    uv_timer_start(&wake, on_wake, 20, 20);
-    while (!*done && test_now_ms() < until)
-        uv_run(&loop, UV_RUN_ONCE);
-    uv_timer_stop(&wake);
-    return *done;
-}
-
-/* Runs the loop until res's lock key on r exists (want 1) or not (0):
- * what the client sends without waiting goes out from the loop. */
-static int wait_key(const redis_proc *r, const char *res, int want, int64_t timeout_ms)
-{
-    int64_t until = test_now_ms() + timeout_ms;
-    int none = 0, seen = tc_exists(r, res);
-
-    while (seen != want && test_now_ms() < until) {
-        uv_timer_start(&wake, on_wake, 10, 10);
-        uv_run(&loop, UV_RUN_ONCE);
-        uv_timer_stop(&wake);
-        seen = tc_exists(r, res);
-    }
-    (void)none;
-    return seen;
-}
-
-/* Frees an async client and lets its handles close. */
-static void async_down(dlock_async *a)
-{
-    dlock_async_free(a);
-    for (int i = 0; i < 10; i++)
-        uv_run(&loop, UV_RUN_NOWAIT);
-}
-
-static dlock_async *async_client(size_t n, int command_timeout_ms)
-{
-    dlock_options o;
-    tc_addrs addrs;
-    dlock_async *a = NULL;
-    char err[DLOCK_ERRSTR_LEN] = "";
-
-    tc_options(&o, &addrs, nodes, n);
-    if (command_timeout_ms > 0)
-        o.command_timeout_ms = command_timeout_ms;
-    cr_assert_eq(dlock_async_new(&o, &hooks, &a, err, sizeof err), DLOCK_OK, "%s", err);
-    return a;
-}
-
-/* One call's outcome, counted: every callback must fire exactly once. */
-typedef struct outcome {
-    int calls;
-    dlock_err rc;
-    dlock_lock *lock;
-    char detail[DLOCK_ERRSTR_LEN];
-    int64_t at_ms;
-} outcome;
-
-static void on_acquired(dlock_async *a, dlock_err rc, dlock_lock *lock, const char *detail,
-                        void *arg)
-{
-    outcome *o = arg;
-
-    (void)a;
-    o->calls++;
-    o->rc = rc;
-    o->lock = lock;
-    o->at_ms = test_now_ms();
-    snprintf(o->detail, sizeof o->detail, "%s", detail);
-}
-
-static void on_done(dlock_async *a, dlock_err rc, const char *detail, void *arg)
-{
-    outcome *o = arg;
-
-    (void)a;
-    o->calls++;
-    o->rc = rc;
-    o->at_ms = test_now_ms();
-    snprintf(o->detail, sizeof o->detail, "%s", detail);
-}
-
-static outcome try_acquire(dlock_async *a, const char *res, uint32_t ttl)
-{
-    outcome o = {0};
-
-    cr_assert_eq(dlock_async_try_acquire(a, res, ttl, on_acquired, &o, NULL), DLOCK_OK);
-    cr_assert(o.calls == 0, "the callback fired inside the call");
-    cr_assert(run_until(&o.calls, 5000), "no callback for the acquire of %s", res);
-    return o;
-}
-
-static outcome release(dlock_async *a, dlock_lock *l)
-{
-    outcome o = {0};
-
-    cr_assert_eq(dlock_async_release(a, l, on_done, &o), DLOCK_OK);
-    cr_assert(o.calls == 0, "the callback fired inside the call");
-    cr_assert(run_until(&o.calls, 5000), "no callback for the release");
-    return o;
-}
-
 /* ---- the calls ---- */
 
 Test(lock_async, acquire_release_extend_on_one_node_as_the_blocking_client)
 {
-    dlock_async *a = async_client(1, 0);
+    dlock_async *a = aloop_client(nodes, 1, 0);
     dlock_client *b = tc_client(nodes, 1, 0);
     dlock_lock *held = NULL;
     outcome o, x = {0};
@@ -199,7 +79,7 @@ Test(lock_async, acquire_release_extend_on_one_node_as_the_blocking_client)
 
 Test(lock_async, bad_arguments_are_refused_at_once_and_never_call_back)
 {
-    dlock_async *a = async_client(1, 0);
+    dlock_async *a = aloop_client(nodes, 1, 0);
     dlock_client *b = tc_client(nodes, 1, 0);
     dlock_lock *theirs = NULL;
     outcome o = {0};
@@ -223,7 +103,7 @@ Test(lock_async, bad_arguments_are_refused_at_once_and_never_call_back)
 
 Test(lock_async, redlock_holds_with_one_master_killed_and_refuses_with_two)
 {
-    dlock_async *a = async_client(NODES, 200);
+    dlock_async *a = aloop_client(nodes, NODES, 200);
     outcome o;
 
     o = try_acquire(a, "r", 5000);
@@ -266,7 +146,7 @@ static void on_tick(uv_timer_t *h)
 
 Test(lock_async, the_loop_serves_its_timers_while_a_round_waits_on_a_paused_master)
 {
-    dlock_async *a = async_client(NODES, 300);
+    dlock_async *a = aloop_client(nodes, NODES, 300);
     ticker k = {0};
     outcome o;
 
@@ -363,7 +243,7 @@ Test(lock_async, a_lost_reply_times_out_and_the_late_answer_is_discarded)
 
 Test(lock_async, a_cancel_before_the_first_round_calls_back_at_once)
 {
-    dlock_async *a = async_client(1, 0);
+    dlock_async *a = aloop_client(nodes, 1, 0);
     dlock_async_op *op = NULL;
     outcome o = {0};
 
@@ -378,15 +258,23 @@ Test(lock_async, a_cancel_before_the_first_round_calls_back_at_once)
     async_down(a);
 }
 
+/* The polling path (wake_on_release off): attempts with back-off between
+ * them; a queued wait's cancel is lock_async_queue's. */
 Test(lock_async, a_cancel_between_attempts_ends_the_wait)
 {
-    dlock_async *a = async_client(1, 0);
+    dlock_options opts;
+    tc_addrs addrs;
+    dlock_async *a = NULL;
+    char err[DLOCK_ERRSTR_LEN] = "";
     dlock_client *b = tc_client(nodes, 1, 0);
     dlock_lock *held = NULL;
     dlock_async_op *op = NULL;
     outcome o = {0};
     dlock_stats st;
 
+    tc_options(&opts, &addrs, nodes, 1);
+    opts.wake_on_release = 0;
+    cr_assert_eq(dlock_async_new(&opts, &hooks, &a, err, sizeof err), DLOCK_OK, "%s", err);
     cr_assert_eq(dlock_try_acquire(b, "c1", 20000, &held), DLOCK_OK);
     cr_assert_eq(dlock_async_acquire_for(a, "c1", 5000, 10000, on_acquired, &o, &op), DLOCK_OK);
     /* Retrying: at least two attempts refused. */
@@ -437,7 +325,7 @@ Test(lock_async, a_cancel_mid_round_hands_on_the_key_granted_meanwhile)
 
 Test(lock_async, free_completes_every_call_in_flight_once)
 {
-    dlock_async *a = async_client(1, 0);
+    dlock_async *a = aloop_client(nodes, 1, 0);
     dlock_client *b = tc_client(nodes, 1, 0);
     dlock_lock *held = NULL;
     outcome o[4];
@@ -533,7 +421,7 @@ Test(lock_async, over_tls_masters_with_a_client_certificate)
 
 Test(lock_async, several_resources_as_one_lock_on_redlock)
 {
-    dlock_async *a = async_client(NODES, 0);
+    dlock_async *a = aloop_client(nodes, NODES, 0);
     dlock_client *b = tc_client(nodes, NODES, 0);
     const char *const set[3] = {"acct:a", "acct:b", "acct:c"};
     dlock_lock *held = NULL;
@@ -603,7 +491,7 @@ static void run_for(int64_t ms)
 
 Test(lock_async, renewal_keeps_the_lock_past_its_ttl_until_released)
 {
-    dlock_async *a = async_client(NODES, 0);
+    dlock_async *a = aloop_client(nodes, NODES, 0);
     lost_seen l = {0};
     dlock_renew_options ro = {.on_lost = on_lost, .user = &l};
     outcome o = try_acquire(a, "renewed", 300);
@@ -629,7 +517,7 @@ Test(lock_async, renewal_keeps_the_lock_past_its_ttl_until_released)
 
 Test(lock_async, a_renewed_lock_taken_away_calls_on_lost_once)
 {
-    dlock_async *a = async_client(1, 0);
+    dlock_async *a = aloop_client(nodes, 1, 0);
     lost_seen l = {.free_inside = 1};
     dlock_renew_options ro = {.on_lost = on_lost, .user = &l};
     outcome o = try_acquire(a, "stolen", 600);
@@ -652,7 +540,7 @@ Test(lock_async, a_renewed_lock_taken_away_calls_on_lost_once)
 
 Test(lock_async, a_loop_stalled_past_the_validity_is_told_it_lost_the_lock)
 {
-    dlock_async *a = async_client(1, 0);
+    dlock_async *a = aloop_client(nodes, 1, 0);
     lost_seen l = {0};
     dlock_renew_options ro = {.on_lost = on_lost, .user = &l};
     outcome o = try_acquire(a, "stalled", 300);
