@@ -84,12 +84,12 @@ static void attempt_tally(const dlock_client *c, dlock__attempt *a, const dlock_
 }
 
 /* Fences must grow across acquisitions, and each node keeps its own
- * counter. Two quorums share a node, but the maximum of one quorum can come
- * from a node the next quorum does not include: counters A=11 B=6 C=6
+ * counter. Two quorums share a node. But the maximum of one quorum can come
+ * from a node the next quorum does not include. Counters A=11 B=6 C=6
  * after an acquisition on {A,B} (fence 11) let the next one on {B,C} get
  * fence 7. So when the counters of our quorum disagree, the lower ones are
- * raised to our fence before the lock is handed out; then every node of our
- * quorum holds >= fence, and the next quorum, sharing at least one of them,
+ * raised to our fence before the lock is handed out. Then every node of our
+ * quorum holds >= fence. The next quorum shares at least one of them, so it
  * gets a larger fence. Counters agree in steady state, so this extra round
  * only happens after a node missed acquisitions (down, partitioned). */
 static uint32_t fence_lagging(const dlock_client *c, dlock__attempt *a, const dlock__result *res)
@@ -152,9 +152,9 @@ dlock_err dlock__attempt_grant(dlock_client *c, dlock__attempt *a, uint32_t lagg
                       a->ok_mask | a->maybe_mask};
 
     if (dlock__popcount(a->synced) < c->quorum) {
-        /* A quorum granted the lock, so this is not NO_QUORUM: the counters
+        /* A quorum granted the lock, so this is not NO_QUORUM. The counters
          * of the lagging nodes could not be raised (the sync round timed
-         * out there or was refused), and a fence that a later quorum might
+         * out there or was refused). A fence that a later quorum might
          * undercut is no fence. Its own code lets an operator look at the
          * right thing. */
         char why[DLOCK_ERRSTR_LEN];

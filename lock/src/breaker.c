@@ -1,7 +1,7 @@
 /* breaker.c - the circuit breaker of each node. A node whose connection
  * failed, timed out or fell too many replies behind (conn.c, rounds.c) is
- * tripped: new acquires and extends skip it - a missing vote is always
- * safe - so a paused, tarpitted or dead minority costs the healthy majority
+ * tripped: new acquires and extends skip it (a missing vote is always
+ * safe). So a paused, tarpitted or dead minority costs the healthy majority
  * nothing. It takes part again once it has answered everything it owed,
  * or, without a connection, when its probe is due: a reconnect that rides
  * along with a round. */

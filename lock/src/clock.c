@@ -1,7 +1,7 @@
 /* clock.c - the library's clock (CLOCK_BOOTTIME, else CLOCK_MONOTONIC) in
- * milliseconds, the check that a deadline is an instant on it, the deadline
- * of a relative wait, its conversion for condition variables, an EINTR-safe
- * sleep, and the drift allowance taken off every validity. */
+ * milliseconds. Also here: the check that a deadline is an instant on it,
+ * the deadline of a relative wait, its conversion for condition variables,
+ * an EINTR-safe sleep, and the drift allowance taken off every validity. */
 #include "dlock_internal.h"
 
 #include <errno.h>
@@ -65,7 +65,7 @@ int dlock__deadline_check(int64_t deadline_ms, const char *op, char *errbuf)
      * it can be no clock reading, and as a relative wait 0 means the same.
      * The slack keeps "a little in the past" legal in a process that has
      * just started (dlock_now_ms() - 1000 as "try once", a deadline taken
-     * by a parent just before it forked), while a relative wait passed on
+     * by a parent just before it forked). Yet a relative wait passed on
      * a host up for more than a few minutes still lies far before it. */
     if (deadline_ms <= 0 || since == 0 || deadline_ms >= since - DLOCK_DEADLINE_SLACK_MS)
         return 0;

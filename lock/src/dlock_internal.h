@@ -337,11 +337,12 @@ int dlock__fence_key(const dlock_client *c, const char *resource, char *out, siz
 /* <prefix><kind><resource>, kind DLOCK_WAITERS_NS. */
 int dlock__wake_key(const dlock_client *c, const char *kind, const char *resource, char *out,
                     size_t outlen);
-/* Keys and arguments of pass.lua for one resource: keys[3] (lock, fence,
- * waiters), args[4] (token, the waiters' list prefix and suffix, and "1"
- * when the releaser's own list may hold an announcement of rqueue.c's:
- * Redlock with wake_on_release); the buffers belong to the caller. 0, or
- * -1 when a key is too long. */
+/* Keys and arguments of pass.lua for one resource:
+ * - keys[3]: lock, fence, waiters;
+ * - args[4]: token, the waiters' list prefix and suffix, and "1" when the
+ *   releaser's own list may hold an announcement of rqueue.c's (Redlock
+ *   with wake_on_release).
+ * The buffers belong to the caller. 0, or -1 when a key is too long. */
 typedef struct dlock__pass_buf {
     char key[DLOCK__KEY_BUF], fkey[DLOCK__KEY_BUF], waiters[DLOCK__KEY_BUF + 16];
     char list_prefix[DLOCK__KEY_BUF], list_suffix[DLOCK__KEY_BUF];
@@ -355,8 +356,8 @@ int dlock__pass_prepare(const dlock_client *c, const char *resource, const char 
  * that waiter. 0, or -1 when it does not fit in out[outlen]. */
 int dlock__waiter_list(const dlock__pass_buf *b, const char *token, char *out, size_t outlen);
 /* The keys of n resources: keys[0..n) the lock keys, keys[n..2n) their
- * fence counters, keys[2n..3n) their waiters sets (multi_acquire.lua and
- * multi_fence_sync.lua take a prefix of them, multi_release.lua all), and
+ * fence counters, keys[2n..3n) their waiters sets. multi_acquire.lua and
+ * multi_fence_sync.lua take a prefix of them, multi_release.lua all. Also
  * the release's arguments: args[0] the token (token; NULL until set),
  * args[1] n, args[2] the waiters' list prefix, args[3..3+n) each list's
  * suffix. NULL when out of memory or a key too long (names are checked at
@@ -577,10 +578,12 @@ uint32_t dlock__wake_pop_any(const dlock_client *c, dlock__waker *w, uint32_t ma
                              char msgs[DLOCK_MAX_NODES][DLOCK__RQ_MSG_LEN]);
 
 /* ---- lock.c ---- */
-/* What a grant knows: the key's token and fence, its TTL, base_ms (the
- * instant its TTL is counted from at the earliest: renewal is due a third
- * of a TTL after it), valid_until_ms (on dlock_now_ms()'s clock, drift
- * already taken off) and the nodes the release must reach. */
+/* What a grant knows:
+ * - the key's token and fence, and its TTL;
+ * - base_ms: the instant its TTL is counted from at the earliest (renewal
+ *   is due a third of a TTL after it);
+ * - valid_until_ms, on dlock_now_ms()'s clock, drift already taken off;
+ * - the nodes the release must reach. */
 typedef struct dlock__grant {
     const char *resource;
     const char *token;
@@ -591,17 +594,20 @@ typedef struct dlock__grant {
     uint32_t may_hold;
 } dlock__grant;
 /* The one place a held handle is made, for every path (plain, queued,
- * Redlock queued, multi): DLOCK_OK with *out set; DLOCK_ERR_EXPIRED when
- * the validity has already run out (a handle is never returned with
- * validity <= 0, whatever round came between the keys' answers and now);
- * DLOCK_ERR_NOMEM. Either error leaves *out alone and says why in errbuf;
+ * Redlock queued, multi). Returns:
+ * - DLOCK_OK with *out set;
+ * - DLOCK_ERR_EXPIRED when the validity has already run out (a handle is
+ *   never returned with validity <= 0, whatever round came between the
+ *   keys' answers and now);
+ * - DLOCK_ERR_NOMEM.
+ * Either error leaves *out alone and says why in errbuf;
  * the caller then hands its keys back. */
 dlock_err dlock__lock_grant(const dlock_client *c, const dlock__grant *g, char *errbuf,
                             dlock_lock **out);
 /* The handles a client has handed out and not yet released, and the
  * thread that took each (client mutex held for all three). held_add lists
- * a new handle for the calling thread; held_remove unlists one (a no-op
- * when not listed); held_by_caller returns a handle of the calling thread
+ * a new handle for the calling thread. held_remove unlists one (a no-op
+ * when not listed). held_by_caller returns a handle of the calling thread
  * that still holds one of names[0..n) with validity left, or NULL: libdlock
  * locks are not reentrant, and waiting on yourself waits out the wait. */
 void dlock__held_add(dlock_client *c, dlock_lock *lock);
@@ -646,11 +652,12 @@ void dlock__multi_release_round(dlock_client *c, const dlock_lock *lock, uint32_
                                 uint32_t reach, uint32_t *ones_mask, uint32_t *zeros_mask,
                                 dlock__result *res);
 
-/* What a release round says of one lock: DLOCK_OK when a quorum
- * (ones_mask) deleted or handed on its key; DLOCK_ERR_LOST (the lock
- * marked lost) when so many nodes answered "not our token" (zeros_mask)
- * that no quorum can still hold it; else an unavailable code. Counts
- * releases / lost / errors; why in errbuf. Client mutex held. */
+/* What a release round says of one lock:
+ * - DLOCK_OK when a quorum (ones_mask) deleted or handed on its key;
+ * - DLOCK_ERR_LOST (the lock marked lost) when so many nodes answered "not
+ *   our token" (zeros_mask) that no quorum can still hold it;
+ * - else an unavailable code.
+ * Counts releases / lost / errors; why in errbuf. Client mutex held. */
 dlock_err dlock__release_outcome(dlock_client *c, dlock_lock *lock, uint32_t ones_mask,
                                  uint32_t zeros_mask, const dlock__result *res, char *errbuf);
 /* The nodes of mask a one-node client sent a release to without an answer

@@ -6,9 +6,9 @@
  * Why not dlock_acquire_multi: a multi lock is all or nothing, so one busy
  * resource refuses the whole set. A caller with work on many resources
  * (the coupon-server's claim worker, one coupon each) wants every free one
- * now and the busy ones later; one round for all of them instead of one
- * per resource is what a holder carrying one or two claims cannot afford
- * to pay n times. Each resource is decided on its own, exactly
+ * now and the busy ones later. It needs one round for all of them instead
+ * of one per resource: a holder carrying one or two claims cannot afford
+ * to pay that round n times. Each resource is decided on its own, exactly
  * as acquire.c decides one: quorum, fence sync, validity, undo. */
 #include "dlock_internal.h"
 
@@ -275,11 +275,11 @@ static dlock_err each_once(dlock_client *c, const char *const *names, size_t n, 
     }
     c->stats.acquires += granted;
     c->stats.taken += taken;
-    /* Redlock step 5 per resource, at once and in one go: every key not
+    /* Redlock step 5 per resource, at once and in one go. Every key not
      * handed out is released where it may have landed (a minority grant,
-     * a failed sync or validity), token-checked, through hand_over so a
-     * waiter that listed itself on it meanwhile is handed it. Nobody waits
-     * for the answers (acquire.c says why). */
+     * a failed sync or validity), token-checked. It goes through
+     * hand_over, so a waiter that listed itself on it meanwhile is handed
+     * it. Nobody waits for the answers (acquire.c says why). */
     for (size_t j = 0; j < n; j++) {
         if (!er[j].undo || (er[j].ok_mask | maybe) == 0)
             continue;

@@ -2,12 +2,12 @@
  * least a value, on a quorum, never lowering any.
  *
  * Why: the counters live in Redis. A node that restarts without its data
- * (no AOF, FLUSHALL) starts them at 0 again, while the storage behind the
- * lock remembers the highest fence it accepted; every new holder is then
- * refused as stale until the counter has climbed back. The storage knows
- * that value, so the caller hands it here and the next acquisition draws a
- * fence above it. Raising is always safe: fences must only grow, and a
- * counter already higher is left alone. The counter's key is
+ * (no AOF, FLUSHALL) starts them at 0 again. The storage behind the lock
+ * still remembers the highest fence it accepted, so every new holder is
+ * then refused as stale until the counter has climbed back. The storage
+ * knows that value, so the caller hands it here and the next acquisition
+ * draws a fence above it. Raising is always safe: fences must only grow,
+ * and a counter already higher is left alone. The counter's key is
  * dlock__fence_key's (keys.c: "<prefix>fence:<resource>"). */
 #include "dlock_internal.h"
 

@@ -13,11 +13,14 @@ int dlock__forked(const dlock_client *c)
 int dlock__enter(dlock_client *c, const char *op)
 {
     if (dlock__forked(c)) {
-        /* Refused, not reconnected: the child's copy of the mutex may be
-         * locked for ever (a thread of the parent held it at the fork),
-         * its connections are shared with the parent (both would read the
-         * same replies), and its watchdog did not come along. The child is
-         * one thread now: writing its own errstr copy races nobody. */
+        /* Refused, not reconnected:
+         * - the child's copy of the mutex may be locked for ever (a thread
+         *   of the parent held it at the fork);
+         * - its connections are shared with the parent (both would read
+         *   the same replies);
+         * - its watchdog did not come along.
+         * The child is one thread now: writing its own errstr copy races
+         * nobody. */
         dlock__errf(c->errstr, "%s: this client was made by process %ld and used in process %ld "
                     "after fork(); make a new client in the child", op, (long)c->pid,
                     (long)getpid());

@@ -1,7 +1,8 @@
-/* keys.c - the names of libdlock's keys (dlock.h, "Keys"): the lock key
- * and the fence counter of a resource, the waiters set and each waiter's
- * own list, and the key and argument sets the queue and multi scripts take
- * (pass.lua's for one resource, the multi_*.lua scripts' for several).
+/* keys.c - the names of libdlock's keys (dlock.h, "Keys"):
+ * - the lock key and the fence counter of a resource;
+ * - the waiters set and each waiter's own list;
+ * - the key and argument sets the queue and multi scripts take (pass.lua's
+ *   for one resource, the multi_*.lua scripts' for several).
  * Every file that names a key calls these; dlockctl mirrors them in
  * ctl/src/keys.c (ctl_resource_keys). */
 #include "dlock_internal.h"
@@ -10,7 +11,7 @@
 #include <stdlib.h>
 
 /* The key layout (dlock.h, "Keys"): every key starts with the prefix and
- * then a namespace word, so a lock key and a fence key can never be the same
+ * then a namespace word. So a lock key and a fence key can never be the same
  * string whatever the resource names are ("lock:" and "fence:" differ in
  * their first byte). With the counter at "<resource>:fence" instead, the
  * resource "coll:fence" would be the fence counter of "coll": an INCRed

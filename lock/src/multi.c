@@ -5,7 +5,7 @@
  * here).
  *
  * Why one script over every key, and not one dlock_acquire per resource in
- * a fixed order: a script is atomic on its node, so a node grants the whole
+ * a fixed order: a script is atomic on its node. So a node grants the whole
  * set or nothing, and a caller never holds part of a set while it waits
  * for the rest. Without that hold-and-wait, two callers asking for {a,b}
  * and {b,a} cannot deadlock whatever their order, and a failed attempt

@@ -1,7 +1,9 @@
 /* release.c - dlock_release and every release round, on every node in
- * parallel: one resource's (pass.lua: the key, if it holds our token, is
- * handed to the oldest queued waiter or deleted) and a multi lock's
- * (multi_release.lua, the same for every key of the set in one step). */
+ * parallel:
+ * - one resource's (pass.lua: the key, if it holds our token, is handed to
+ *   the oldest queued waiter or deleted);
+ * - a multi lock's (multi_release.lua, the same for every key of the set
+ *   in one step). */
 #include "protocol.h"
 
 #include <stdio.h>
@@ -142,9 +144,9 @@ void dlock__release_mark(dlock_client *c, dlock_lock *lock)
      * no extension can be in flight or start after this point, so nothing
      * prolongs the lock behind our back once it is released. */
     dlock__renew_unregister_locked(c, lock);
-    /* From here on the lock is not held, whatever the round answers: a
+    /* From here on the lock is not held, whatever the round answers. A
      * delete that a node has not answered may still run at any moment and
-     * free the key for the next owner, so a holder that kept going after a
+     * free the key for the next owner. So a holder that kept going after a
      * failed release could overlap them. LOST (the outcome) overrides
      * RELEASED. */
     lock->release_sent = 1;

@@ -39,7 +39,7 @@ void dlock_lock_free(dlock_lock *lock)
     /* Unregister before freeing, under the client mutex: the watchdog only
      * touches registered locks and only with that mutex, so it can never
      * renew freed memory. A lock stays registered while its on_lost runs
-     * (without the mutex), so this finds the client and waits for the
+     * (without the mutex). So this finds the client and waits for the
      * callback to return: the holder that saw dlock_is_held() turn 0 and
      * frees at once must not free the lock under the callback's feet. */
     /* The client that lists it (not yet released) or renews it; the same
@@ -76,11 +76,11 @@ static uint32_t renew_ttl(const dlock_lock *lock)
 }
 
 /* At a third of the TTL set by the last acquire/extend: two thirds of the
- * validity remain as margin for a watchdog delayed behind other rounds on
- * the mutex, for the renewal round itself and for the retries of a round
- * that too few nodes answered (a node restarting, a network blip). At
- * least 1 ms after the last renewal, so a TTL under 3 ms cannot make the
- * watchdog renew back to back with the mutex held. */
+ * validity remain as margin. That margin covers a watchdog delayed behind
+ * other rounds on the mutex, the renewal round itself, and the retries of
+ * a round that too few nodes answered (a node restarting, a network
+ * blip). At least 1 ms after the last renewal, so a TTL under 3 ms cannot
+ * make the watchdog renew back to back with the mutex held. */
 int64_t dlock__renew_due_ms(const dlock_lock *lock)
 {
     int64_t third = lock->cur_ttl_ms / 3;
@@ -103,8 +103,8 @@ static int64_t retry_gap_ms(const dlock_client *c, const dlock_lock *lock)
 }
 
 /* Marks the lock lost and calls on_lost once, without the mutex (so the
- * callback may use the client), keeping the lock alive meanwhile: it stays
- * registered with wd_cb_lock naming it, so dlock_lock_free waits for the
+ * callback may use the client). The lock is kept alive meanwhile: it stays
+ * registered with wd_cb_lock naming it. So dlock_lock_free waits for the
  * callback and dlock__renew_unregister_locked leaves it be. Client mutex
  * held on entry and on return. */
 void dlock__renew_mark_lost(dlock_client *c, dlock_lock *lock, dlock_err why)

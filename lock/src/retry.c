@@ -4,10 +4,11 @@
 #include "dlock_internal.h"
 
 /* The one retry rule of every acquire loop (plain, queued, Redlock queued,
- * multi): another attempt is worth it when the key was held (TAKEN), when
- * the validity ran out before the grant (EXPIRED: a slow round, not the
- * resource, said no), and, when the client asks for it, when too few nodes
- * answered. */
+ * multi). Another attempt is worth it when:
+ * - the key was held (TAKEN);
+ * - the validity ran out before the grant (EXPIRED: a slow round, not the
+ *   resource, said no);
+ * - too few nodes answered, when the client asks for it. */
 int dlock__should_retry(const dlock_client *c, dlock_err rc)
 {
     if (rc == DLOCK_ERR_TAKEN || rc == DLOCK_ERR_EXPIRED)

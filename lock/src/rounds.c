@@ -346,13 +346,14 @@ static void collect(round_run *rr)
 /* Sends one command to the nodes of mask and collects the replies.
  *
  * Why one poll() over all nodes: the distlock page asks to "multiplex" the
- * SETs so the time to reach a majority - and thus the window in which two
- * clients split the votes - does not grow with N; the round costs the
- * slowest node's round trip, bounded by command_timeout_ms, not the sum.
+ * SETs so the time to reach a majority does not grow with N (and thus
+ * neither does the window in which two clients split the votes). The
+ * round costs the slowest node's round trip, bounded by
+ * command_timeout_ms, not the sum.
  *
- * Nothing waits outside that poll: a node without a connection is
- * connected in the same loop (the command queued behind the connect), and
- * a node whose breaker is open is skipped (choose_roles), so a sick
+ * Nothing waits outside that poll. A node without a connection is
+ * connected in the same loop (the command queued behind the connect). A
+ * node whose breaker is open is skipped (choose_roles), so a sick
  * minority costs the healthy majority nothing. res[i] of every node in mask
  * is overwritten; other entries are kept (a caller may merge two rounds).
  * When stop() says the outcome is decided the round ends after a short

@@ -105,8 +105,8 @@ void dlock__script_call_build(dlock_client *c, dlock__script_call *call, dlock__
 {
     note_ttl(c, id, args, nargs);
     /* On a connection that has not run this script yet, send the body
-     * (EVAL caches it): a fresh server answers EVALSHA with NOSCRIPT, an
-     * answer that decides nothing, so the round would wait out a paused
+     * (EVAL caches it). A fresh server answers EVALSHA with NOSCRIPT, an
+     * answer that decides nothing. So the round would wait out a paused
      * node and then need a second round, past the call's deadline. The
      * body costs some bytes, once per script and connection. */
     for (size_t i = 0; i < c->n && by_sha; i++)

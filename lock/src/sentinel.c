@@ -3,26 +3,26 @@
  * used only when it says it is one.
  *
  * Why a thread of its own, without the client mutex: the asking is plain
- * blocking hiredis calls, each bounded (a connect by connect_timeout_ms, a
- * command by command_timeout_ms), so it can take n_sentinels x (connect +
- * command) plus, per address named, one connect and two commands for the
- * ROLE check. Done under the mutex - from inside a round's connect, say -
- * that would stall every other call on the client, the watchdog's
- * renewals of every lock included, and short-TTL locks would be reported
- * lost while still held (lock_sentinel_share tests it). The mutex
- * cannot be let go inside a round either (another thread's round would
- * queue commands on a half-made node). So a round whose sentinel node
- * has no connection and no fresh answer fails that node at once and asks
- * the resolver thread (dlock__conn_ask_master); the thread asks the
- * sentinels with the mutex released and publishes the answer under it.
- * A call that starts, or retries, waits for that answer with the mutex
- * released (dlock__sentinel_await), so it connects to the new master in
- * the same call; the watchdog never waits, it retries its renewal. A
- * node whose resolution fails trips its breaker like any unreachable
- * node, so a Redlock round does not ask again before its probe is due.
+ * blocking hiredis calls. Each is bounded (a connect by connect_timeout_ms, a
+ * command by command_timeout_ms). So it can take n_sentinels x
+ * (connect + command) plus, per address named, one connect and two commands
+ * for the ROLE check. Done under the mutex (from inside a round's connect,
+ * say), that would stall every other call on the client, the watchdog's
+ * renewals of every lock included. Short-TTL locks would then be reported
+ * lost while still held (lock_sentinel_share tests it). The mutex cannot be
+ * let go inside a round either (another thread's round would queue commands
+ * on a half-made node). So a round whose sentinel node has no connection and
+ * no fresh answer fails that node at once and asks the resolver thread
+ * (dlock__conn_ask_master); the thread asks the sentinels with the mutex
+ * released and publishes the answer under it. A call that starts, or retries,
+ * waits for that answer with the mutex released (dlock__sentinel_await), so
+ * it connects to the new master in the same call; the watchdog never waits,
+ * it retries its renewal. A node whose resolution fails trips its breaker
+ * like any unreachable node, so a Redlock round does not ask again before its
+ * probe is due.
  *
  * The sentinels are asked without AUTH (the client's password is the
- * masters'); the master named is checked with AUTH, then ROLE: a sentinel
+ * masters'). The master named is checked with AUTH, then ROLE: a sentinel
  * that has not yet seen a failover (or a partitioned one) may name a node
  * that is now a replica, and writes must not go there. */
 #include "dlock_internal.h"

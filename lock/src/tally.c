@@ -110,9 +110,9 @@ static void failed_nodes(const dlock_client *c, const dlock__result *res, uint32
 }
 
 /* Maps a round where too few nodes answered to the code the caller returns:
- * with one node its own failure (TIMEOUT, UNREACHABLE, AUTH, PROTOCOL);
- * with N nodes NO_QUORUM, unless every failed node failed the same
- * configuration-like way (AUTH, PROTOCOL), which the operator must see.
+ * - with one node, its own failure (TIMEOUT, UNREACHABLE, AUTH, PROTOCOL);
+ * - with N nodes, NO_QUORUM, unless every failed node failed the same
+ *   configuration-like way (AUTH, PROTOCOL), which the operator must see.
  * Writes "node <addr>: <why>; " for each node that did not answer, then
  * "k/N nodes answered", into errbuf: a lost lock's detail must name every
  * silent node, not just the first. */

@@ -176,8 +176,8 @@ static void describe(SSL *ssl, int rv, int saved_errno, char *detail)
 }
 
 /* ---- better errors on an established connection ----
- * hiredis_ssl says only strerror(errno) when a read or write fails, which
- * after a TLS alert is "Success" or the like: a server that refused our
+ * hiredis_ssl says only strerror(errno) when a read or write fails. After
+ * a TLS alert it is "Success" or the like: a server that refused our
  * client certificate (TLS 1.3 says so after the handshake, on the first
  * read) would read as nothing. The connection's function table is
  * replaced by a copy whose read and write call hiredis's and then put
