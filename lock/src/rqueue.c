@@ -5,14 +5,13 @@
  * A waiter lists itself on every node (enter.lua) under one score of its
  * own, so that the nodes order the same waiters the same way. (A node
  * moves it onto its own clock only when the waiter's clock is far off:
- * see setup.) A release runs pass.lua on every node, which SETs the key to
- * the head waiter's token and pushes that node's fence to the waiter's
- * list. The waiter
- * BLPOPs its list on every node at once (wake.c, dlock__wake_pop_any) and
- * counts the nodes whose key is now its own. Each node's key is bounded
- * on the waiter's clock only: pass.lua ran after the last enter.lua that
- * listed us there (that script empties our list), so the key lives at
- * least until that enter.lua's send time + TTL - drift. */
+ * see setup.) A release runs pass.lua on every node. It SETs the key to the
+ * head waiter's token and pushes that node's fence to the waiter's list.
+ * The waiter BLPOPs its list on every node at once (wake.c,
+ * dlock__wake_pop_any) and counts the nodes whose key is now its own. Each
+ * node's key is bounded on the waiter's clock only: pass.lua ran after the
+ * last enter.lua that listed us there (that script empties our list), so
+ * the key lives at least until that enter.lua's send time + TTL - drift. */
 #include "dlock_internal.h"
 
 #include <inttypes.h>
@@ -75,7 +74,7 @@ static void pass_on(rq_run *q, uint32_t mask)
  * its node's queue, in order on the same connection. Without the
  * listing, two waiters each holding the other's missing key would swap
  * keys at every window for ever. (A plain pass_on hands each key to the
- * other, which is now the only one listed there, and both list again.)
+ * other, which is now the only one listed there. Then both list again.)
  * With the yielder listed, the older of the two gets its own key back,
  * the younger's key too, and a quorum. A key handed back to us arrives as a
  * message like any hand-off, bounded by our earlier listing there, which
@@ -192,11 +191,11 @@ static int try_grant(rq_run *q, dlock_err *rc, dlock_lock **out)
     if (got == DLOCK_ERR_EXPIRED && dlock_now_ms() < q->deadline_ms) {
         /* Spent before it was ours, with time left to wait: back in line
          * where we were (each node's score, behind the leave.lua above on
-         * the same connections), the keys passed on, and the caller enters
+         * the same connections), the keys passed on. Then the caller enters
          * again, as the plain path retries. Only the keys we know: one
          * handed to us unknown (its message not read yet, perhaps already
          * popped into our BLPOP's reply) stays ours for the next round to
-         * find; passed on, that message would later read as ours a key
+         * find. Passed on, that message would later read as ours a key
          * that is another's, wherever that round went unanswered. */
         yield_minority(q, own);
         q->recheck = 1;
@@ -227,8 +226,8 @@ static int well_formed(const dlock__result *r)
 /* Stop rule of the listing and leaving rounds: decided once a quorum
  * answered, whatever it said. The round then waits only its grace
  * (rounds.c, check_stop) for the others: a paused or cut-off node costs a
- * few ms instead of the command timeout, and once it owes too many
- * replies its breaker opens and rounds skip it, as a plain acquire's do.
+ * few ms instead of the command timeout. Once it owes too many replies
+ * its breaker opens and rounds skip it, as a plain acquire's do.
  * The rest of the round's commands still run there, in order, on the
  * kept connection: see round_of for what an unknown answer means. */
 static int answered_quorum(const dlock__result *res, size_t n, void *arg)
@@ -249,7 +248,7 @@ static int answered_quorum(const dlock__result *res, size_t n, void *arg)
  * skipped with its breaker open) is unknown, never guessed: its enter.lua
  * may still run there, late. It is not counted as ours. (A key it sets
  * for us counts once its announcement on our list arrives, or once a
- * later round reads it; the wait asks for that early when the key would
+ * later round reads it. The wait asks for that early when the key would
  * complete a quorum.) Its listing bound keeps the last answered one. The
  * wait listens there too (wait_handoffs), unless its breaker is open.
  *
@@ -360,7 +359,7 @@ static int wait_handoffs(rq_run *q, int64_t block_ms)
     w = q->w;
     /* Where we are listed, and where the last enter.lua went unanswered:
      * it may have listed us there all the same (a node slower than the
-     * round's grace), and a hand-off there that we did not hear of would
+     * round's grace). And a hand-off there that we did not hear of would
      * sit unused until our next round. */
     want = (q->listed | q->maybe) & ~q->owned;
     /* A node whose breaker is open (paused, cut off, or a healthy node
@@ -396,18 +395,18 @@ static int wait_handoffs(rq_run *q, int64_t block_ms)
             continue;
         if (sscanf(msgs[i], "%llu", &f) != 1 || f == 0)
             continue; /* not pass.lua's: the next enter.lua finds out */
-        /* Every hand-off INCRs the node's fence: a message whose fence we
-         * have seen already (an enter.lua found that key ours, or listed
-         * us after that hand-off, and we may have passed it on since) is
-         * a stale copy that a BLPOP popped before the enter.lua emptied
-         * our list. */
+        /* Every hand-off INCRs the node's fence. A message whose fence we
+         * have seen already is a stale copy that a BLPOP popped before the
+         * enter.lua emptied our list. (Seen: an enter.lua found that key
+         * ours, or listed us after that hand-off, and we may have passed
+         * it on since.) */
         if (f <= q->seen[i])
             continue;
         q->seen[i] = f;
         /* Never from Redis TIME (a clock step on the node would move it;
-         * see queue.c): the send time of the enter.lua that last listed
-         * us there, which emptied our list before pass.lua pushed (a
-         * message older than that listing has a fence <= seen). Where no
+         * see queue.c). Instead, the send time of the enter.lua that last
+         * listed us there, which emptied our list before pass.lua pushed
+         * (a message older than that listing has a fence <= seen). Where no
          * listing was answered, the first enter.lua of this call: every
          * message on our list follows one of ours. */
         since = (q->listed & (1u << i)) ? q->listed_sent[i] : q->first_sent;
@@ -480,11 +479,11 @@ static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_
         dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
         return DLOCK_ERR_ARG;
     }
-    /* One score proposed to every node, so that the nodes order the same
-     * waiters alike (a node ordering by its own arrival time alone would
-     * split near-simultaneous waiters between nodes, and each would hold
-     * a minority for a hand-off window): the call's start, microseconds of
-     * our wall clock. Each round also sends its own send time (sent_s).
+    /* One score proposed to every node: the call's start, microseconds of
+     * our wall clock. So the nodes order the same waiters alike. (A node
+     * ordering by its own arrival time alone would split near-simultaneous
+     * waiters between nodes, and each would hold a minority for a hand-off
+     * window.) Each round also sends its own send time (sent_s).
      * A node that finds it further than the tolerance from its own clock
      * knows our clock is off (a delay that long is not ordinary). It moves
      * the score onto its clock by that offset (enter.lua). So a clock a
@@ -534,8 +533,8 @@ static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resourc
     args[7] = q->slack_s;
     /* A key that enter.lua finds or makes ours is announced on our list
      * like a hand-off: a round that stopped at a quorum of answers never
-     * reads the late node's, and a key its enter.lua took for us there
-     * would otherwise sit unused, unknown to us, until it expired. */
+     * reads the late node's. A key its enter.lua took for us there would
+     * otherwise sit unused, unknown to us, until it expired. */
     args[8] = "1";
     for (;;) {
         int64_t pttl = 0, now, block;
@@ -582,7 +581,7 @@ static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resourc
             if (q->recheck || could) {
                 /* A key handed to us that only an enter.lua can bound
                  * (wait_handoffs), or a minority that the nodes whose
-                 * enter.lua went unanswered would make a quorum: their
+                 * enter.lua went unanswered would make a quorum. Their
                  * script may have taken the free key for us (SET NX)
                  * while the round had stopped waiting. Ask again now (the
                  * next answer comes behind the late one, on the same
