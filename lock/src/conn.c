@@ -1,5 +1,5 @@
 /* conn.c - per-node hiredis connections: non-blocking connect with
- * pipelined AUTH, close, and the SIGPIPE guard for writes; and the
+ * pipelined AUTH, close, and the SIGPIPE guard for writes. Also the
  * bookkeeping of each connection's reply stream (the AUTH answer, replies
  * owed to rounds that ended early, lagging connections kept until they
  * drain or fall silent for too long, dead idle connections replaced before
@@ -18,7 +18,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-/* A node may owe at most this many replies to rounds that ended early; past
+/* A node may owe at most this many replies to rounds that ended early. Past
  * that it is not keeping up (paused, overloaded) and its breaker opens: new
  * votes skip it while the connection is kept for what it still owes. */
 #define DLOCK__MAX_STALE 4
@@ -137,7 +137,7 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
          * blocking, so it never runs here, under the client mutex (it
          * would hold it for up to n_sentinels x (connect + command) +
          * ROLE, stalling the watchdog's renewals of every lock on the
-         * client): without an answer the node fails this round and the
+         * client). Without an answer the node fails this round and the
          * resolver thread asks (sentinel.c). */
         if (!node->master_fresh) {
             char why[DLOCK__DETAIL_LEN];
@@ -181,7 +181,7 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r)
         node->auth_pending = 1;
     }
     /* INFO server rides along the same way: its run_id says which server
-     * this address reaches, and two addresses that reach one server (two
+     * this address reaches. Two addresses that reach one server (two
      * sentinel names, a sentinel name and a plain address, two host names)
      * must not count twice toward the quorum (dlock__conn_next_reply). */
     if (redisAppendCommandArgv(node->ctx, 1, (const char **)info_argv, info_len) != REDIS_OK) {
@@ -209,11 +209,12 @@ int dlock__conn_write(dlock__node *node, char *ebuf)
     return 0;
 }
 
-/* One poll() over the k entries of pfd. Returns 1 when poll() returned
- * (revents tell which fds are ready; none are at the timeout), 0 when a
- * signal interrupted it (the caller goes round its loop again: rebuilds the
- * set, checks its deadline), -1 when poll() failed, with the reason in
- * ebuf. */
+/* One poll() over the k entries of pfd. Returns:
+ * - 1 when poll() returned (revents tell which fds are ready; none are at
+ *   the timeout);
+ * - 0 when a signal interrupted it (the caller goes round its loop again:
+ *   rebuilds the set, checks its deadline);
+ * - -1 when poll() failed, with the reason in ebuf. */
 int dlock__poll(struct pollfd *pfd, size_t k, int timeout_ms, char *ebuf, size_t ebuflen)
 {
     if (poll(pfd, (nfds_t)k, timeout_ms) >= 0)
@@ -398,10 +399,11 @@ const char *dlock__conn_lost_why(dlock__node *node)
     size_t hlen = strlen(hint) + 1;
 
     /* A new connection that a server drops before its first reply
-     * (INFO's, queued at connect): over plaintext, what a TLS port does
-     * with it (a reset); over TLS 1.3, what a server that wants a client
-     * certificate does when none came - its alert may be lost to the
-     * reset. Said once, in ctx's own buffer, so the text lives as long as
+     * (INFO's, queued at connect):
+     * - over plaintext, what a TLS port does with it (a reset);
+     * - over TLS 1.3, what a server that wants a client certificate does
+     *   when none came - its alert may be lost to the reset.
+     * Said once, in ctx's own buffer, so the text lives as long as
      * the caller needs it. */
     if (!node->addr.is_unix && node->runid_pending && strstr(node->ctx->errstr, " (") == NULL &&
         len + hlen <= sizeof(node->ctx->errstr))
@@ -482,7 +484,7 @@ void dlock__conn_service(dlock_client *c, dlock__node *node, short revents)
  * and a connection that owes replies and has said nothing for longer than
  * the longest TTL any lock of ours used. Until then a lagging connection is
  * kept, so that releases queue behind the commands already sent on it, in
- * order, and a resumed node deletes what it sets; past the longest TTL even
+ * order, and a resumed node deletes what it sets. Past the longest TTL even
  * the newest lock that counted on the node has run out of validity. */
 void dlock__conn_expire(dlock_client *c, dlock__node *node, int64_t now)
 {
@@ -668,13 +670,15 @@ int dlock__conn_handshake_reply(dlock_client *c, dlock__node *node, redisReply *
 }
 
 /* Takes the complete replies already read from node's connection in stream
- * order: our AUTH answer first (its verdict is kept for
- * dlock__conn_auth_refusal), then our INFO server (the server's run id),
- * then replies owed to earlier rounds (freed), then the caller's answer,
- * handed over in *out (the caller owns it). *out is NULL when no reply for
- * the caller is complete yet. Returns -1 when the stream is garbled (the
- * reason in node->ctx->errstr), DLOCK__CONN_SAME_SERVER when the node
- * reaches another node's server, 0 otherwise. */
+ * order:
+ * - our AUTH answer first (its verdict is kept for dlock__conn_auth_refusal);
+ * - then our INFO server (the server's run id);
+ * - then replies owed to earlier rounds (freed);
+ * - then the caller's answer, handed over in *out (the caller owns it).
+ * *out is NULL when no reply for the caller is complete yet. Returns -1
+ * when the stream is garbled (the reason in node->ctx->errstr),
+ * DLOCK__CONN_SAME_SERVER when the node reaches another node's server, 0
+ * otherwise. */
 int dlock__conn_next_reply(dlock_client *c, dlock__node *node, redisReply **out)
 {
     *out = NULL;
@@ -731,7 +735,7 @@ static int is_auth_refusal(const redisReply *r)
  * while reply and the connection live), or NULL when the reply stands.
  * Only the server's own refusal counts: any other error reply is the
  * command's (NOSCRIPT must reach the EVAL fallback). A command never runs
- * behind a refused AUTH (rounds.c holds it back), so this is a server
+ * behind a refused AUTH (rounds.c holds it back). So this is a server
  * asking for a password the client did not give: said as NOAUTH, also
  * where Redis answers a long command with its protocol error instead. */
 const char *dlock__conn_auth_refusal(const dlock__node *node, const redisReply *reply)
