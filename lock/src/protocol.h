@@ -59,17 +59,19 @@ typedef struct dlock__attempt {
 dlock_err dlock__attempt_prepare(dlock_client *c, dlock__attempt *a, const char *resource,
                                  uint32_t ttl_ms, char *errbuf);
 int dlock__attempt_decided(const dlock__result *res, size_t n, void *arg);
-/* The verdict of an attempt's round, for one resource or several: OK when
- * a quorum granted (ok_mask), TAKEN when a quorum answered without that
- * (the caller says who holds it), else the unavailable code of the silent
- * nodes, why in errbuf. */
+/* The verdict of an attempt's round, for one resource or several:
+ * - OK when a quorum granted (ok_mask);
+ * - TAKEN when a quorum answered without that (the caller says who holds
+ *   it);
+ * - else the unavailable code of the silent nodes, why in errbuf. */
 dlock_err dlock__attempt_verdict(dlock_client *c, uint32_t ok_mask, uint32_t answered,
                                  const dlock__result *res, char *errbuf);
-/* After the acquire round: DLOCK_OK when a quorum set the key - then the
- * return of *lagging names the nodes whose fence counters fence_sync.lua
- * must raise (keys a->fkey, args a->sync_args, no stop rule) before
- * dlock__attempt_grant, 0 when they agree - else TAKEN or an unavailable
- * code with why in errbuf. */
+/* After the acquire round:
+ * - DLOCK_OK when a quorum set the key. Then the return of *lagging names
+ *   the nodes whose fence counters fence_sync.lua must raise (keys
+ *   a->fkey, args a->sync_args, no stop rule) before dlock__attempt_grant,
+ *   0 when they agree.
+ * - else TAKEN or an unavailable code with why in errbuf. */
 dlock_err dlock__attempt_decide(dlock_client *c, dlock__attempt *a, const dlock__result *res,
                                 uint32_t *lagging, char *errbuf);
 /* After the sync round (res of the lagging nodes; nothing when none was

@@ -1,5 +1,5 @@
 /* queue.c - one node with wake_on_release: waiters queue in arrival order
- * and a release hands the key straight to the oldest live waiter, so the
+ * and a release hands the key straight to the oldest live waiter. So the
  * woken waiter holds the lock when its BLPOP returns (scripts enter.lua,
  * pass.lua, leave.lua, described in script.c; the algorithm and its costs
  * in docs/single-instance.md). Redlock's queue, granted only by a quorum's
@@ -103,9 +103,11 @@ static dlock_err take(dlock_client *c, dlock__queue *q, uint64_t fence, int64_t 
 }
 
 /* enter.lua and leave.lua answer {1, fence, pttl} when the key holds our
- * token: pttl -1 when enter.lua has just set it (its TTL started after t0),
- * else the key's remaining TTL, read by the script after t0: the key lives
- * at least until t0 + pttl. {0, pttl}: held by another, we are listed. */
+ * token:
+ * - pttl -1 when enter.lua has just set it (its TTL started after t0);
+ * - else the key's remaining TTL, read by the script after t0: the key
+ *   lives at least until t0 + pttl.
+ * {0, pttl}: held by another, we are listed. */
 dlock_err dlock__queue_answer(dlock_client *c, dlock__queue *q, dlock__script_id id,
                               const dlock__result *r, int64_t t0, int64_t *pttl,
                               dlock_lock **out, char *err)
@@ -238,10 +240,10 @@ static dlock_err script(dlock_client *c, dlock__queue *q, dlock__script_id id, i
     return rc;
 }
 
-/* Giving up (deadline, or an error returned to the caller): off the list,
- * and if a release handed us the key in the meantime, it is ours (a
- * waiter that walked away from a handed key would leave it locked for a
- * whole TTL). If leave.lua gets no answer (Redis stalled; a release may
+/* Giving up (deadline, or an error returned to the caller): off the list.
+ * If a release handed us the key in the meantime, it is ours (a waiter
+ * that walked away from a handed key would leave it locked for a whole
+ * TTL). If leave.lua gets no answer (Redis stalled; a release may
  * have handed us the key inside the stall), pass.lua follows it on the
  * same connection without waiting, as the plain path's failed acquire
  * sends its undo. When the node runs them, the key is passed on if it
@@ -253,10 +255,11 @@ static dlock_err give_up(dlock_client *c, dlock__queue *q, dlock_err rc, dlock_l
 }
 
 /* Blocks (without the mutex) until a release hands us the key, the
- * holder's key runs out (pttl) or the deadline. 1 = we hold the lock now
- * (*rc says whether the handle was made), 0 = no hand-off came, or one
- * came too late for our own bound (the next enter.lua finds out), -1 = no
- * wait was possible (no memory, connection failed): back off. */
+ * holder's key runs out (pttl) or the deadline. Returns:
+ * - 1 = we hold the lock now (*rc says whether the handle was made);
+ * - 0 = no hand-off came, or one came too late for our own bound (the next
+ *   enter.lua finds out);
+ * - -1 = no wait was possible (no memory, connection failed): back off. */
 static int wait_handoff(dlock_client *c, dlock__queue *q, int64_t pttl, dlock_err *rc,
                         dlock_lock **out)
 {

@@ -1,7 +1,7 @@
 /* wake.c - wake on release: instead of polling with backoff, a waiter
  * blocks in BLPOP on its own list until the holder's release hands it the
- * key and pushes that key's fence there (pass.lua; see script.c for the
- * scripts and docs/single-instance.md for the algorithm).
+ * key and pushes that key's fence there (pass.lua). See script.c for the
+ * scripts and docs/single-instance.md for the algorithm.
  *
  * Each waiting thread blocks on its own connection (a dlock__waker from the
  * client's pool), never on the client's round connections and never with
@@ -49,9 +49,9 @@ static void waker_close(dlock__waker *w, size_t i)
     }
 }
 
-/* A BLPOP of an earlier acquisition may still owe its reply on node i:
- * read it if it came (a message for an old token: that acquisition's
- * release or leave.lua dealt with the key), else close the connection,
+/* A BLPOP of an earlier acquisition may still owe its reply on node i.
+ * Read it if it came (a message for an old token: that acquisition's
+ * release or leave.lua dealt with the key). Else close the connection,
  * never reused with a stale reply in its stream. */
 static void settle(dlock__waker *w, size_t i)
 {
@@ -261,9 +261,9 @@ uint32_t dlock__wake_pop_any(const dlock_client *c, dlock__waker *w, uint32_t ma
                 waker_close(w, i);
             freeReplyObject(r);
             /* A BLPOP that an earlier, shorter wait sent timed out: this
-             * wait listens there again until its own end, or a key handed
-             * to us there would go unheard until then (an error reply is
-             * not retried here: it would come straight back). */
+             * wait listens there again until its own end. Otherwise a key
+             * handed to us there would go unheard until then. (An error
+             * reply is not retried here: it would come straight back.) */
             if (timed_out && w->ctx[i] != NULL && end - dlock_now_ms() > 0)
                 (void)pop_send(c, w, i, list, end - dlock_now_ms());
         }
