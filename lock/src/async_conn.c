@@ -1,9 +1,9 @@
 /* async_conn.c - the event-loop client's connections: hiredis async
- * contexts on the caller's loop (dlock_loop), connected without blocking,
- * AUTH and INFO answered through the same handshake rule as the blocking
- * client's (dlock__conn_handshake_reply), commands held back until AUTH is
- * accepted, and every rule that drops a node (dlock__node_close) dropping
- * the context here too. */
+ * contexts on the caller's loop (dlock_loop), connected without blocking.
+ * AUTH and INFO are answered through the same handshake rule as the
+ * blocking client's (dlock__conn_handshake_reply), and commands are held
+ * back until AUTH is accepted. Every rule that drops a node
+ * (dlock__node_close) drops the context here too. */
 #include "async_internal.h"
 
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  *
  * Single-threaded: everything runs on the loop's thread. Work that a reply
  * or a closed connection starts is never done inside hiredis's callbacks:
- * they record what happened and mark the round "dirty", and the loop entry
+ * they record what happened and mark the round "dirty". Then the loop entry
  * point that called into hiredis (a watch or a timer) settles the dirty
  * rounds when hiredis has returned (dlock__async_drain). So no user
  * callback ever runs inside hiredis, and a free is never pulled from under

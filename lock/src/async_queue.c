@@ -6,9 +6,9 @@
  *
  * A BLPOP's answer counts only for the wait that sent it. A wait that ends
  * without one (its bound, a cancel) closes its waker: a message popped
- * later may be older than the next enter.lua, which dropped older ones,
- * and read then it would bound a key that is no longer ours (the blocking
- * client's waker settles such a reply for the same reason, wake.c). */
+ * later may be older than the next enter.lua, which dropped older ones.
+ * Read then, it would bound a key that is no longer ours. (The blocking
+ * client's waker settles such a reply for the same reason, wake.c.) */
 #include "async_internal.h"
 
 #include <stdio.h>

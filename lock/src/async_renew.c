@@ -1,11 +1,11 @@
 /* async_renew.c - automatic renewal on the event-loop client: one loop
- * timer does what the blocking client's watchdog thread does, by the same
- * rules (renew.c: when a lock is due, the limits, the validity check, the
- * retry, lost and on_lost) and the same extend steps (protocol.h). One
- * renewal round at a time, as the watchdog's; while it runs the lock is
- * the client's wd_cb_lock, so a dlock_lock_free of it (from the loop: the
- * only thread) is done when the round ends, and a release made meanwhile
- * wins over the round's answer. */
+ * timer does what the blocking client's watchdog thread does. It follows
+ * the same rules (renew.c: when a lock is due, the limits, the validity
+ * check, the retry, lost and on_lost) and the same extend steps
+ * (protocol.h). One renewal round at a time, as the watchdog's. While it
+ * runs the lock is the client's wd_cb_lock. So a dlock_lock_free of it
+ * (from the loop: the only thread) is done when the round ends, and a
+ * release made meanwhile wins over the round's answer. */
 #include "async_internal.h"
 
 #include <pthread.h>

@@ -172,7 +172,7 @@ int dlock__rc_still_waiting(const dlock__round_core *r)
 }
 
 /* For release and extend a wrong "unavailable" costs the caller a lock it
- * still holds (the watchdog gives up on it), so the skipped nodes are asked
+ * still holds (the watchdog gives up on it). So the skipped nodes are asked
  * after all, once, with a fresh timeout: a node that recovered answers at
  * once. An undecided acquire is not worth a wait on a sick node: its caller
  * retries. */
