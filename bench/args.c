@@ -122,8 +122,8 @@ static const cm_option options[] = {
      .help = "blocking: dlock_acquire/dlock_release, one thread per worker;\n"
              "async: dlock_async_* on one libuv loop in one thread (the counter\n"
              "through hiredis's async API on the same loop); libdlock's async\n"
-             "client has no wake on release yet: its waiters poll (--retry\n"
-             "default acts as poll there); not with --mode raw; needs a\n"
+             "client has no wake on release yet: its waiters poll, as\n"
+             "with --retry poll or tuned; not with --mode raw; needs a\n"
              "dlock-bench built with libuv (default blocking)"},
     {.name = "tls-ca", .kind = CM_ARG_STRING, .offset = AT(cfg.tls_ca), .metavar = "FILE",
      .help = "PEM file of the CAs that sign the nodes' certificates; given,\n"

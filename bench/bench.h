@@ -32,7 +32,7 @@ typedef enum bench_retry { BENCH_RETRY_DEFAULT, BENCH_RETRY_TUNED, BENCH_RETRY_P
 typedef enum bench_api { BENCH_API_BLOCKING, BENCH_API_ASYNC } bench_api;
 
 typedef struct bench_config {
-    int ports[DLOCK_MAX_NODES]; /* distinct, on BENCH_HOST; ports[0] also holds the counter */
+    int ports[DLOCK_MAX_NODES]; /* distinct, on BENCH_HOST; ports[0]'s server also holds the counter */
     size_t n_ports;             /* 1 = single instance, more = Redlock */
     int workers;                /* 1..BENCH_MAX_WORKERS: threads with one client each (blocking),
                                    or logical workers on one loop and one client (async) */
