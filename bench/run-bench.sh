@@ -25,8 +25,8 @@
 # --rounds R runs the whole matrix R times, line after line (interleaved),
 # then prints to stderr, per line, the median ops/s and acquire p99 of the
 # rounds with each round's ops/s; --ratios adds, for each second line, its
-# ops/s over the line before it: each round's ratio and the ratio of the
-# medians. The load average (1 minute) is printed before and after.
+# ops/s over the line before it: each round's ratio, their median, and the
+# ratio of the medians. The load average (1 minute) is printed before and after.
 # Exit status: 0 if every run exited 0, else 1; 2 on usage or start-up errors.
 set -Eeuo pipefail
 
@@ -196,7 +196,9 @@ if [ "$rounds" -gt 1 ]; then
         echo "# ${line_args[i]}: ops/s $(median ${line_ops[i]}) (rounds$(printf ' %s' ${line_ops[i]})), acq_p99_ms $(median ${line_p99[i]})" >&2
         if [ "$show_ratios" = 1 ] && [ $((i % 2)) = 1 ]; then
             # shellcheck disable=SC2086
-            echo "#   over the line before: $(ratio "$(median ${line_ops[i]})" "$(median ${line_ops[i - 1]})" x) of the medians, rounds $(ratios "${line_ops[i]}" "${line_ops[i - 1]}")" >&2
+            rr="$(ratios "${line_ops[i]}" "${line_ops[i - 1]}")"
+            # shellcheck disable=SC2086
+            echo "#   over the line before: rounds $rr (median $(median ${rr//,/ })x); the medians' ratio $(ratio "$(median ${line_ops[i]})" "$(median ${line_ops[i - 1]})" x)" >&2
         fi
     done
 fi
