@@ -27,16 +27,32 @@
 
 typedef enum bench_mode { BENCH_UNCONTENDED, BENCH_CONTENDED, BENCH_RAW } bench_mode;
 typedef enum bench_retry { BENCH_RETRY_DEFAULT, BENCH_RETRY_TUNED, BENCH_RETRY_POLL } bench_retry;
+/* blocking: one thread per worker, each with its own dlock_client; async:
+ * every worker on one libuv loop in one thread, one dlock_async client. */
+typedef enum bench_api { BENCH_API_BLOCKING, BENCH_API_ASYNC } bench_api;
 
 typedef struct bench_config {
-    int ports[DLOCK_MAX_NODES]; /* distinct, on BENCH_HOST; ports[0] also holds the counter */
+    int ports[DLOCK_MAX_NODES]; /* distinct, on BENCH_HOST; ports[0]'s server also holds the counter */
     size_t n_ports;             /* 1 = single instance, more = Redlock */
-    int workers;                /* 1..BENCH_MAX_WORKERS threads, one client each */
+    int workers;                /* 1..BENCH_MAX_WORKERS: threads with one client each (blocking),
+                                   or logical workers on one loop and one client (async) */
     double duration_s;          /* run length; a cycle that started before the end is finished */
     uint32_t hold_ms;           /* time spent inside the lock per cycle */
     uint32_t ttl_ms;            /* lock TTL, also the longest wait for one acquisition */
     bench_mode mode;
     bench_retry retry;
+    bench_api api;
+    /* TLS: with tls_ca set every node is reached as rediss://BENCH_HOST:port,
+     * verified against it; tls_cert and tls_key (both or neither) are the
+     * client certificate. NULL: plaintext. Borrowed from argv. */
+    const char *tls_ca;
+    const char *tls_cert;
+    const char *tls_key;
+    /* The plaintext port of the first node's server that the bench's own
+     * hiredis connection (bench:counter) uses: ports[0] without TLS; with
+     * TLS a second, plaintext port of the same server (--counter-port),
+     * since the system hiredis may have no TLS. */
+    int counter_port;
 } bench_config;
 
 /* Parses argv into cfg. Returns 0 to run, 1 when --help was printed, -1 on a
@@ -44,6 +60,7 @@ typedef struct bench_config {
 int bench_parse_args(int argc, char **argv, bench_config *cfg);
 const char *bench_mode_name(bench_mode m);
 const char *bench_retry_name(const bench_config *cfg);
+const char *bench_api_name(bench_api a);
 
 typedef enum bench_state { BENCH_WAIT = 0, BENCH_GO, BENCH_ABORT } bench_state;
 
@@ -84,6 +101,23 @@ typedef struct bench_worker {
 /* Thread entry points; arg is a bench_worker. */
 void *bench_lock_worker(void *arg);
 void *bench_raw_worker(void *arg);
+
+/* The libdlock options of cfg: its nodes (written into addr_buf, pointed
+ * to by addrs), the retry policy and TLS. The strings must outlive the
+ * dlock_client_new / dlock_async_new call. */
+#define BENCH_ADDR_LEN 40
+void bench_lock_options(const bench_config *cfg, dlock_options *o, char (*addr_buf)[BENCH_ADDR_LEN],
+                        const char **addrs);
+
+#ifdef BENCH_HAVE_UV
+/* --api async: runs every worker of workers[0..sh->cfg->workers) on one
+ * libuv loop in the calling thread, sets sh->start_ns and end_ns itself,
+ * and fills each worker's counters and histograms as the threads do; the
+ * client's counters over the measured loop go to *stats (the client is
+ * shared, so they are not per worker). 0, or -1 with a message on stderr
+ * (set-up failed) or with workers[i].failed set. */
+int bench_async_run(bench_shared *sh, bench_worker *workers, dlock_stats *stats);
+#endif
 
 /* Shared helpers. */
 /* A pthread mutex or condition call on an object that exists fails only on a

@@ -120,7 +120,7 @@ void *bench_lock_worker(void *arg)
     const bench_config *cfg = sh->cfg;
     dlock_client *c = NULL;
     redisContext *rc = NULL;
-    char addr_buf[DLOCK_MAX_NODES][32];
+    char addr_buf[DLOCK_MAX_NODES][BENCH_ADDR_LEN];
     const char *addrs[DLOCK_MAX_NODES];
     char own_key[64];
     char errbuf[BENCH_ERR_LEN];
@@ -129,23 +129,7 @@ void *bench_lock_worker(void *arg)
     int set_up = 0;
 
     dlock_options o;
-    dlock_options_init(&o);
-    for (size_t i = 0; i < cfg->n_ports; i++) {
-        snprintf(addr_buf[i], sizeof addr_buf[i], "%s:%d", BENCH_HOST, cfg->ports[i]);
-        addrs[i] = addr_buf[i];
-    }
-    o.addrs = addrs;
-    o.n_addrs = cfg->n_ports;
-    if (cfg->retry == BENCH_RETRY_TUNED) {
-        /* Short fixed sleeps (3 +- 2 ms) instead of growing backoff: a freed
-         * lock is noticed sooner, at the price of more failed attempts. */
-        o.retry_fixed_ms = 3;
-        o.retry_jitter_ms = 2;
-        o.wake_on_release = 0;
-    }
-    /* The polling baseline: backoff with jitter, no wake on release. */
-    if (cfg->retry == BENCH_RETRY_POLL)
-        o.wake_on_release = 0;
+    bench_lock_options(cfg, &o, addr_buf, addrs);
     errbuf[0] = '\0';
     dlock_err e = dlock_client_new(&o, &c, errbuf, sizeof errbuf);
     if (e != DLOCK_OK) {
@@ -156,7 +140,7 @@ void *bench_lock_worker(void *arg)
     if (warm_up(w, c, own_key) != 0)
         goto ready;
     if (cfg->mode == BENCH_CONTENDED) {
-        rc = bench_redis_connect(cfg->ports[0], errbuf, sizeof errbuf);
+        rc = bench_redis_connect(cfg->counter_port, errbuf, sizeof errbuf);
         if (rc == NULL) {
             bench_fail(w, "worker %d: counter connection: %s", w->id, errbuf);
             goto ready;

@@ -84,7 +84,9 @@ typedef struct bench_run {
     cm_hist *acq;          /* the workers' acq histograms merged */
     cm_hist *cycle;        /* the workers' cycle histograms merged */
     int sync_init;         /* sh.mu and sh.cond exist */
-    int created;           /* worker threads started, all joined once run_workers returns */
+    int created;           /* worker threads started, all joined once run_workers returns
+                              (--api async: the logical workers, run on this thread) */
+    dlock_stats async_st;  /* --api async: the one client's counters over the measured loop */
 } bench_run;
 
 /* What the JSON line reports besides the configuration and the histograms. */
@@ -169,7 +171,7 @@ static int set_up(bench_run *r)
     r->sh.run_id = random_run_id();
 
     /* A leftover counter from an earlier run would read as lost updates. */
-    if (r->cfg.mode == BENCH_CONTENDED && counter_cmd(r->cfg.ports[0], 1, NULL) != 0)
+    if (r->cfg.mode == BENCH_CONTENDED && counter_cmd(r->cfg.counter_port, 1, NULL) != 0)
         return -1;
     if (alloc_workers(r) != 0 || init_gate(&r->sh) != 0)
         return -1;
@@ -201,6 +203,13 @@ static void open_gate(bench_run *r, int create_failed)
  * failure. */
 static int run_workers(bench_run *r)
 {
+#ifdef BENCH_HAVE_UV
+    if (r->cfg.api == BENCH_API_ASYNC) {
+        /* One thread, this one: no gate to open, every worker starts on the loop. */
+        r->created = r->cfg.workers;
+        return bench_async_run(&r->sh, r->workers, &r->async_st);
+    }
+#endif
     void *(*entry)(void *) = r->cfg.mode == BENCH_RAW ? bench_raw_worker : bench_lock_worker;
     int create_failed = 0;
     for (; r->created < r->cfg.workers; r->created++) {
@@ -257,6 +266,11 @@ static void sum_workers(bench_run *r, bench_totals *t)
         cm_hist_merge(r->cycle, w->cycle);
     }
     t->elapsed_s = (double)(last_end - r->sh.start_ns) / 1e9;
+    if (r->cfg.api == BENCH_API_ASYNC) {
+        /* One client for every worker: its counters are the run's, not a worker's. */
+        t->round_trips = r->async_st.round_trips;
+        t->st = r->async_st;
+    }
 }
 
 /* Contended mode only: reads the counter back and counts the violations.
@@ -265,7 +279,7 @@ static int count_violations(const bench_run *r, bench_totals *t)
 {
     if (r->cfg.mode != BENCH_CONTENDED)
         return 0;
-    if (counter_cmd(r->cfg.ports[0], 0, &t->counter) != 0)
+    if (counter_cmd(r->cfg.counter_port, 0, &t->counter) != 0)
         return -1;
     /* Lost updates and observed overlaps are two views of the same
      * violations; the larger is a lower bound on how many happened. */
@@ -297,8 +311,11 @@ static void print_json(const bench_run *r, const bench_totals *t)
         printf(",\"lock_rt_per_success\":null");
     else
         printf(",\"lock_rt_per_success\":%.3f", (double)t->round_trips / (double)t->successes);
-    printf(",\"per_worker_min\":%" PRIu64 ",\"per_worker_max\":%" PRIu64 "}\n", t->pw_min,
-           t->pw_max);
+    printf(",\"per_worker_min\":%" PRIu64 ",\"per_worker_max\":%" PRIu64, t->pw_min, t->pw_max);
+    /* Last, so the keys before keep their places: the API and the OS threads
+     * the workers ran on (one per worker blocking, one for all async). */
+    printf(",\"api\":\"%s\",\"threads\":%d}\n", bench_api_name(cfg->api),
+           cfg->api == BENCH_API_ASYNC ? 1 : cfg->workers);
 }
 
 /* Diagnostics on stderr, then the JSON line on stdout. 0, or -1 after a

@@ -93,3 +93,31 @@ redisReply *bench_redis_cmd(redisContext *c, char *err, size_t errlen, int argc,
     }
     return r;
 }
+
+void bench_lock_options(const bench_config *cfg, dlock_options *o, char (*addr_buf)[BENCH_ADDR_LEN],
+                        const char **addrs)
+{
+    dlock_options_init(o);
+    for (size_t i = 0; i < cfg->n_ports; i++) {
+        snprintf(addr_buf[i], BENCH_ADDR_LEN, "%s%s:%d", cfg->tls_ca != NULL ? "rediss://" : "",
+                 BENCH_HOST, cfg->ports[i]);
+        addrs[i] = addr_buf[i];
+    }
+    o->addrs = addrs;
+    o->n_addrs = cfg->n_ports;
+    if (cfg->retry == BENCH_RETRY_TUNED) {
+        /* Short fixed sleeps (3 +- 2 ms) instead of growing backoff: a freed
+         * lock is noticed sooner, at the price of more failed attempts. */
+        o->retry_fixed_ms = 3;
+        o->retry_jitter_ms = 2;
+        o->wake_on_release = 0;
+    }
+    /* The polling baseline: backoff with jitter, no wake on release. */
+    if (cfg->retry == BENCH_RETRY_POLL)
+        o->wake_on_release = 0;
+    /* The certificate is checked against the CA and must name BENCH_HOST
+     * (an IP address: the certificate needs IP:127.0.0.1 among its names). */
+    o->tls_ca_file = cfg->tls_ca;
+    o->tls_cert_file = cfg->tls_cert;
+    o->tls_key_file = cfg->tls_key;
+}
