@@ -166,6 +166,92 @@ int dlock__queue_woken(dlock_client *c, dlock__queue *q, const char *msg, dlock_
 dlock_err dlock__queue_left(dlock_client *c, dlock__queue *q, const dlock__result *r,
                             int64_t t0, dlock_err rc, dlock_lock **out, char *err);
 
+/* ---- Redlock's queues with wake on release (rqueue.c) ---- */
+
+/* What the steps send without waiting, through the driver: script id to
+ * the nodes of mask, or one command to the nodes of mask. */
+typedef struct dlock__rq_io {
+    void (*script_send)(void *arg, uint32_t mask, dlock__script_id id, const char *const *keys,
+                        int nkeys, const char *const *args, int nargs);
+    void (*cmd_send)(void *arg, uint32_t mask, int argc, const char **argv,
+                     const size_t *argvlen);
+} dlock__rq_io;
+
+typedef struct dlock__rqueue {
+    dlock_client *c;
+    const dlock__rq_io *io;
+    void *io_arg;
+    const char *resource;
+    uint32_t ttl_ms;
+    int64_t deadline_ms;
+    char token[DLOCK_TOKEN_LEN];
+    char ttl_s[16], stay_s[24], score_s[24], sent_s[24], slack_s[24];
+    char member[DLOCK_TOKEN_LEN + 48];
+    char list[DLOCK__KEY_BUF + 48];
+    dlock__pass_buf pb;
+    const char *keys[4];                 /* enter.lua's and leave.lua's */
+    const char *args[9];                 /* enter.lua's */
+    const char *leave_args[2];
+    uint32_t listed;                     /* nodes whose last answered enter.lua listed us */
+    uint32_t answered;                   /* nodes that answered the last round */
+    uint32_t maybe;                      /* sent the last enter.lua, no answer: ours or not, unknown */
+    uint32_t rechecked;                  /* maybe nodes a recheck asked in vain: not asked again */
+    int rechecking;                      /* this round is a recheck for the maybe nodes */
+    int64_t first_sent;                  /* the first enter.lua's send time, our clock */
+    int recheck;                         /* a hand-off came that only an enter.lua can bound */
+    int64_t listed_sent[DLOCK_MAX_NODES]; /* that enter.lua's send time, our clock */
+    long long nscore[DLOCK_MAX_NODES];   /* our score in that node's queue, as it answered; 0 unknown */
+    uint32_t owned;                      /* nodes whose key holds our token */
+    int64_t valid[DLOCK_MAX_NODES];      /* owned: the key lives at least until then (less drift) */
+    uint64_t fence[DLOCK_MAX_NODES];     /* owned: that node's fence */
+    uint64_t seen[DLOCK_MAX_NODES];      /* the largest fence of a key of ours on that node so far */
+    int64_t minority_since;              /* first instant we held keys short of a quorum; 0 none */
+    /* a grant in progress (dlock__rq_grant_begin .. _end) */
+    uint32_t g_own, g_synced, g_lagging;
+    uint64_t g_fence;
+    int64_t g_valid;
+    char g_fence_s[24];
+    const char *g_sync_keys[1], *g_sync_args[1];
+} dlock__rqueue;
+
+/* The call's token, score, keys and arguments; io sends for the steps.
+ * DLOCK_OK, or ARG / NOMEM with why in err. */
+dlock_err dlock__rq_prepare(dlock_client *c, dlock__rqueue *q, const dlock__rq_io *io,
+                            void *io_arg, const char *resource, uint32_t ttl_ms,
+                            int64_t deadline_ms, char *err);
+/* Before each enter.lua round: to every node, keys 4, args 9, stop rule
+ * dlock__rq_decided with &c->quorum; attempt 0 first. */
+void dlock__rq_entering(dlock__rqueue *q, unsigned attempt);
+int dlock__rq_decided(const dlock__result *res, size_t n, void *arg);
+/* What an enter.lua (or leave.lua: keys 4, leave_args 2, reach every
+ * node) round sent at t0 answered: TAKEN when a quorum answered, else the
+ * round's unavailability (why in err). pttl: the longest remaining TTL of
+ * another holder's key among the answers (-1 none). */
+dlock_err dlock__rq_answer(dlock__rqueue *q, dlock__script_id id, const dlock__result *res,
+                           int64_t t0, int64_t *pttl, char *err);
+/* Whether a quorum of keys is ours: 0 not yet; 1 when the grant begins,
+ * its fence sync then due on q->g_lagging (fence_sync.lua, keys
+ * g_sync_keys 1, args g_sync_args 1; none when 0). */
+int dlock__rq_grant_begin(dlock__rqueue *q);
+/* After that sync (ones: nodes that answered 1): 1 when decided, *rc the
+ * outcome (with the handle); 0 when the validity ran out during the grant
+ * with time left to wait (q->recheck: enter again). */
+int dlock__rq_grant_end(dlock__rqueue *q, uint32_t ones, dlock_err *rc, dlock_lock **out,
+                        char *err);
+/* The end of the wait after a TAKEN round: the holder's key or the deadline. */
+int64_t dlock__rq_wait_end(const dlock__rqueue *q, int64_t pttl, int64_t now);
+/* The next step of a wait before wait_end. conn: nodes where the driver has
+ * a waker connection. WAIT: listen on *mask for *block ms; RECHECK: enter
+ * again now; YIELDED: the minority was passed on, enter again; NOWHERE: no
+ * node to listen on (back off). */
+enum { DLOCK__RQ_WAIT, DLOCK__RQ_RECHECK, DLOCK__RQ_YIELDED, DLOCK__RQ_NOWHERE };
+int dlock__rq_wait_next(dlock__rqueue *q, int64_t now, int64_t wait_end, uint32_t conn,
+                        int64_t *block, uint32_t *mask);
+/* A message popped from q->list on node i at now. */
+void dlock__rq_heard(dlock__rqueue *q, size_t i, const char *msg, int64_t now);
+/* The keys of mask passed on (pass.lua through io); q->owned forgets them. */
+void dlock__rq_pass_on(dlock__rqueue *q, uint32_t mask);
+
 /* ---- release (release.c) ---- */
 
 /* The stop rule of a multi lock's release: a quorum answered that every

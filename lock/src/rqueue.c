@@ -11,8 +11,13 @@
  * dlock__wake_pop_any) and counts the nodes whose key is now its own. Each
  * node's key is bounded on the waiter's clock only: pass.lua ran after the
  * last enter.lua that listed us there (that script empties our list), so
- * the key lives at least until that enter.lua's send time + TTL - drift. */
-#include "dlock_internal.h"
+ * the key lives at least until that enter.lua's send time + TTL - drift.
+ *
+ * The rules are steps without I/O (protocol.h): what each answer and each
+ * message means, when to wait, recheck or yield, and the grant. What they
+ * send without waiting goes through the driver's io hooks. The blocking
+ * client drives them below; the event-loop client in async_queue.c. */
+#include "protocol.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -23,33 +28,6 @@
 #define RQ_MAX_STAY_MS (24 * 3600 * 1000LL)
 #define RQ_MAX_BLOCK_MS (3600 * 1000LL)
 
-typedef struct rq_run {
-    dlock_client *c;
-    const char *resource;
-    uint32_t ttl_ms;
-    int64_t deadline_ms;
-    char token[DLOCK_TOKEN_LEN];
-    char ttl_s[16], stay_s[24], score_s[24], sent_s[24], slack_s[24];
-    char member[DLOCK_TOKEN_LEN + 48];
-    char list[DLOCK__KEY_BUF + 48];
-    dlock__pass_buf pb;
-    const char *keys[4];
-    uint32_t listed;                     /* nodes whose last answered enter.lua listed us */
-    uint32_t answered;                   /* nodes that answered the last round */
-    uint32_t maybe;                      /* sent the last enter.lua, no answer: ours or not, unknown */
-    uint32_t rechecked;                  /* maybe nodes a recheck asked in vain: not asked again */
-    int rechecking;                      /* this round is a recheck for the maybe nodes */
-    int64_t first_sent;                  /* the first enter.lua's send time, our clock */
-    int recheck;                         /* a hand-off came that only an enter.lua can bound */
-    int64_t listed_sent[DLOCK_MAX_NODES]; /* that enter.lua's send time, our clock */
-    long long nscore[DLOCK_MAX_NODES];   /* our score in that node's queue, as it answered; 0 unknown */
-    uint32_t owned;                      /* nodes whose key holds our token */
-    int64_t valid[DLOCK_MAX_NODES];      /* owned: the key lives at least until then (less drift) */
-    uint64_t fence[DLOCK_MAX_NODES];     /* owned: that node's fence */
-    uint64_t seen[DLOCK_MAX_NODES];      /* the largest fence of a key of ours on that node so far */
-    dlock__waker *w;                     /* our blocking connections, kept for the whole call */
-    int64_t minority_since;              /* first instant we held keys short of a quorum; 0 none */
-} rq_run;
 
 static int64_t drift_of(const dlock_client *c, int64_t span_ms)
 {
@@ -60,10 +38,10 @@ static int64_t drift_of(const dlock_client *c, int64_t span_ms)
 /* Keys we own but will not use: pass.lua hands each to its next waiter
  * (or deletes it). Nobody waits for the answers; the round connections
  * run them in order behind anything we sent before. */
-static void pass_on(rq_run *q, uint32_t mask)
+static void pass_on(dlock__rqueue *q, uint32_t mask)
 {
     if (mask != 0)
-        dlock__script_send_only(q->c, mask, DLOCK__SCRIPT_PASS, q->pb.keys, 3, q->pb.args, 4);
+        q->io->script_send(q->io_arg, mask, DLOCK__SCRIPT_PASS, q->pb.keys, 3, q->pb.args, 4);
     q->owned &= ~mask;
     q->minority_since = 0;
 }
@@ -79,7 +57,7 @@ static void pass_on(rq_run *q, uint32_t mask)
  * the younger's key too, and a quorum. A key handed back to us arrives as a
  * message like any hand-off, bounded by our earlier listing there, which
  * is older than this one. */
-static void yield_minority(rq_run *q, uint32_t mask)
+static void yield_minority(dlock__rqueue *q, uint32_t mask)
 {
     for (size_t i = 0; i < q->c->n; i++) {
         char score[24];
@@ -93,13 +71,13 @@ static void yield_minority(rq_run *q, uint32_t mask)
         snprintf(score, sizeof(score), "%lld", q->nscore[i]);
         for (size_t k = 0; k < 5; k++)
             argvlen[k] = strlen(argv[k]);
-        dlock__send_only(q->c, 1u << i, 5, argv, argvlen);
+        q->io->cmd_send(q->io_arg, 1u << i, 5, argv, argvlen);
     }
     pass_on(q, mask);
 }
 
 /* Nodes owned whose bound is still ahead. */
-static uint32_t owned_now(rq_run *q)
+static uint32_t owned_now(dlock__rqueue *q)
 {
     int64_t now = dlock_now_ms();
 
@@ -109,71 +87,67 @@ static uint32_t owned_now(rq_run *q)
     return q->owned;
 }
 
-/* Raises lagging fence counters of the owned nodes to fence; the mask of
- * nodes known to hold >= fence (acquire.c's fence_sync, for handed keys). */
-static uint32_t sync_fences(rq_run *q, uint64_t fence)
+void dlock__rq_pass_on(dlock__rqueue *q, uint32_t mask)
 {
-    dlock_client *c = q->c;
-    dlock__result res[DLOCK_MAX_NODES];
-    uint32_t synced = 0, lagging = 0, ones = 0;
-    const char *keys[1] = {q->pb.fkey};
-    const char *args[1];
-    char fence_s[24];
-
-    for (size_t i = 0; i < c->n; i++) {
-        if (!(q->owned & (1u << i)))
-            continue;
-        if (q->fence[i] == fence)
-            synced |= 1u << i;
-        else
-            lagging |= 1u << i;
-    }
-    if (lagging == 0)
-        return synced;
-    memset(res, 0, sizeof(res));
-    snprintf(fence_s, sizeof(fence_s), "%" PRIu64, fence);
-    args[0] = fence_s;
-    dlock__script_round(c, lagging, 0, DLOCK__SCRIPT_FENCE_SYNC, keys, 1, args, 1, res, NULL, NULL);
-    dlock__count_int(res, c->n, 1, &ones);
-    dlock__results_clear(res, DLOCK_MAX_NODES);
-    return synced | (ones & lagging);
+    pass_on(q, mask);
 }
 
-/* A quorum of keys is ours: the handle, or pass them all on. 1 when
- * decided (*rc set), 0 when not yet a quorum, or when the validity ran
- * out during the grant with time left to wait (keys passed on, off every
- * queue: q->recheck asks the caller to enter again). */
-static int try_grant(rq_run *q, dlock_err *rc, dlock_lock **out)
+/* A quorum of keys is ours: the handle, or pass them all on. First the
+ * fence counters of the owned nodes that lag behind the largest fence are
+ * raised to it (acquire.c's fence_sync, for handed keys). */
+int dlock__rq_grant_begin(dlock__rqueue *q)
 {
     dlock_client *c = q->c;
-    uint32_t own = owned_now(q), synced, rest;
-    uint64_t fence = 0;
-    int64_t valid = INT64_MAX;
+
+    q->g_own = owned_now(q);
+    if (dlock__popcount(q->g_own) < c->quorum)
+        return 0;
+    q->g_fence = 0;
+    q->g_valid = INT64_MAX;
+    q->g_synced = q->g_lagging = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (q->g_own & (1u << i)) {
+            if (q->fence[i] > q->g_fence)
+                q->g_fence = q->fence[i];
+            if (q->valid[i] < q->g_valid)
+                q->g_valid = q->valid[i];
+        }
+    for (size_t i = 0; i < c->n; i++) {
+        if (!(q->g_own & (1u << i)))
+            continue;
+        if (q->fence[i] == q->g_fence)
+            q->g_synced |= 1u << i;
+        else
+            q->g_lagging |= 1u << i;
+    }
+    snprintf(q->g_fence_s, sizeof(q->g_fence_s), "%" PRIu64, q->g_fence);
+    q->g_sync_keys[0] = q->pb.fkey;
+    q->g_sync_args[0] = q->g_fence_s;
+    return 1;
+}
+
+/* 1 when decided (*rc set), 0 when the validity ran out during the grant
+ * with time left to wait (keys passed on, off every queue: q->recheck asks
+ * the caller to enter again). */
+int dlock__rq_grant_end(dlock__rqueue *q, uint32_t ones, dlock_err *rc, dlock_lock **out,
+                        char *err)
+{
+    dlock_client *c = q->c;
+    uint32_t own = q->g_own, synced = q->g_synced | (ones & q->g_lagging), rest;
+    uint64_t fence = q->g_fence;
+    int64_t valid = q->g_valid;
     dlock__grant g;
     dlock_err got;
 
-    if (dlock__popcount(own) < c->quorum)
-        return 0;
-    for (size_t i = 0; i < c->n; i++)
-        if (own & (1u << i)) {
-            if (q->fence[i] > fence)
-                fence = q->fence[i];
-            if (q->valid[i] < valid)
-                valid = q->valid[i];
-        }
-    synced = sync_fences(q, fence);
     rest = dlock__all_nodes(c) & ~own;
     /* Off the queues of the nodes not handed over yet: a key they hand
      * us later would sit unused until it expired. Sent before any
      * release, on the same connections, so a key handed before leave.lua
      * ran is passed on by our release. */
-    if (rest != 0) {
-        const char *args[2] = {q->token, q->member};
-
-        dlock__script_send_only(c, rest, DLOCK__SCRIPT_LEAVE, q->keys, 4, args, 2);
-    }
+    if (rest != 0)
+        q->io->script_send(q->io_arg, rest, DLOCK__SCRIPT_LEAVE, q->keys, 4, q->leave_args, 2);
     if (dlock__popcount(synced) < c->quorum) {
-        dlock__errf(c->errstr, "\"%s\" handed over on %zu/%zu nodes, but the fence counter "
+        dlock__errf(err, "\"%s\" handed over on %zu/%zu nodes, but the fence counter "
                     "reached %" PRIu64 " on only %zu of them", q->resource,
                     dlock__popcount(own), c->n, fence, dlock__popcount(synced));
         pass_on(q, dlock__all_nodes(c));
@@ -187,7 +161,7 @@ static int try_grant(rq_run *q, dlock_err *rc, dlock_lock **out)
     g = (dlock__grant){q->resource, q->token, fence, q->ttl_ms,
                        valid + drift_of(c, q->ttl_ms) - (int64_t)q->ttl_ms, valid,
                        dlock__all_nodes(c)};
-    got = dlock__lock_grant(c, &g, c->errstr, out);
+    got = dlock__lock_grant(c, &g, err, out);
     if (got == DLOCK_ERR_EXPIRED && dlock_now_ms() < q->deadline_ms) {
         /* Spent before it was ours, with time left to wait: back in line
          * where we were (each node's score, behind the leave.lua above on
@@ -229,8 +203,8 @@ static int well_formed(const dlock__result *r)
  * few ms instead of the command timeout. Once it owes too many replies
  * its breaker opens and rounds skip it, as a plain acquire's do.
  * The rest of the round's commands still run there, in order, on the
- * kept connection: see round_of for what an unknown answer means. */
-static int answered_quorum(const dlock__result *res, size_t n, void *arg)
+ * kept connection: see dlock__rq_answer for what an unknown answer means. */
+int dlock__rq_decided(const dlock__result *res, size_t n, void *arg)
 {
     size_t k = 0;
 
@@ -250,7 +224,7 @@ static int answered_quorum(const dlock__result *res, size_t n, void *arg)
  * for us counts once its announcement on our list arrives, or once a
  * later round reads it. The wait asks for that early when the key would
  * complete a quorum.) Its listing bound keeps the last answered one. The
- * wait listens there too (wait_handoffs), unless its breaker is open.
+ * wait listens there too (dlock__rq_wait_next), unless its breaker is open.
  *
  * If the late enter.lua lists us, what we send later on that connection
  * runs after it, in order: leave.lua when we give up or are granted
@@ -269,19 +243,14 @@ static int answered_quorum(const dlock__result *res, size_t n, void *arg)
  * It costs one node's key for a TTL after an outage, never safety, and the
  * other nodes still
  * make a quorum. */
-static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *args, int nargs,
-                          uint32_t reach, int64_t *pttl)
+dlock_err dlock__rq_answer(dlock__rqueue *q, dlock__script_id id, const dlock__result *res,
+                           int64_t t0, int64_t *pttl, char *err)
 {
     dlock_client *c = q->c;
-    dlock__result res[DLOCK_MAX_NODES];
-    int64_t t0 = dlock_now_ms();
     uint32_t answered = 0;
     dlock_err rc = DLOCK_ERR_TAKEN;
 
-    memset(res, 0, sizeof(res));
     *pttl = -1; /* no holder's key seen: no bound (0 is a key in its last ms) */
-    dlock__script_round(c, dlock__all_nodes(c), reach, id, q->keys, 4, args, nargs, res,
-                        answered_quorum, &c->quorum);
     for (size_t i = 0; i < c->n; i++) {
         const redisReply *x = res[i].reply;
         long long what;
@@ -338,25 +307,66 @@ static dlock_err round_of(rq_run *q, dlock__script_id id, const char *const *arg
         q->rechecking = 0;
     }
     if (dlock__popcount(answered) < c->quorum)
-        rc = dlock__unavailable(c, res, dlock__all_nodes(c), answered, c->errstr);
-    dlock__results_clear(res, DLOCK_MAX_NODES);
+        rc = dlock__unavailable(c, res, dlock__all_nodes(c), answered, err);
     return rc;
 }
 
-/* Waits (without the mutex) for hand-offs on every node where we are
- * listed, at most until block_ms. Records the keys handed to us. -1 when
- * no wait was possible. */
-static int wait_handoffs(rq_run *q, int64_t block_ms)
+int64_t dlock__rq_wait_end(const dlock__rqueue *q, int64_t pttl, int64_t now)
+{
+    int64_t wait_end = q->deadline_ms;
+
+    /* Never past another holder's key (if it dies without releasing, its
+     * expiry is our cue to enter again) nor our deadline. 0: the key's
+     * last millisecond (queue.c): 1 ms. */
+    if (pttl >= 0 && now + (pttl > 0 ? pttl : 1) < wait_end)
+        wait_end = now + (pttl > 0 ? pttl : 1);
+    return wait_end;
+}
+
+int dlock__rq_wait_next(dlock__rqueue *q, int64_t now, int64_t wait_end, uint32_t conn,
+                        int64_t *block, uint32_t *mask)
 {
     dlock_client *c = q->c;
-    dlock__waker *w;
-    char msgs[DLOCK_MAX_NODES][DLOCK__RQ_MSG_LEN];
-    uint32_t got = 0, skip = 0, want, mask;
-    int64_t now;
+    uint32_t skip = 0, want;
+    int could = owned_now(q) != 0 &&
+                dlock__popcount(q->owned | (q->maybe & ~q->rechecked)) >= c->quorum;
 
-    if (q->w == NULL && (q->w = dlock__waker_take(c)) != NULL)
-        dlock__waker_settle(q->w); /* a BLPOP of an earlier call is not ours to read */
-    w = q->w;
+    *block = wait_end - now;
+    *mask = 0;
+    if (q->recheck || could) {
+        /* A key handed to us that only an enter.lua can bound
+         * (dlock__rq_heard), or a minority that the nodes whose enter.lua
+         * went unanswered would make a quorum: their script may have taken
+         * the free key for us (SET NX) while the round had stopped
+         * waiting. Ask again now (the next answer comes behind the late
+         * one, on the same connection) rather than hold the minority for
+         * a window while that key, unknown to us, keeps everyone else from
+         * a quorum. Once per node until it answers a round. A node slower
+         * than the grace every time (its breaker never opens, it owes one
+         * reply at most) would leave every recheck unanswered. We would
+         * then recheck for as long as our key lived, while the other
+         * waiters held minorities (the livelock SPIN found,
+         * docs/model.md). After one, the minority is held for a window and
+         * yielded like any other. */
+        q->rechecking = could;
+        return DLOCK__RQ_RECHECK;
+    }
+    if (owned_now(q) != 0) {
+        /* Keys short of a quorum: the nodes' queues disagree (a listing
+         * reached some nodes late). Held for one hand-off window at most,
+         * then yielded to the oldest waiter, so that waiters each holding
+         * a minority cannot stall each other. */
+        if (q->minority_since == 0)
+            q->minority_since = now;
+        if (now - q->minority_since >= c->handoff_ms) {
+            yield_minority(q, q->owned);
+            return DLOCK__RQ_YIELDED;
+        }
+        if (q->minority_since + c->handoff_ms - now < *block)
+            *block = q->minority_since + c->handoff_ms - now;
+    }
+    if (*block > RQ_MAX_BLOCK_MS)
+        *block = RQ_MAX_BLOCK_MS;
     /* Where we are listed, and where the last enter.lua went unanswered:
      * it may have listed us there all the same (a node slower than the
      * round's grace). And a hand-off there that we did not hear of would
@@ -369,83 +379,50 @@ static int wait_handoffs(rq_run *q, int64_t block_ms)
      * And a skipped node is looked at again within a hand-off window: a
      * healthy node's breaker closes as soon as it has caught up, and its
      * hand-off to us must not wait for the end of our wait meanwhile. */
-    for (size_t i = 0; w != NULL && i < c->n; i++)
-        if (c->nodes[i].breaker.open && w->ctx[i] == NULL)
+    for (size_t i = 0; i < c->n; i++)
+        if (c->nodes[i].breaker.open && !(conn & (1u << i)))
             skip |= 1u << i;
-    if ((want & skip) != 0 && block_ms > c->handoff_ms)
-        block_ms = c->handoff_ms;
-    mask = want & ~skip;
-    if (w == NULL || mask == 0)
-        return -1; /* nowhere to wait: the caller backs off */
-    {
-        dlock__sigpipe_guard g;
-
-        pthread_mutex_unlock(&c->mu);
-        dlock__sigpipe_block(&g);
-        got = dlock__wake_pop_any(c, w, mask, q->list, block_ms, msgs);
-        dlock__sigpipe_restore(&g);
-        pthread_mutex_lock(&c->mu);
-    }
-    now = dlock_now_ms();
-    for (size_t i = 0; i < c->n; i++) {
-        unsigned long long f;
-        int64_t valid, since;
-
-        if (!(got & (1u << i)))
-            continue;
-        if (sscanf(msgs[i], "%llu", &f) != 1 || f == 0)
-            continue; /* not pass.lua's: the next enter.lua finds out */
-        /* Every hand-off INCRs the node's fence. A message whose fence we
-         * have seen already is a stale copy that a BLPOP popped before the
-         * enter.lua emptied our list. (Seen: an enter.lua found that key
-         * ours, or listed us after that hand-off, and we may have passed
-         * it on since.) */
-        if (f <= q->seen[i])
-            continue;
-        q->seen[i] = f;
-        /* Never from Redis TIME (a clock step on the node would move it;
-         * see queue.c). Instead, the send time of the enter.lua that last
-         * listed us there, which emptied our list before pass.lua pushed
-         * (a message older than that listing has a fence <= seen). Where no
-         * listing was answered, the first enter.lua of this call: every
-         * message on our list follows one of ours. */
-        since = (q->listed & (1u << i)) ? q->listed_sent[i] : q->first_sent;
-        valid = since + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
-        if (valid - now < (int64_t)q->ttl_ms / 2) {
-            /* Too little by that bound: the key is ours there, but only
-             * the next enter.lua can say for how long (it reads the
-             * PTTL). Ask now rather than at the end of the wait, or
-             * the key would sit unused meanwhile. */
-            q->recheck = 1;
-            continue;
-        }
-        q->owned |= 1u << i;
-        q->fence[i] = f;
-        q->valid[i] = valid;
-    }
-    return 0;
+    if ((want & skip) != 0 && *block > c->handoff_ms)
+        *block = c->handoff_ms;
+    *mask = want & ~skip;
+    return *mask != 0 ? DLOCK__RQ_WAIT : DLOCK__RQ_NOWHERE;
 }
 
-/* Giving up: off every queue; keys handed to us meanwhile are counted,
- * and unless they make a quorum, passed on. */
-static dlock_err give_up(rq_run *q, dlock_err rc, dlock_lock **out)
+void dlock__rq_heard(dlock__rqueue *q, size_t i, const char *msg, int64_t now)
 {
-    const char *args[2] = {q->token, q->member};
-    char why[DLOCK_ERRSTR_LEN];
-    int64_t pttl;
-    dlock_err got;
+    dlock_client *c = q->c;
+    unsigned long long f;
+    int64_t valid, since;
 
-    memcpy(why, q->c->errstr, sizeof(why));
-    /* reach: a node whose breaker is open may still run our enter.lua
-     * late; leave.lua queues behind it on the kept connection. */
-    (void)round_of(q, DLOCK__SCRIPT_LEAVE, args, 2, dlock__all_nodes(q->c), &pttl);
-    if (try_grant(q, &got, out))
-        return got;
-    /* Every node: one whose leave.lua went unanswered may have handed us
-     * its key; pass.lua's token check makes the others no-ops. */
-    pass_on(q, dlock__all_nodes(q->c));
-    memcpy(q->c->errstr, why, sizeof(why));
-    return rc;
+    if (sscanf(msg, "%llu", &f) != 1 || f == 0)
+        return; /* not pass.lua's: the next enter.lua finds out */
+    /* Every hand-off INCRs the node's fence. A message whose fence we
+     * have seen already is a stale copy that a BLPOP popped before the
+     * enter.lua emptied our list. (Seen: an enter.lua found that key
+     * ours, or listed us after that hand-off, and we may have passed
+     * it on since.) */
+    if (f <= q->seen[i])
+        return;
+    q->seen[i] = f;
+    /* Never from Redis TIME (a clock step on the node would move it;
+     * see queue.c). Instead, the send time of the enter.lua that last
+     * listed us there, which emptied our list before pass.lua pushed
+     * (a message older than that listing has a fence <= seen). Where no
+     * listing was answered, the first enter.lua of this call: every
+     * message on our list follows one of ours. */
+    since = (q->listed & (1u << i)) ? q->listed_sent[i] : q->first_sent;
+    valid = since + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
+    if (valid - now < (int64_t)q->ttl_ms / 2) {
+        /* Too little by that bound: the key is ours there, but only
+         * the next enter.lua can say for how long (it reads the
+         * PTTL). Ask now rather than at the end of the wait, or
+         * the key would sit unused meanwhile. */
+        q->recheck = 1;
+        return;
+    }
+    q->owned |= 1u << i;
+    q->fence[i] = f;
+    q->valid[i] = valid;
 }
 
 /* The wall clock in microseconds, the unit of enter.lua's scores; -1 when
@@ -459,24 +436,27 @@ static long long wall_us(void)
     return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
 }
 
-static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_ms,
-                 int64_t deadline_ms)
+dlock_err dlock__rq_prepare(dlock_client *c, dlock__rqueue *q, const dlock__rq_io *io,
+                            void *io_arg, const char *resource, uint32_t ttl_ms,
+                            int64_t deadline_ms, char *err)
 {
     long long score;
     int64_t span;
 
     memset(q, 0, sizeof(*q));
     q->c = c;
+    q->io = io;
+    q->io_arg = io_arg;
     q->resource = resource;
     q->ttl_ms = ttl_ms;
     q->deadline_ms = deadline_ms;
     if (dlock__token_new(q->token) != 0) {
-        dlock__errf(c->errstr, "no randomness for the token");
+        dlock__errf(err, "no randomness for the token");
         return DLOCK_ERR_NOMEM;
     }
     if (dlock__pass_prepare(c, resource, q->token, &q->pb) != 0 ||
         dlock__waiter_list(&q->pb, q->token, q->list, sizeof(q->list)) != 0) {
-        dlock__errf(c->errstr, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
+        dlock__errf(err, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
         return DLOCK_ERR_ARG;
     }
     /* One score proposed to every node: the call's start, microseconds of
@@ -494,7 +474,7 @@ static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_
      * Tolerance: half of max(TTL, command timeout), longer than any
      * delay a live round has, so live clients keep one common order. */
     if ((score = wall_us()) < 0) {
-        dlock__errf(c->errstr, "no wall clock for the queue score");
+        dlock__errf(err, "no wall clock for the queue score");
         return DLOCK_ERR_NOMEM;
     }
     snprintf(q->score_s, sizeof(q->score_s), "%lld", score);
@@ -511,52 +491,172 @@ static int setup(rq_run *q, dlock_client *c, const char *resource, uint32_t ttl_
     q->keys[1] = q->pb.fkey;
     q->keys[2] = q->pb.waiters;
     q->keys[3] = q->list;
-    return DLOCK_OK;
-}
-
-static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resource,
-                                 uint32_t ttl_ms, int64_t deadline_ms, dlock_lock **out)
-{
-    const char *args[9];
-    unsigned attempt = 0;
-    dlock_err rc = setup(q, c, resource, ttl_ms, deadline_ms);
-
-    if (rc != DLOCK_OK)
-        return rc;
-    args[0] = q->token;
-    args[1] = q->ttl_s;
-    args[2] = q->member;
-    args[3] = q->stay_s;
-    args[4] = "0";
-    args[5] = q->score_s;
-    args[6] = q->sent_s;
-    args[7] = q->slack_s;
+    q->args[0] = q->token;
+    q->args[1] = q->ttl_s;
+    q->args[2] = q->member;
+    q->args[3] = q->stay_s;
+    q->args[4] = "0";
+    q->args[5] = q->score_s;
+    q->args[6] = q->sent_s;
+    q->args[7] = q->slack_s;
     /* A key that enter.lua finds or makes ours is announced on our list
      * like a hand-off: a round that stopped at a quorum of answers never
      * reads the late node's. A key its enter.lua took for us there would
      * otherwise sit unused, unknown to us, until it expired. */
-    args[8] = "1";
+    q->args[8] = "1";
+    q->leave_args[0] = q->token;
+    q->leave_args[1] = q->member;
+    return DLOCK_OK;
+}
+
+void dlock__rq_entering(dlock__rqueue *q, unsigned attempt)
+{
+    if (attempt > 0)
+        q->args[4] = "1";
+    q->recheck = 0;
+    /* This round's send time, our wall clock: what each node measures our
+     * clock's offset by (dlock__rq_prepare checked that the clock works). */
+    snprintf(q->sent_s, sizeof(q->sent_s), "%lld", wall_us());
+}
+
+/* ---- the blocking client's driver ---- */
+
+static void blocking_script_send(void *arg, uint32_t mask, dlock__script_id id,
+                                 const char *const *keys, int nkeys, const char *const *args,
+                                 int nargs)
+{
+    dlock__script_send_only(arg, mask, id, keys, nkeys, args, nargs);
+}
+
+static void blocking_cmd_send(void *arg, uint32_t mask, int argc, const char **argv,
+                              const size_t *argvlen)
+{
+    dlock__send_only(arg, mask, argc, argv, argvlen);
+}
+
+static const dlock__rq_io blocking_io = {blocking_script_send, blocking_cmd_send};
+
+/* One enter.lua (or leave.lua) round, ended at a quorum of answers. */
+static dlock_err round_of(dlock__rqueue *q, dlock__script_id id, uint32_t reach, int64_t *pttl)
+{
+    dlock_client *c = q->c;
+    dlock__result res[DLOCK_MAX_NODES];
+    int64_t t0 = dlock_now_ms();
+    int leave = id == DLOCK__SCRIPT_LEAVE;
+    dlock_err rc;
+
+    memset(res, 0, sizeof(res));
+    dlock__script_round(c, dlock__all_nodes(c), reach, id, q->keys, 4,
+                        leave ? q->leave_args : q->args, leave ? 2 : 9, res, dlock__rq_decided,
+                        &c->quorum);
+    rc = dlock__rq_answer(q, id, res, t0, pttl, c->errstr);
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    return rc;
+}
+
+/* The grant's steps with its fence sync round between them. */
+static int try_grant(dlock__rqueue *q, dlock_err *rc, dlock_lock **out)
+{
+    dlock_client *c = q->c;
+    dlock__result res[DLOCK_MAX_NODES];
+    uint32_t ones = 0;
+    int decided;
+
+    if (!dlock__rq_grant_begin(q))
+        return 0;
+    memset(res, 0, sizeof(res));
+    if (q->g_lagging != 0) {
+        dlock__script_round(c, q->g_lagging, 0, DLOCK__SCRIPT_FENCE_SYNC, q->g_sync_keys, 1,
+                            q->g_sync_args, 1, res, NULL, NULL);
+        dlock__count_int(res, c->n, 1, &ones);
+    }
+    decided = dlock__rq_grant_end(q, ones, rc, out, c->errstr);
+    dlock__results_clear(res, DLOCK_MAX_NODES);
+    return decided;
+}
+
+/* Waits (without the mutex) for hand-offs on the nodes of mask, at most
+ * block_ms; records the keys handed to us. */
+static void wait_handoffs(dlock__rqueue *q, dlock__waker *w, uint32_t mask, int64_t block_ms)
+{
+    dlock_client *c = q->c;
+    char msgs[DLOCK_MAX_NODES][DLOCK__RQ_MSG_LEN];
+    dlock__sigpipe_guard g;
+    uint32_t got;
+    int64_t now;
+
+    pthread_mutex_unlock(&c->mu);
+    dlock__sigpipe_block(&g);
+    got = dlock__wake_pop_any(c, w, mask, q->list, block_ms, msgs);
+    dlock__sigpipe_restore(&g);
+    pthread_mutex_lock(&c->mu);
+    now = dlock_now_ms();
+    for (size_t i = 0; i < c->n; i++)
+        if (got & (1u << i))
+            dlock__rq_heard(q, i, msgs[i], now);
+}
+
+/* Giving up: off every queue; keys handed to us meanwhile are counted,
+ * and unless they make a quorum, passed on. */
+static dlock_err give_up(dlock__rqueue *q, dlock_err rc, dlock_lock **out)
+{
+    char why[DLOCK_ERRSTR_LEN];
+    int64_t pttl;
+    dlock_err got;
+
+    memcpy(why, q->c->errstr, sizeof(why));
+    /* reach: a node whose breaker is open may still run our enter.lua
+     * late; leave.lua queues behind it on the kept connection. */
+    (void)round_of(q, DLOCK__SCRIPT_LEAVE, dlock__all_nodes(q->c), &pttl);
+    if (try_grant(q, &got, out))
+        return got;
+    /* Every node: one whose leave.lua went unanswered may have handed us
+     * its key; pass.lua's token check makes the others no-ops. */
+    dlock__rq_pass_on(q, dlock__all_nodes(q->c));
+    memcpy(q->c->errstr, why, sizeof(why));
+    return rc;
+}
+
+/* The nodes where w has a connection (a BLPOP there costs a write). */
+static uint32_t waker_conns(const dlock_client *c, const dlock__waker *w)
+{
+    uint32_t conn = 0;
+
+    for (size_t i = 0; w != NULL && i < c->n; i++)
+        if (w->ctx[i] != NULL)
+            conn |= 1u << i;
+    return conn;
+}
+
+static dlock_err acquire_rqueued(dlock__rqueue *q, dlock__waker **wp, dlock_client *c,
+                                 const char *resource, uint32_t ttl_ms, int64_t deadline_ms,
+                                 dlock_lock **out)
+{
+    unsigned attempt = 0;
+    dlock_err rc = dlock__rq_prepare(c, q, &blocking_io, c, resource, ttl_ms, deadline_ms,
+                                     c->errstr);
+
+    if (rc != DLOCK_OK)
+        return rc;
     for (;;) {
-        int64_t pttl = 0, now, block;
+        int64_t pttl = 0, now, block, wait_end;
+        int waited = 0, recheck = 0;
+        uint32_t mask;
         dlock_err got;
 
         c->stats.attempts++;
-        if (attempt > 0) {
+        if (attempt > 0)
             c->stats.retries++;
-            args[4] = "1";
-        }
-        q->recheck = 0;
-        /* This round's send time, our wall clock: what each node measures
-         * our clock's offset by (setup checked that the clock works). */
-        snprintf(q->sent_s, sizeof(q->sent_s), "%lld", wall_us());
-        rc = round_of(q, DLOCK__SCRIPT_ENTER, args, 9, 0, &pttl);
+        dlock__rq_entering(q, attempt);
+        rc = round_of(q, DLOCK__SCRIPT_ENTER, 0, &pttl);
         if (try_grant(q, &got, out))
             return got;
         if (rc == DLOCK_ERR_TAKEN)
             c->stats.taken++;
         now = dlock_now_ms();
         /* rc is TAKEN or the round's unavailability, never EXPIRED: a
-         * grant spent in its fence sync goes back in line in try_grant. */
+         * grant spent in its fence sync goes back in line in
+         * dlock__rq_grant_end. */
         if (now >= deadline_ms || !dlock__should_retry(c, rc))
             return give_up(q, rc, out);
         attempt++;
@@ -564,60 +664,18 @@ static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resourc
             dlock__backoff_sleep(c, attempt, now, deadline_ms);
             continue;
         }
-        /* Wait for hand-offs, never past another holder's key (if it dies
-         * without releasing, its expiry is our cue to enter again) nor
-         * our deadline. */
-        int64_t wait_end = deadline_ms;
-        int waited = 0, recheck = 0;
-
-        /* 0: the key's last millisecond (queue.c): 1 ms. */
-        if (pttl >= 0 && now + (pttl > 0 ? pttl : 1) < wait_end)
-            wait_end = now + (pttl > 0 ? pttl : 1);
+        wait_end = dlock__rq_wait_end(q, pttl, now);
         while ((now = dlock_now_ms()) < wait_end) {
-            int could = owned_now(q) != 0 &&
-                        dlock__popcount(q->owned | (q->maybe & ~q->rechecked)) >= c->quorum;
+            int next;
 
-            block = wait_end - now;
-            if (q->recheck || could) {
-                /* A key handed to us that only an enter.lua can bound
-                 * (wait_handoffs), or a minority that the nodes whose
-                 * enter.lua went unanswered would make a quorum. Their
-                 * script may have taken the free key for us (SET NX)
-                 * while the round had stopped waiting. Ask again now (the
-                 * next answer comes behind the late one, on the same
-                 * connection) rather than hold the minority for a window
-                 * while that key, unknown to us, keeps everyone else from
-                 * a quorum. Once per node until it answers a round. A
-                 * node slower than the grace every time (its breaker
-                 * never opens, it owes one reply at most) would leave
-                 * every recheck unanswered. We would then recheck for as
-                 * long as our key lived, while the other waiters held
-                 * minorities (the livelock SPIN found, docs/model.md).
-                 * After one, the minority is held for a window and
-                 * yielded like any other. */
-                q->rechecking = could;
+            if (*wp == NULL && (*wp = dlock__waker_take(c)) != NULL)
+                dlock__waker_settle(*wp); /* a BLPOP of an earlier call is not ours to read */
+            next = dlock__rq_wait_next(q, now, wait_end, waker_conns(c, *wp), &block, &mask);
+            if (next == DLOCK__RQ_RECHECK)
                 recheck = 1;
-                break;
-            }
-            if (owned_now(q) != 0) {
-                /* Keys short of a quorum: the nodes' queues disagree (a
-                 * listing reached some nodes late). Held for one hand-off
-                 * window at most, then yielded to the oldest waiter, so
-                 * that waiters each holding a minority cannot stall each
-                 * other. */
-                if (q->minority_since == 0)
-                    q->minority_since = now;
-                if (now - q->minority_since >= c->handoff_ms) {
-                    yield_minority(q, q->owned);
-                    break;
-                }
-                if (q->minority_since + c->handoff_ms - now < block)
-                    block = q->minority_since + c->handoff_ms - now;
-            }
-            if (block > RQ_MAX_BLOCK_MS)
-                block = RQ_MAX_BLOCK_MS;
-            if (wait_handoffs(q, block) != 0)
-                break;
+            if (next != DLOCK__RQ_WAIT || *wp == NULL)
+                break; /* recheck, yielded, or nowhere to wait: the caller backs off */
+            wait_handoffs(q, *wp, mask, block);
             waited = 1;
             if (try_grant(q, &got, out))
                 return got;
@@ -634,9 +692,10 @@ static dlock_err acquire_rqueued(rq_run *q, dlock_client *c, const char *resourc
 dlock_err dlock__acquire_rqueued(dlock_client *c, const char *resource, uint32_t ttl_ms,
                                  int64_t deadline_ms, dlock_lock **out)
 {
-    rq_run q;
-    dlock_err rc = acquire_rqueued(&q, c, resource, ttl_ms, deadline_ms, out);
+    dlock__rqueue q;
+    dlock__waker *w = NULL;
+    dlock_err rc = acquire_rqueued(&q, &w, c, resource, ttl_ms, deadline_ms, out);
 
-    dlock__waker_put(c, q.w);
+    dlock__waker_put(c, w);
     return rc;
 }
