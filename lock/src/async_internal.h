@@ -164,6 +164,25 @@ int dlock__aqueue_cancel(dlock_async_op *op);
 void dlock__aqueue_abandon(dlock_async_op *op);
 /* The op's queue state, its waker back to the pool (op_free). */
 void dlock__aqueue_free(dlock_async_op *op);
+
+/* ---- async_wake.c ---- */
+/* What a waker heard, told to its owner inside hiredis (record it, act
+ * later): a message popped (msg), the BLPOP's nil, or the connection lost. */
+enum { DLOCK__HEARD_NOTHING = 0, DLOCK__HEARD_MESSAGE = 1, DLOCK__HEARD_NIL = 2,
+       DLOCK__HEARD_LOST = -1 };
+typedef void (*dlock__awaker_news)(void *owner, size_t node, int heard, const char *msg);
+/* A waker of node from the pool, or a new one; NULL when out of memory. */
+dlock__awaker *dlock__awaker_take(dlock_async *a, size_t node, dlock__awaker_news news,
+                                  void *owner);
+/* BLPOP list until until_ms (our clock), connecting first if needed; a
+ * no-op while one is out. 0, or -1 when no connection could start. */
+int dlock__awaker_pop(dlock__awaker *w, const char *list, int64_t until_ms);
+/* Whether w has a connection; whether no BLPOP is out or due (NULL ok). */
+int dlock__awaker_up(const dlock__awaker *w);
+int dlock__awaker_quiet(const dlock__awaker *w);
+void dlock__awaker_close(dlock__awaker *w);
+/* Back to the pool (NULL ok); closed unless quiet and authenticated. */
+void dlock__awaker_put(dlock__awaker *w);
 /* Every waker (dlock_async_free, after the connections). */
 void dlock__awakers_free(dlock_async *a);
 

@@ -1,8 +1,8 @@
 /* async_queue.c - the event-loop client's acquire on one node with wake on
  * release: queue.c's steps (protocol.h) driven on the loop. enter.lua and
  * leave.lua go out as rounds (async_round.c). The wait for a hand-off is a
- * BLPOP on a connection of its own, a waker, because a BLPOP blocks the
- * connection it runs on; a loop timer bounds the wait.
+ * BLPOP on a connection of its own, a waker (async_wake.c), because a
+ * BLPOP blocks the connection it runs on; a loop timer bounds the wait.
  *
  * A BLPOP's answer counts only for the wait that sent it. A wait that ends
  * without one (its bound, a cancel) closes its waker: a message popped
@@ -17,20 +17,6 @@
 
 typedef enum aq_state { AQ_START, AQ_ENTER, AQ_WAIT, AQ_BACKOFF, AQ_LEAVE } aq_state;
 
-/* What the waker heard for the wait in progress. */
-enum { HEARD_NOTHING = 0, HEARD_MESSAGE = 1, HEARD_NIL = 2, HEARD_LOST = -1 };
-
-struct dlock__awaker {
-    dlock_async *a;
-    redisAsyncContext *ac; /* NULL when closed */
-    int ready;             /* AUTH accepted, or none needed */
-    int popping;           /* a BLPOP is out, its answer owed */
-    int idle;              /* in the pool, no acquire uses it */
-    dlock__aqueue *owner;  /* the acquire waiting on it, or NULL */
-    void *timer;           /* connect (and AUTH) timeout */
-    dlock__awaker *next;   /* every waker of the client (a->wakers) */
-};
-
 struct dlock__aqueue {
     dlock__queue q;
     dlock_async_op *op;
@@ -38,228 +24,34 @@ struct dlock__aqueue {
     dlock__awaker *w;
     int64_t t0;        /* the round in flight's send time */
     int64_t wait_end;  /* AQ_WAIT: until then */
-    int heard;         /* HEARD_*: the waker's news, handled from the op's timer */
+    int heard;         /* DLOCK__HEARD_*: the waker's news, handled from the op's timer */
     char msg[DLOCK__RQ_MSG_LEN];
     dlock_err give_rc; /* AQ_LEAVE: the outcome the give-up reports */
 };
 
 static void enter(dlock__aqueue *aq);
 
-/* ---- wakers: one connection per waiting acquire, pooled ---- */
-
-static void waker_close(dlock__awaker *w)
+/* The waker's news (inside hiredis): recorded, acted on from the op's
+ * timer. Only a waiting acquire hears anything. */
+static void news(void *owner, size_t node, int heard, const char *msg)
 {
-    redisAsyncContext *ac = w->ac;
+    dlock__aqueue *aq = owner;
 
-    w->a->loop.timer_stop(w->timer);
-    w->ac = NULL;
-    w->ready = 0;
-    w->popping = 0;
-    if (ac != NULL)
-        dlock__async_bury(w->a, ac);
-}
-
-/* The waker's news for its acquire, handled from the acquire's own timer
- * (never inside hiredis). Only a waiting acquire hears anything. */
-static void tell(dlock__awaker *w, int heard, const char *msg)
-{
-    dlock__aqueue *aq = w->owner;
-
-    if (aq == NULL || aq->state != AQ_WAIT || aq->heard != HEARD_NOTHING)
+    (void)node;
+    if (aq->state != AQ_WAIT || aq->heard != DLOCK__HEARD_NOTHING)
         return;
     aq->heard = heard;
     if (msg != NULL)
         snprintf(aq->msg, sizeof(aq->msg), "%s", msg);
-    w->a->loop.timer_set(aq->op->timer, 0);
+    aq->op->a->loop.timer_set(aq->op->timer, 0);
 }
 
-static void pop_reply(redisAsyncContext *ac, void *reply, void *privdata)
+/* The wait is over: a BLPOP still out (or due after AUTH) is not the next
+ * wait's to read. */
+static void wait_done(dlock__aqueue *aq)
 {
-    dlock__awaker *w = privdata;
-    const redisReply *r = reply;
-
-    if (ac != w->ac || r == NULL)
-        return; /* closed: whoever closed it has said so */
-    w->popping = 0;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len < DLOCK__RQ_MSG_LEN) {
-        tell(w, HEARD_MESSAGE, r->element[1]->str);
-    } else if (r->type == REDIS_REPLY_NIL) {
-        tell(w, HEARD_NIL, NULL);
-    } else {
-        waker_close(w); /* an error, or no message of ours: never read again */
-        tell(w, HEARD_LOST, NULL);
-    }
-}
-
-/* BLPOP on the acquire's list, bounded on the server too: its nil frees
- * the connection for the next wait. */
-static void pop_send(dlock__awaker *w)
-{
-    dlock__aqueue *aq = w->owner;
-    int64_t block_ms = aq->wait_end - dlock_now_ms();
-    char secs[32];
-    const char *argv[3] = {"BLPOP", aq->q.list, secs};
-
-    if (block_ms < 1)
-        block_ms = 1;
-    snprintf(secs, sizeof(secs), "%lld.%03lld", (long long)(block_ms / 1000),
-             (long long)(block_ms % 1000));
-    if (redisAsyncCommandArgv(w->ac, pop_reply, w, 3, argv, NULL) != REDIS_OK) {
-        waker_close(w);
-        tell(w, HEARD_LOST, NULL);
-        return;
-    }
-    w->popping = 1;
-}
-
-static void auth_reply(redisAsyncContext *ac, void *reply, void *privdata)
-{
-    dlock__awaker *w = privdata;
-    const redisReply *r = reply;
-
-    if (ac != w->ac || r == NULL)
-        return;
-    if (r->type == REDIS_REPLY_ERROR) {
-        /* As on the round connections: never a wait as the server's
-         * default user; the acquire backs off instead. */
-        waker_close(w);
-        tell(w, HEARD_LOST, NULL);
-        return;
-    }
-    w->ready = 1;
-    w->a->loop.timer_stop(w->timer);
-    if (w->owner != NULL && w->owner->state == AQ_WAIT && !w->popping)
-        pop_send(w);
-}
-
-static void on_waker_connect(const redisAsyncContext *ac, int status)
-{
-    dlock__awaker *w = ac->data;
-
-    if (w == NULL || ac != w->ac)
-        return;
-    if (status == REDIS_OK) {
-        if (w->ready)
-            w->a->loop.timer_stop(w->timer); /* no AUTH to wait for */
-        return;
-    }
-    w->ac = NULL; /* hiredis frees the context after this callback */
-    waker_close(w);
-    tell(w, HEARD_LOST, NULL);
-}
-
-static void on_waker_disconnect(const redisAsyncContext *ac, int status)
-{
-    dlock__awaker *w = ac->data;
-
-    (void)status;
-    if (w == NULL || ac != w->ac)
-        return;
-    w->ac = NULL;
-    waker_close(w);
-    tell(w, HEARD_LOST, NULL);
-}
-
-static void on_waker_timeout(void *arg)
-{
-    dlock__awaker *w = arg;
-    dlock_async *a = w->a;
-
-    dlock__async_enter(a);
-    waker_close(w);
-    tell(w, HEARD_LOST, NULL);
-    dlock__async_leave(a);
-}
-
-/* Connects the waker to node 0 (TLS and AUTH as the round connections),
- * bounded by the connect timeout. 0, or -1 when it cannot start. */
-static int waker_connect(dlock__awaker *w)
-{
-    dlock_async *a = w->a;
-    dlock_client *c = a->c;
-    const dlock__node *node = &c->nodes[0];
-    const char *argv[3];
-    char why[DLOCK__DETAIL_LEN];
-    redisAsyncContext *ac;
-    int argc;
-
-    ac = node->addr.is_unix ? redisAsyncConnectUnix(node->addr.host)
-                            : redisAsyncConnect(node->addr.host, node->addr.port);
-    if (ac == NULL || ac->err != 0) {
-        if (ac != NULL)
-            redisAsyncFree(ac);
-        return -1;
-    }
-    dlock__reader_bound(&ac->c);
-    if (dlock__async_attach(a, &w->ac, ac) != 0 ||
-        (node->addr.tls && c->tls != NULL &&
-         dlock__tls_start(c->tls, &ac->c, node->addr.host, NULL, why) != 0)) {
-        redisAsyncFree(ac);
-        return -1;
-    }
-    ac->data = w;
-    w->ac = ac;
-    redisAsyncSetConnectCallback(ac, on_waker_connect);
-    redisAsyncSetDisconnectCallback(ac, on_waker_disconnect);
-    argc = dlock__auth_argv(c, argv);
-    w->ready = argc == 0;
-    if (argc > 0 && redisAsyncCommandArgv(ac, auth_reply, w, argc, argv, NULL) != REDIS_OK) {
-        waker_close(w);
-        return -1;
-    }
-    a->loop.timer_set(w->timer, c->connect_timeout_ms);
-    return 0;
-}
-
-/* An idle waker of the pool, or a new one; NULL when out of memory. */
-static dlock__awaker *waker_take(dlock_async *a)
-{
-    dlock__awaker *w;
-
-    for (w = a->wakers; w != NULL; w = w->next)
-        if (w->idle) {
-            w->idle = 0;
-            return w;
-        }
-    w = calloc(1, sizeof(*w));
-    if (w == NULL)
-        return NULL;
-    w->a = a;
-    w->timer = a->loop.timer_new(a->loop.loop, on_waker_timeout, w);
-    if (w->timer == NULL) {
-        free(w);
-        return NULL;
-    }
-    w->next = a->wakers;
-    a->wakers = w;
-    return w;
-}
-
-/* The wait is over: a BLPOP still out is not the next wait's to read. */
-static void waker_done_waiting(dlock__awaker *w)
-{
-    if (w->popping || !w->ready)
-        waker_close(w);
-}
-
-void dlock__awakers_free(dlock_async *a)
-{
-    while (a->wakers != NULL) {
-        dlock__awaker *w = a->wakers;
-
-        a->wakers = w->next;
-        w->owner = NULL;
-        if (w->ac != NULL) {
-            redisAsyncContext *ac = w->ac;
-
-            w->ac = NULL;
-            ac->data = NULL;
-            redisAsyncFree(ac); /* its callbacks see a closed waker */
-        }
-        a->loop.timer_free(w->timer);
-        free(w);
-    }
+    if (!dlock__awaker_quiet(aq->w))
+        dlock__awaker_close(aq->w);
 }
 
 /* ---- the acquire ---- */
@@ -341,21 +133,18 @@ static void wait_handoff(dlock__aqueue *aq, int64_t pttl)
     dlock_async_op *op = aq->op;
     int64_t now = dlock_now_ms();
 
-    if (aq->w == NULL && (aq->w = waker_take(op->a)) == NULL) {
+    if (aq->w == NULL && (aq->w = dlock__awaker_take(op->a, 0, news, aq)) == NULL) {
         back_off(aq); /* no memory for a wait: poll */
         return;
     }
-    aq->w->owner = aq;
     aq->state = AQ_WAIT;
-    aq->heard = HEARD_NOTHING;
+    aq->heard = DLOCK__HEARD_NOTHING;
     aq->wait_end = now + dlock__queue_block_ms(&aq->q, pttl, now);
-    if (aq->w->ac == NULL && waker_connect(aq->w) != 0) {
+    if (dlock__awaker_pop(aq->w, aq->q.list, aq->wait_end) != 0) {
         back_off(aq); /* no connection to block on: poll */
         return;
     }
-    if (aq->w->ready)
-        pop_send(aq->w);
-    if (aq->state == AQ_WAIT && aq->heard == HEARD_NOTHING)
+    if (aq->state == AQ_WAIT && aq->heard == DLOCK__HEARD_NOTHING)
         op->a->loop.timer_set(op->timer, aq->wait_end - now);
 }
 
@@ -419,13 +208,13 @@ static void woken(dlock__aqueue *aq)
     dlock_err rc = DLOCK_ERR_TAKEN;
     int heard = aq->heard, took;
 
-    aq->heard = HEARD_NOTHING;
-    waker_done_waiting(aq->w);
-    if (heard == HEARD_LOST) {
+    aq->heard = DLOCK__HEARD_NOTHING;
+    wait_done(aq);
+    if (heard == DLOCK__HEARD_LOST) {
         back_off(aq);
         return;
     }
-    if (heard == HEARD_MESSAGE) {
+    if (heard == DLOCK__HEARD_MESSAGE) {
         took = dlock__queue_woken(op->a->c, &aq->q, aq->msg, &rc, &lock, op->detail);
         pass_if_asked(aq);
         if (took == 1 && (rc == DLOCK_OK || rc == DLOCK_ERR_NOMEM)) {
@@ -487,7 +276,7 @@ int dlock__aqueue_cancel(dlock_async_op *op)
         return 1; /* enter.lua or leave.lua out: its answer ends the call */
     op->a->loop.timer_stop(op->timer);
     if (aq->state == AQ_WAIT)
-        waker_done_waiting(aq->w);
+        wait_done(aq);
     give_up(aq, DLOCK_ERR_CANCELLED);
     return 1;
 }
@@ -511,11 +300,7 @@ void dlock__aqueue_free(dlock_async_op *op)
 
     if (aq == NULL)
         return;
-    if (aq->w != NULL) {
-        waker_done_waiting(aq->w);
-        aq->w->owner = NULL;
-        aq->w->idle = 1;
-    }
+    dlock__awaker_put(aq->w);
     free(aq);
     op->q = NULL;
 }
