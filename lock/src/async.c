@@ -388,7 +388,7 @@ int dlock_async_cancel(dlock_async *a, dlock_async_op *op)
         ;
     if (p == NULL || op->kind != OP_ACQUIRE || op->cancelled)
         return 0;
-    if (op->q != NULL)
+    if (op->q != NULL || op->rq != NULL)
         return dlock__aqueue_cancel(op);
     if (op->round != NULL) {
         /* Mid-round: what the round grants is handed on when it ends. */
@@ -631,7 +631,7 @@ void dlock_async_free(dlock_async *a)
     while (a->ops != NULL) {
         dlock_async_op *op = a->ops;
 
-        if (op->q != NULL) {
+        if (op->q != NULL || op->rq != NULL) {
             dlock__aqueue_abandon(op);
         } else if (op->kind == OP_ACQUIRE && op->round != NULL) {
             /* Its keys may land anywhere: the token-checked hand-over to

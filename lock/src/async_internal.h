@@ -20,6 +20,7 @@
 
 typedef struct dlock__around dlock__around;
 typedef struct dlock__aqueue dlock__aqueue;
+typedef struct dlock__arqueue dlock__arqueue;
 typedef struct dlock__awaker dlock__awaker;
 
 /* What a command sent on an async context answers to: a round's slot
@@ -110,6 +111,7 @@ struct dlock_async_op {
     dlock_lock *lock;         /* release/extend: the lock */
     dlock__around *round;     /* the round in flight, NULL between rounds */
     dlock__aqueue *q;         /* acquire on one node with wake on release (async_queue.c) */
+    dlock__arqueue *rq;       /* the same over several masters (async_rqueue.c) */
     void *timer;              /* backoff, or the deferred completion */
     dlock_err pending_rc;     /* a completion waiting for the timer */
     dlock_async_acquire_cb acquire_cb;
@@ -152,8 +154,8 @@ redisReply *dlock__async_reply_dup(const redisReply *r);
 void dlock__aop_complete(dlock_async_op *op, dlock_err rc, dlock_lock *lock);
 
 /* ---- async_queue.c ---- */
-/* Whether an acquire waits in the node's queue: one node, wake on release,
- * time to wait (as the blocking acquire decides). */
+/* Whether an acquire waits in the nodes' queues: wake on release and time
+ * to wait (as the blocking acquire decides); one resource. */
 int dlock__aqueue_wanted(const dlock_async_op *op);
 /* Its next step, from the op's timer: the first enter.lua, one after a
  * back-off, or the end of a wait. */
@@ -186,6 +188,12 @@ void dlock__awaker_put(dlock__awaker *w);
 /* Every waker (dlock_async_free, after the connections). */
 void dlock__awakers_free(dlock_async *a);
 
+/* ---- async_rqueue.c: async_queue.c's hooks over several masters ---- */
+void dlock__arqueue_step(dlock_async_op *op);
+int dlock__arqueue_cancel(dlock_async_op *op);
+void dlock__arqueue_abandon(dlock_async_op *op);
+void dlock__arqueue_free(dlock_async_op *op);
+
 /* ---- async_renew.c ---- */
 int dlock__async_renew_init(dlock_async *a);
 /* Ends a renewal in flight and stops the timer (dlock_async_free). */
@@ -213,5 +221,8 @@ void dlock__around_mark(dlock__around *r);
 void dlock__async_send_only(dlock_async *a, uint32_t mask, dlock__script_id id,
                             const char *const *keys, int nkeys, const char *const *args,
                             int nargs);
+/* One command to the nodes of mask without waiting, its replies discarded. */
+void dlock__async_cmd_send_only(dlock_async *a, uint32_t mask, int argc, const char **argv,
+                                const size_t *argvlen);
 
 #endif /* DLOCK_ASYNC_INTERNAL_H */

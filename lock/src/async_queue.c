@@ -234,16 +234,20 @@ int dlock__aqueue_wanted(const dlock_async_op *op)
 {
     const dlock_client *c = op->a->c;
 
-    /* As the blocking acquire: one node, waking, with time to wait. A try
-     * is one plain attempt and never lists itself. */
-    return op->q != NULL ||
-           (c->n == 1 && c->wake_on_release && op->n == 0 && op->deadline_ms > dlock_now_ms());
+    /* As the blocking acquire: waking, with time to wait. A try is one
+     * plain attempt and never lists itself. */
+    return op->q != NULL || op->rq != NULL ||
+           (c->wake_on_release && op->n == 0 && op->deadline_ms > dlock_now_ms());
 }
 
 void dlock__aqueue_step(dlock_async_op *op)
 {
     dlock__aqueue *aq = op->q;
 
+    if (op->a->c->n > 1) {
+        dlock__arqueue_step(op);
+        return;
+    }
     if (aq == NULL) {
         dlock_err rc;
 
@@ -271,6 +275,8 @@ int dlock__aqueue_cancel(dlock_async_op *op)
 {
     dlock__aqueue *aq = op->q;
 
+    if (op->rq != NULL)
+        return dlock__arqueue_cancel(op);
     op->cancelled = 1;
     if (op->round != NULL)
         return 1; /* enter.lua or leave.lua out: its answer ends the call */
@@ -285,6 +291,10 @@ void dlock__aqueue_abandon(dlock_async_op *op)
 {
     dlock__aqueue *aq = op->q;
 
+    if (op->rq != NULL) {
+        dlock__arqueue_abandon(op);
+        return;
+    }
     if (aq->state == AQ_START)
         return;
     /* Freed mid-call: off the queue, and a key handed to us meanwhile is
@@ -298,6 +308,7 @@ void dlock__aqueue_free(dlock_async_op *op)
 {
     dlock__aqueue *aq = op->q;
 
+    dlock__arqueue_free(op);
     if (aq == NULL)
         return;
     dlock__awaker_put(aq->w);

@@ -277,15 +277,11 @@ void dlock__around_free(dlock__around *r)
     free(r);
 }
 
-void dlock__async_send_only(dlock_async *a, uint32_t mask, dlock__script_id id,
-                            const char *const *keys, int nkeys, const char *const *args,
-                            int nargs)
+void dlock__async_cmd_send_only(dlock_async *a, uint32_t mask, int argc, const char **argv,
+                                const size_t *argvlen)
 {
     dlock_client *c = a->c;
-    dlock__script_call call;
 
-    /* EVALSHA could hit NOSCRIPT with nobody reading the reply: the body. */
-    dlock__script_call_build(c, &call, id, mask, 0, keys, nkeys, args, nargs);
     mask &= dlock__all_nodes(c);
     c->stats.round_trips++;
     for (size_t i = 0; i < c->n; i++) {
@@ -301,11 +297,22 @@ void dlock__async_send_only(dlock_async *a, uint32_t mask, dlock__script_id id,
         if (t == NULL)
             continue;
         t->node = i;
-        if (dlock__anode_send(a, i, t, call.argc, call.argv, call.argvlen, detail) != 0) {
+        if (dlock__anode_send(a, i, t, argc, argv, argvlen, detail) != 0) {
             free(t);
             continue;
         }
         if (dlock__conn_owe(node) && !node->breaker.open)
             dlock__breaker_trip(c, node, DLOCK_ERR_TIMEOUT, "too many replies behind");
     }
+}
+
+void dlock__async_send_only(dlock_async *a, uint32_t mask, dlock__script_id id,
+                            const char *const *keys, int nkeys, const char *const *args,
+                            int nargs)
+{
+    dlock__script_call call;
+
+    /* EVALSHA could hit NOSCRIPT with nobody reading the reply: the body. */
+    dlock__script_call_build(a->c, &call, id, mask, 0, keys, nkeys, args, nargs);
+    dlock__async_cmd_send_only(a, mask, call.argc, call.argv, call.argvlen);
 }
