@@ -608,8 +608,11 @@ DLOCK_API void dlock_client_stats(dlock_client *c, dlock_stats *out);
  * Redlock round goes to every master at once and completes on quorum or
  * its deadline.
  *
- * Not yet on this client: wake_on_release's queue (acquire with a deadline
- * retries with backoff instead) and sentinel:// addresses (refused at
+ * An acquire with time to wait queues as the blocking one does
+ * (wake_on_release): it waits for the release's hand-off in a BLPOP per
+ * node, on connections of its own that the client pools.
+ *
+ * Not yet on this client: sentinel:// addresses (refused at
  * dlock_async_new). */
 
 typedef struct dlock_async dlock_async;
@@ -656,7 +659,8 @@ typedef void (*dlock_async_done_cb)(dlock_async *a, dlock_err rc, const char *de
                                     void *arg);
 
 /* dlock_acquire on the loop: deadline_ms as dlock_acquire's (<= now: try
- * once; later: retry with backoff until then). DLOCK_OK: started, and cb
+ * once; later: wait until then, in the queue with wake_on_release, else
+ * retrying with backoff). DLOCK_OK: started, and cb
  * will fire exactly once; *op (NULL ok) names the call for
  * dlock_async_cancel until then. ARG (bad argument, as dlock_acquire's) or
  * NOMEM: nothing started, cb never fires. */
@@ -685,10 +689,12 @@ DLOCK_API dlock_err dlock_async_acquire_multi_for(dlock_async *a,
                                                   dlock_async_acquire_cb cb, void *arg,
                                                   dlock_async_op **op);
 
-/* Cancels a pending acquire. Between attempts (backoff) or before its first
- * round, its callback fires inside this call; during a round, when the
- * round ends - a key granted meanwhile is handed on (pass.lua), never left
- * to its TTL. Either way cb gets DLOCK_ERR_CANCELLED, once. Returns 1 when
+/* Cancels a pending acquire. Between polling attempts (backoff) or before
+ * its first round, its callback fires inside this call. During a round, it
+ * fires when the round ends. Queued (waiting for a hand-off), it fires once
+ * leave.lua has taken it off every queue. A key granted or handed over
+ * meanwhile is handed on (pass.lua), never left to its TTL. Either way cb
+ * gets DLOCK_ERR_CANCELLED, once. Returns 1 when
  * the call was pending, 0 when op is not a pending call of a (its callback
  * already fired or is firing). */
 DLOCK_API int dlock_async_cancel(dlock_async *a, dlock_async_op *op);
