@@ -121,10 +121,10 @@ static const cm_option options[] = {
     {.name = "api", .kind = CM_ARG_STRING, .offset = AT(cfg.api), .convert = parse_api,
      .help = "blocking: dlock_acquire/dlock_release, one thread per worker;\n"
              "async: dlock_async_* on one libuv loop in one thread (the counter\n"
-             "through hiredis's async API on the same loop); libdlock's async\n"
-             "client has no wake on release yet: its waiters poll, as\n"
-             "with --retry poll or tuned; not with --mode raw; needs a\n"
-             "dlock-bench built with libuv (default blocking)"},
+             "through hiredis's async API on the same loop); its waiters\n"
+             "queue and are woken as blocking ones (--retry applies alike);\n"
+             "not with --mode raw; needs a dlock-bench built with libuv\n"
+             "(default blocking)"},
     {.name = "tls-ca", .kind = CM_ARG_STRING, .offset = AT(cfg.tls_ca), .metavar = "FILE",
      .help = "PEM file of the CAs that sign the nodes' certificates; given,\n"
              "every node is reached over TLS as rediss://127.0.0.1:P (the\n"
