@@ -168,7 +168,7 @@ static void give_up(dlock__arqueue *aq, dlock_err rc)
     aq->state = RQ_LEAVE;
     aq->t0 = dlock_now_ms();
     op->round = dlock__around_start(op->a, dlock__all_nodes(c), dlock__all_nodes(c),
-                                    DLOCK__SCRIPT_LEAVE, aq->q.keys, 4, aq->q.leave_args, 2,
+                                    DLOCK__SCRIPT_LEAVE, aq->q.b.keys, 4, aq->q.b.leave_args, 2,
                                     dlock__rq_decided, &c->quorum, op->call_deadline_ms,
                                     on_left, aq);
     if (op->round == NULL) {
@@ -285,7 +285,7 @@ static void wait_turn(dlock__arqueue *aq)
             aq->w[i] = dlock__awaker_take(op->a, i, news, aq);
         /* A node we cannot listen on now is looked at again next turn. */
         if (aq->w[i] != NULL)
-            (void)dlock__awaker_pop(aq->w[i], aq->q.list, now + block);
+            (void)dlock__awaker_pop(aq->w[i], aq->q.b.list, now + block);
     }
     aq->state = RQ_WAIT;
     op->a->loop.timer_set(op->timer, block);
@@ -316,7 +316,7 @@ static void enter(dlock__arqueue *aq)
     aq->state = RQ_ENTER;
     aq->t0 = dlock_now_ms();
     op->round = dlock__around_start(op->a, dlock__all_nodes(c), 0, DLOCK__SCRIPT_ENTER,
-                                    aq->q.keys, 4, aq->q.args, 9, dlock__rq_decided, &c->quorum,
+                                    aq->q.b.keys, 4, aq->q.args, 9, dlock__rq_decided, &c->quorum,
                                     op->call_deadline_ms, on_entered, aq);
     if (op->round == NULL) {
         dlock__errf(op->detail, "out of memory for the acquire round");
@@ -380,8 +380,8 @@ void dlock__arqueue_abandon(dlock_async_op *op)
         return;
     /* Freed mid-call: off every queue, and every key handed to us
      * meanwhile handed on, without waiting, in order on each connection. */
-    dlock__async_send_only(op->a, dlock__all_nodes(c), DLOCK__SCRIPT_LEAVE, aq->q.keys, 4,
-                           aq->q.leave_args, 2);
+    dlock__async_send_only(op->a, dlock__all_nodes(c), DLOCK__SCRIPT_LEAVE, aq->q.b.keys, 4,
+                           aq->q.b.leave_args, 2);
     dlock__rq_pass_on(&aq->q, dlock__all_nodes(c));
 }
 

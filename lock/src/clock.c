@@ -144,6 +144,12 @@ int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms)
     return (int64_t)((double)ttl_ms * c->drift_factor) + c->drift_min_ms;
 }
 
+int64_t dlock__drift_span_ms(const dlock_client *c, int64_t span_ms)
+{
+    return dlock__drift_ms(c, span_ms > UINT32_MAX ? UINT32_MAX
+                                                   : (uint32_t)(span_ms > 0 ? span_ms : 0));
+}
+
 int dlock__ttl_check(uint32_t ttl_ms, const char *op, char *errbuf)
 {
     if (ttl_ms == 0) {

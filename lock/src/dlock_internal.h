@@ -318,6 +318,8 @@ void dlock__cond_deadline(int64_t at_ms, struct timespec *ts);
 /* The drift allowance taken off a validity of ttl_ms (the distlock page's
  * CLOCK_DRIFT). */
 int64_t dlock__drift_ms(const dlock_client *c, uint32_t ttl_ms);
+/* The same for a span of any sign or size (a key's PTTL), clamped to 0..UINT32_MAX. */
+int64_t dlock__drift_span_ms(const dlock_client *c, int64_t span_ms);
 
 /* ---- token.c ---- */
 int dlock__random_bytes(void *buf, size_t len);

@@ -124,6 +124,10 @@ uint32_t dlock__multi_undo_mask(const dlock__multi_attempt *m, dlock_err rc);
 
 /* ---- one node's queue with wake on release (queue.c) ---- */
 
+/* The longest single BLPOP wait (a far deadline must not become a timeout
+ * Redis refuses); a longer wait is several. */
+#define DLOCK__QUEUE_MAX_BLOCK_MS (3600 * 1000LL)
+
 typedef struct dlock__queue {
     const char *resource;
     uint32_t ttl_ms;
@@ -178,20 +182,12 @@ typedef struct dlock__rq_io {
 } dlock__rq_io;
 
 typedef struct dlock__rqueue {
+    dlock__queue b;                      /* the call's names, as one node's queue has them */
     dlock_client *c;
     const dlock__rq_io *io;
     void *io_arg;
-    const char *resource;
-    uint32_t ttl_ms;
-    int64_t deadline_ms;
-    char token[DLOCK_TOKEN_LEN];
-    char ttl_s[16], stay_s[24], score_s[24], sent_s[24], slack_s[24];
-    char member[DLOCK_TOKEN_LEN + 48];
-    char list[DLOCK__KEY_BUF + 48];
-    dlock__pass_buf pb;
-    const char *keys[4];                 /* enter.lua's and leave.lua's */
-    const char *args[9];                 /* enter.lua's */
-    const char *leave_args[2];
+    char score_s[24], sent_s[24], slack_s[24];
+    const char *args[9];                 /* enter.lua's (keys: b.keys; leave.lua's args b.leave_args) */
     uint32_t listed;                     /* nodes whose last answered enter.lua listed us */
     uint32_t answered;                   /* nodes that answered the last round */
     uint32_t maybe;                      /* sent the last enter.lua, no answer: ours or not, unknown */
@@ -219,11 +215,11 @@ typedef struct dlock__rqueue {
 dlock_err dlock__rq_prepare(dlock_client *c, dlock__rqueue *q, const dlock__rq_io *io,
                             void *io_arg, const char *resource, uint32_t ttl_ms,
                             int64_t deadline_ms, char *err);
-/* Before each enter.lua round: to every node, keys 4, args 9, stop rule
- * dlock__rq_decided with &c->quorum; attempt 0 first. */
+/* Before each enter.lua round: to every node, keys b.keys (4), args 9,
+ * stop rule dlock__rq_decided with &c->quorum; attempt 0 first. */
 void dlock__rq_entering(dlock__rqueue *q, unsigned attempt);
 int dlock__rq_decided(const dlock__result *res, size_t n, void *arg);
-/* What an enter.lua (or leave.lua: keys 4, leave_args 2, reach every
+/* What an enter.lua (or leave.lua: keys 4, b.leave_args 2, reach every
  * node) round sent at t0 answered: TAKEN when a quorum answered, else the
  * round's unavailability (why in err). pttl: the longest remaining TTL of
  * another holder's key among the answers (-1 none). */

@@ -20,15 +20,9 @@
 #include <string.h>
 
 /* A deadline far away (INT64_MAX: wait for ever) must not become a PEXPIRE
- * or BLPOP timeout Redis refuses: a listing lasts at most a day (a waiter
- * still waiting then loses its place, not its wait), a BLPOP an hour. */
+ * Redis refuses: a listing lasts at most a day (a waiter still waiting
+ * then loses its place, not its wait). */
 #define QUEUE_MAX_STAY_MS (24 * 3600 * 1000LL)
-#define QUEUE_MAX_BLOCK_MS (3600 * 1000LL)
-
-static int64_t drift_of(const dlock_client *c, int64_t span_ms)
-{
-    return dlock__drift_ms(c, span_ms > UINT32_MAX ? UINT32_MAX : (uint32_t)(span_ms > 0 ? span_ms : 0));
-}
 
 /* ---- the steps (protocol.h), shared by both clients ---- */
 
@@ -139,9 +133,9 @@ dlock_err dlock__queue_answer(dlock_client *c, dlock__queue *q, dlock__script_id
     left = x->element[2]->integer;
     if (left < 0) /* set by this script: the usual TTL - drift from the send time */
         return take(c, q, (uint64_t)x->element[1]->integer, t0,
-                    t0 + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms), out, err);
+                    t0 + (int64_t)q->ttl_ms - dlock__drift_ms(c, q->ttl_ms), out, err);
     return take(c, q, (uint64_t)x->element[1]->integer, t0 + left - (int64_t)q->ttl_ms,
-                t0 + left - drift_of(c, left), out, err);
+                t0 + left - dlock__drift_span_ms(c, left), out, err);
 }
 
 int64_t dlock__queue_block_ms(const dlock__queue *q, int64_t pttl, int64_t now)
@@ -155,8 +149,8 @@ int64_t dlock__queue_block_ms(const dlock__queue *q, int64_t pttl, int64_t now)
      * deadline. -1, a key without expiry, bounds nothing. */
     if (pttl >= 0 && pttl < block_ms)
         block_ms = pttl > 0 ? pttl : 1;
-    if (block_ms > QUEUE_MAX_BLOCK_MS)
-        block_ms = QUEUE_MAX_BLOCK_MS;
+    if (block_ms > DLOCK__QUEUE_MAX_BLOCK_MS)
+        block_ms = DLOCK__QUEUE_MAX_BLOCK_MS;
     return block_ms < 1 ? 1 : block_ms;
 }
 
@@ -181,7 +175,7 @@ int dlock__queue_woken(dlock_client *c, dlock__queue *q, const char *msg, dlock_
      * while a third client held it too (lock_handoff steps the server's
      * clock for real). Counting from when the BLPOP returned would be
      * later than the SET: unsafe. */
-    valid_until = q->listed_sent_ms + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
+    valid_until = q->listed_sent_ms + (int64_t)q->ttl_ms - dlock__drift_ms(c, q->ttl_ms);
     if (valid_until - dlock_now_ms() < (int64_t)q->ttl_ms / 2) {
         /* Too little left by that bound (the hand-off came long after we
          * were listed): ask the node. The next enter.lua answers the

@@ -16,7 +16,7 @@
  * The rules are steps without I/O (protocol.h): what each answer and each
  * message means, when to wait, recheck or yield, and the grant. What they
  * send without waiting goes through the driver's io hooks. The blocking
- * client drives them below; the event-loop client in async_queue.c. */
+ * client drives them below; the event-loop client in async_rqueue.c. */
 #include "protocol.h"
 
 #include <inttypes.h>
@@ -25,23 +25,13 @@
 #include <string.h>
 #include <time.h>
 
-#define RQ_MAX_STAY_MS (24 * 3600 * 1000LL)
-#define RQ_MAX_BLOCK_MS (3600 * 1000LL)
-
-
-static int64_t drift_of(const dlock_client *c, int64_t span_ms)
-{
-    return dlock__drift_ms(c, span_ms > UINT32_MAX ? UINT32_MAX
-                                                   : (uint32_t)(span_ms > 0 ? span_ms : 0));
-}
-
 /* Keys we own but will not use: pass.lua hands each to its next waiter
  * (or deletes it). Nobody waits for the answers; the round connections
  * run them in order behind anything we sent before. */
 static void pass_on(dlock__rqueue *q, uint32_t mask)
 {
     if (mask != 0)
-        q->io->script_send(q->io_arg, mask, DLOCK__SCRIPT_PASS, q->pb.keys, 3, q->pb.args, 4);
+        q->io->script_send(q->io_arg, mask, DLOCK__SCRIPT_PASS, q->b.pb.keys, 3, q->b.pb.args, 4);
     q->owned &= ~mask;
     q->minority_since = 0;
 }
@@ -61,7 +51,7 @@ static void yield_minority(dlock__rqueue *q, uint32_t mask)
 {
     for (size_t i = 0; i < q->c->n; i++) {
         char score[24];
-        const char *argv[5] = {"ZADD", q->pb.waiters, "NX", score, q->member};
+        const char *argv[5] = {"ZADD", q->b.pb.waiters, "NX", score, q->b.member};
         size_t argvlen[5];
 
         /* The score that node gave us (its own clock's, if ours was off);
@@ -121,7 +111,7 @@ int dlock__rq_grant_begin(dlock__rqueue *q)
             q->g_lagging |= 1u << i;
     }
     snprintf(q->g_fence_s, sizeof(q->g_fence_s), "%" PRIu64, q->g_fence);
-    q->g_sync_keys[0] = q->pb.fkey;
+    q->g_sync_keys[0] = q->b.pb.fkey;
     q->g_sync_args[0] = q->g_fence_s;
     return 1;
 }
@@ -145,10 +135,10 @@ int dlock__rq_grant_end(dlock__rqueue *q, uint32_t ones, dlock_err *rc, dlock_lo
      * release, on the same connections, so a key handed before leave.lua
      * ran is passed on by our release. */
     if (rest != 0)
-        q->io->script_send(q->io_arg, rest, DLOCK__SCRIPT_LEAVE, q->keys, 4, q->leave_args, 2);
+        q->io->script_send(q->io_arg, rest, DLOCK__SCRIPT_LEAVE, q->b.keys, 4, q->b.leave_args, 2);
     if (dlock__popcount(synced) < c->quorum) {
         dlock__errf(err, "\"%s\" handed over on %zu/%zu nodes, but the fence counter "
-                    "reached %" PRIu64 " on only %zu of them", q->resource,
+                    "reached %" PRIu64 " on only %zu of them", q->b.resource,
                     dlock__popcount(own), c->n, fence, dlock__popcount(synced));
         pass_on(q, dlock__all_nodes(c));
         *rc = DLOCK_ERR_FENCE_SYNC;
@@ -158,11 +148,11 @@ int dlock__rq_grant_end(dlock__rqueue *q, uint32_t ones, dlock_err *rc, dlock_lo
      * validity is judged by dlock__lock_grant now, after the sync round:
      * a sync held up past the earliest key's bound must not return a
      * handle whose keys may already be another client's. */
-    g = (dlock__grant){q->resource, q->token, fence, q->ttl_ms,
-                       valid + drift_of(c, q->ttl_ms) - (int64_t)q->ttl_ms, valid,
+    g = (dlock__grant){q->b.resource, q->b.token, fence, q->b.ttl_ms,
+                       valid + dlock__drift_ms(c, q->b.ttl_ms) - (int64_t)q->b.ttl_ms, valid,
                        dlock__all_nodes(c)};
     got = dlock__lock_grant(c, &g, err, out);
-    if (got == DLOCK_ERR_EXPIRED && dlock_now_ms() < q->deadline_ms) {
+    if (got == DLOCK_ERR_EXPIRED && dlock_now_ms() < q->b.deadline_ms) {
         /* Spent before it was ours, with time left to wait: back in line
          * where we were (each node's score, behind the leave.lua above on
          * the same connections), the keys passed on. Then the caller enters
@@ -286,9 +276,10 @@ dlock_err dlock__rq_answer(dlock__rqueue *q, dlock__script_id id, const dlock__r
             q->seen[i] = q->fence[i];
         /* -1: set by this script after t0; else the key's PTTL read after t0. */
         if (x->element[2]->integer < 0)
-            q->valid[i] = t0 + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
+            q->valid[i] = t0 + (int64_t)q->b.ttl_ms - dlock__drift_ms(c, q->b.ttl_ms);
         else
-            q->valid[i] = t0 + x->element[2]->integer - drift_of(c, x->element[2]->integer);
+            q->valid[i] = t0 + x->element[2]->integer -
+                          dlock__drift_span_ms(c, x->element[2]->integer);
     }
     q->answered = answered;
     q->rechecked &= ~answered;
@@ -313,7 +304,7 @@ dlock_err dlock__rq_answer(dlock__rqueue *q, dlock__script_id id, const dlock__r
 
 int64_t dlock__rq_wait_end(const dlock__rqueue *q, int64_t pttl, int64_t now)
 {
-    int64_t wait_end = q->deadline_ms;
+    int64_t wait_end = q->b.deadline_ms;
 
     /* Never past another holder's key (if it dies without releasing, its
      * expiry is our cue to enter again) nor our deadline. 0: the key's
@@ -365,8 +356,8 @@ int dlock__rq_wait_next(dlock__rqueue *q, int64_t now, int64_t wait_end, uint32_
         if (q->minority_since + c->handoff_ms - now < *block)
             *block = q->minority_since + c->handoff_ms - now;
     }
-    if (*block > RQ_MAX_BLOCK_MS)
-        *block = RQ_MAX_BLOCK_MS;
+    if (*block > DLOCK__QUEUE_MAX_BLOCK_MS)
+        *block = DLOCK__QUEUE_MAX_BLOCK_MS;
     /* Where we are listed, and where the last enter.lua went unanswered:
      * it may have listed us there all the same (a node slower than the
      * round's grace). And a hand-off there that we did not hear of would
@@ -411,8 +402,8 @@ void dlock__rq_heard(dlock__rqueue *q, size_t i, const char *msg, int64_t now)
      * listing was answered, the first enter.lua of this call: every
      * message on our list follows one of ours. */
     since = (q->listed & (1u << i)) ? q->listed_sent[i] : q->first_sent;
-    valid = since + (int64_t)q->ttl_ms - drift_of(c, q->ttl_ms);
-    if (valid - now < (int64_t)q->ttl_ms / 2) {
+    valid = since + (int64_t)q->b.ttl_ms - dlock__drift_ms(c, q->b.ttl_ms);
+    if (valid - now < (int64_t)q->b.ttl_ms / 2) {
         /* Too little by that bound: the key is ours there, but only
          * the next enter.lua can say for how long (it reads the
          * PTTL). Ask now rather than at the end of the wait, or
@@ -441,24 +432,16 @@ dlock_err dlock__rq_prepare(dlock_client *c, dlock__rqueue *q, const dlock__rq_i
                             int64_t deadline_ms, char *err)
 {
     long long score;
-    int64_t span;
+    dlock_err rc;
 
     memset(q, 0, sizeof(*q));
     q->c = c;
     q->io = io;
     q->io_arg = io_arg;
-    q->resource = resource;
-    q->ttl_ms = ttl_ms;
-    q->deadline_ms = deadline_ms;
-    if (dlock__token_new(q->token) != 0) {
-        dlock__errf(err, "no randomness for the token");
-        return DLOCK_ERR_NOMEM;
-    }
-    if (dlock__pass_prepare(c, resource, q->token, &q->pb) != 0 ||
-        dlock__waiter_list(&q->pb, q->token, q->list, sizeof(q->list)) != 0) {
-        dlock__errf(err, "key longer than %d bytes", DLOCK_MAX_KEY_LEN);
-        return DLOCK_ERR_ARG;
-    }
+    /* The token, keys, listing and its stay: as one node's queue. */
+    rc = dlock__queue_prepare(c, &q->b, resource, ttl_ms, deadline_ms, err);
+    if (rc != DLOCK_OK)
+        return rc;
     /* One score proposed to every node: the call's start, microseconds of
      * our wall clock. So the nodes order the same waiters alike. (A node
      * ordering by its own arrival time alone would split near-simultaneous
@@ -481,20 +464,10 @@ dlock_err dlock__rq_prepare(dlock_client *c, dlock__rqueue *q, const dlock__rq_i
     snprintf(q->slack_s, sizeof(q->slack_s), "%lld",
              500LL * (ttl_ms > (uint32_t)c->command_timeout_ms ? (long long)ttl_ms
                                                                : (long long)c->command_timeout_ms));
-    snprintf(q->ttl_s, sizeof(q->ttl_s), "%" PRIu32, ttl_ms);
-    span = deadline_ms - dlock_now_ms();
-    if (span > RQ_MAX_STAY_MS)
-        span = RQ_MAX_STAY_MS;
-    snprintf(q->stay_s, sizeof(q->stay_s), "%lld", (long long)(span + c->handoff_ms));
-    snprintf(q->member, sizeof(q->member), "%s:%s:%s", q->token, q->ttl_s, q->stay_s);
-    q->keys[0] = q->pb.key;
-    q->keys[1] = q->pb.fkey;
-    q->keys[2] = q->pb.waiters;
-    q->keys[3] = q->list;
-    q->args[0] = q->token;
-    q->args[1] = q->ttl_s;
-    q->args[2] = q->member;
-    q->args[3] = q->stay_s;
+    q->args[0] = q->b.token;
+    q->args[1] = q->b.ttl_s;
+    q->args[2] = q->b.member;
+    q->args[3] = q->b.stay_s;
     q->args[4] = "0";
     q->args[5] = q->score_s;
     q->args[6] = q->sent_s;
@@ -504,8 +477,6 @@ dlock_err dlock__rq_prepare(dlock_client *c, dlock__rqueue *q, const dlock__rq_i
      * reads the late node's. A key its enter.lua took for us there would
      * otherwise sit unused, unknown to us, until it expired. */
     q->args[8] = "1";
-    q->leave_args[0] = q->token;
-    q->leave_args[1] = q->member;
     return DLOCK_OK;
 }
 
@@ -546,8 +517,8 @@ static dlock_err round_of(dlock__rqueue *q, dlock__script_id id, uint32_t reach,
     dlock_err rc;
 
     memset(res, 0, sizeof(res));
-    dlock__script_round(c, dlock__all_nodes(c), reach, id, q->keys, 4,
-                        leave ? q->leave_args : q->args, leave ? 2 : 9, res, dlock__rq_decided,
+    dlock__script_round(c, dlock__all_nodes(c), reach, id, q->b.keys, 4,
+                        leave ? q->b.leave_args : q->args, leave ? 2 : 9, res, dlock__rq_decided,
                         &c->quorum);
     rc = dlock__rq_answer(q, id, res, t0, pttl, c->errstr);
     dlock__results_clear(res, DLOCK_MAX_NODES);
@@ -587,7 +558,7 @@ static void wait_handoffs(dlock__rqueue *q, dlock__waker *w, uint32_t mask, int6
 
     pthread_mutex_unlock(&c->mu);
     dlock__sigpipe_block(&g);
-    got = dlock__wake_pop_any(c, w, mask, q->list, block_ms, msgs);
+    got = dlock__wake_pop_any(c, w, mask, q->b.list, block_ms, msgs);
     dlock__sigpipe_restore(&g);
     pthread_mutex_lock(&c->mu);
     now = dlock_now_ms();
