@@ -162,14 +162,16 @@ static void acquire_finish(dlock_async_op *op, dlock_err rc, dlock_lock *lock)
         return;
     }
     /* Between attempts: the blocking client's backoff, on a loop timer. */
-    {
-        int64_t wait = dlock__backoff_ms(c, op->attempt);
+    dlock__aop_back_off(op, op->attempt);
+    op->attempt++;
+}
 
-        if (wait > op->deadline_ms - now)
-            wait = op->deadline_ms - now;
-        op->attempt++;
-        a->loop.timer_set(op->timer, wait);
-    }
+void dlock__aop_back_off(dlock_async_op *op, unsigned attempt)
+{
+    int64_t wait = dlock__backoff_ms(op->a->c, attempt);
+    int64_t left = op->deadline_ms - dlock_now_ms();
+
+    op->a->loop.timer_set(op->timer, wait < left ? wait : left > 0 ? left : 0);
 }
 
 static void sync_done(dlock__around *r, void *arg)

@@ -152,6 +152,9 @@ redisReply *dlock__async_reply_dup(const redisReply *r);
 /* ---- async.c ---- */
 /* The call's one callback, then the call is freed. */
 void dlock__aop_complete(dlock_async_op *op, dlock_err rc, dlock_lock *lock);
+/* The blocking client's backoff before the next attempt, on op's timer
+ * (never past its deadline). */
+void dlock__aop_back_off(dlock_async_op *op, unsigned attempt);
 
 /* ---- async_queue.c ---- */
 /* Whether an acquire waits in the nodes' queues: wake on release and time

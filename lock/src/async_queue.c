@@ -120,12 +120,8 @@ static void give_up(dlock__aqueue *aq, dlock_err rc)
 
 static void back_off(dlock__aqueue *aq)
 {
-    dlock_async_op *op = aq->op;
-    int64_t wait = dlock__backoff_ms(op->a->c, op->attempt);
-    int64_t left = op->deadline_ms - dlock_now_ms();
-
     aq->state = AQ_BACKOFF;
-    op->a->loop.timer_set(op->timer, wait < left ? wait : left > 0 ? left : 0);
+    dlock__aop_back_off(aq->op, aq->op->attempt);
 }
 
 static void wait_handoff(dlock__aqueue *aq, int64_t pttl)

@@ -181,13 +181,9 @@ static void give_up(dlock__arqueue *aq, dlock_err rc)
 
 static void back_off(dlock__arqueue *aq, int check_deadline)
 {
-    dlock_async_op *op = aq->op;
-    int64_t wait = dlock__backoff_ms(op->a->c, op->attempt);
-    int64_t left = op->deadline_ms - dlock_now_ms();
-
     aq->state = RQ_BACKOFF;
     aq->check_deadline = check_deadline;
-    op->a->loop.timer_set(op->timer, wait < left ? wait : left > 0 ? left : 0);
+    dlock__aop_back_off(aq->op, aq->op->attempt);
 }
 
 /* The wait ended (its end, a recheck, a yield, nowhere to listen). */
