@@ -425,7 +425,7 @@ void dlock__conn_start(dlock_client *c, dlock__node *node, dlock__result *r);
 /* What a new connection of node starts from (both clients): CONNECTING
  * now, nothing pending or owed, no script known to the server. */
 void dlock__conn_fresh(dlock__node *node);
-/* Caps how many elements a reply on ctx may announce (conn.c says why);
+/* Caps how many elements a reply on ctx may announce (reader.c says why);
  * every connection libdlock opens gets it. */
 void dlock__reader_bound(redisContext *ctx);
 int dlock__conn_finish(dlock_client *c, dlock__node *node, dlock__result *r);

@@ -423,7 +423,7 @@ static void *liar_run(void *arg)
 }
 
 /* hiredis reserves what a reply's "*<count>" claims before the elements
- * arrive; libdlock caps the count (conn.c), so the lie is refused at once
+ * arrive; libdlock caps the count (reader.c), so the lie is refused at once
  * as a broken stream instead of reserving 800 MB and waiting out the
  * command timeout. The two honest masters still grant the lock. */
 Test(lock_sick, one_of_three_announces_a_huge_reply, .timeout = 60)
