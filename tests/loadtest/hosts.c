@@ -90,7 +90,10 @@ Test(loadtest_hosts, three_partitions_then_no_oversell, .timeout = 240)
 {
     unsigned n1010 = 0, n500 = 0;
     char check[16], why[512];
-    const char *argv[] = {hosts, "--no-setup", "--bin-dir", bin_dir, "--phase-s", "2", NULL};
+    /* 3 s cuts: the first ~0.3 s of a master's cut (command timeout, breaker)
+     * weighs less in the rate than in 2 s ones, where one run in seven fell
+     * below the fifth the check asks for while the sale went on. */
+    const char *argv[] = {hosts, "--no-setup", "--bin-dir", bin_dir, "--phase-s", "3", NULL};
     int st = run_command(argv, 200000, &out);
     if (st == 2 && strstr(out, UNAVAILABLE) != NULL)
         cr_skip_test("%s", strstr(out, UNAVAILABLE));
