@@ -236,11 +236,16 @@ int dlock__acquire_check(dlock_client *c, const char *resource, uint32_t ttl_ms,
     return -1;
 }
 
-void dlock__acquire_count_attempt(dlock_client *c, unsigned attempt, dlock_err rc)
+void dlock__count_try(dlock_client *c, unsigned attempt)
 {
     c->stats.attempts++;
     if (attempt > 0)
         c->stats.retries++;
+}
+
+void dlock__acquire_count_attempt(dlock_client *c, unsigned attempt, dlock_err rc)
+{
+    dlock__count_try(c, attempt);
     if (rc == DLOCK_OK)
         c->stats.acquires++;
     else if (rc == DLOCK_ERR_TAKEN)

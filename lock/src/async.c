@@ -151,19 +151,29 @@ static void acquire_finish(dlock_async_op *op, dlock_err rc, dlock_lock *lock)
     if (op->cancelled) {
         if (rc == DLOCK_OK)
             hand_on_grant(op, lock);
-        dlock__errf(op->detail, "acquire \"%s\": cancelled", op->resource);
-        op_complete(op, DLOCK_ERR_CANCELLED, NULL);
+        dlock__aop_end_acquire(op, rc, NULL);
         return;
     }
     now = dlock_now_ms();
     if (rc == DLOCK_OK || !dlock__should_retry(c, rc) || now >= op->deadline_ms) {
-        dlock__acquire_count_call(c, rc);
-        op_complete(op, rc, lock);
+        dlock__aop_end_acquire(op, rc, lock);
         return;
     }
     /* Between attempts: the blocking client's backoff, on a loop timer. */
     dlock__aop_back_off(op, op->attempt);
     op->attempt++;
+}
+
+void dlock__aop_end_acquire(dlock_async_op *op, dlock_err rc, dlock_lock *lock)
+{
+    if (op->cancelled) {
+        dlock_lock_free(lock);
+        dlock__errf(op->detail, "acquire \"%s\": cancelled", op->resource);
+        op_complete(op, DLOCK_ERR_CANCELLED, NULL);
+        return;
+    }
+    dlock__acquire_count_call(op->a->c, rc);
+    op_complete(op, rc, lock);
 }
 
 void dlock__aop_back_off(dlock_async_op *op, unsigned attempt)
@@ -400,8 +410,8 @@ int dlock_async_cancel(dlock_async *a, dlock_async_op *op)
     /* Before its first round or between attempts: nothing of ours is on
      * any node (the failed attempt's undo went out already). */
     a->loop.timer_stop(op->timer);
-    dlock__errf(op->detail, "acquire \"%s\": cancelled", op->resource);
-    op_complete(op, DLOCK_ERR_CANCELLED, NULL);
+    op->cancelled = 1;
+    dlock__aop_end_acquire(op, DLOCK_ERR_CANCELLED, NULL);
     return 1;
 }
 

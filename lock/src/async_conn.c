@@ -314,6 +314,37 @@ int dlock__async_attach(dlock_async *a, redisAsyncContext *const *live, redisAsy
     return 0;
 }
 
+int dlock__async_open(dlock_async *a, const dlock__addr *addr, redisAsyncContext *const *live,
+                      redisAsyncContext **out, char *detail)
+{
+    dlock_client *c = a->c;
+    redisAsyncContext *ac = addr->is_unix ? redisAsyncConnectUnix(addr->host)
+                                          : redisAsyncConnect(addr->host, addr->port);
+
+    if (ac == NULL || ac->err != 0) {
+        dlock__detailf(detail, "connect: %s", ac != NULL ? ac->errstr : "out of memory");
+        if (ac != NULL)
+            redisAsyncFree(ac);
+        return -1;
+    }
+    dlock__reader_bound(&ac->c);
+    if (dlock__async_attach(a, live, ac) != 0) {
+        redisAsyncFree(ac);
+        dlock__detailf(detail, "out of memory watching the connection");
+        return -2;
+    }
+    /* TLS as on the blocking client's connections (tls.c): started at
+     * once, the handshake driven by hiredis's own reads and writes after
+     * the TCP connect; a stall costs the round's command timeout. */
+    if (addr->tls && c->tls != NULL &&
+        dlock__tls_start(c->tls, &ac->c, addr->host, NULL, detail) != 0) {
+        redisAsyncFree(ac);
+        return -1;
+    }
+    *out = ac;
+    return 0;
+}
+
 /* Starts the connect of node i and queues AUTH and INFO (the handshake
  * commands go first; a command waits for AUTH's answer, as in rounds.c). */
 static int connect_node(dlock_async *a, size_t i, char *detail)
@@ -330,28 +361,13 @@ static int connect_node(dlock_async *a, size_t i, char *detail)
         dlock__detailf(detail, "%s", node->same_detail);
         return -1;
     }
-    ac = node->addr.is_unix ? redisAsyncConnectUnix(node->addr.host)
-                            : redisAsyncConnect(node->addr.host, node->addr.port);
-    if (ac == NULL || ac->err != 0) {
-        dlock__detailf(detail, "connect: %s", ac != NULL ? ac->errstr : "out of memory");
-        if (ac != NULL)
-            redisAsyncFree(ac);
+    switch (dlock__async_open(a, &node->addr, &an->ac, &ac, detail)) {
+    case 0:
+        break;
+    case -1:
         dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, detail);
         return -1;
-    }
-    dlock__reader_bound(&ac->c);
-    if (dlock__async_attach(a, &an->ac, ac) != 0) {
-        redisAsyncFree(ac);
-        dlock__detailf(detail, "out of memory watching the connection");
-        return -1;
-    }
-    /* TLS as on the blocking client's connections (tls.c): started at
-     * once, the handshake driven by hiredis's own reads and writes after
-     * the TCP connect; a stall costs the round's command timeout. */
-    if (node->addr.tls && c->tls != NULL && dlock__tls_start(c->tls, &ac->c, node->addr.host,
-                                                             NULL, detail) != 0) {
-        redisAsyncFree(ac);
-        dlock__breaker_trip(c, node, DLOCK_ERR_UNREACHABLE, detail);
+    default:
         return -1;
     }
     ac->data = an;

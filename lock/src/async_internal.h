@@ -134,6 +134,12 @@ int dlock__anode_send(dlock_async *a, size_t i, dlock__ticket *t, int argc, cons
 /* Watches ac's socket on the loop for hiredis; *live is where its owner
  * keeps its live context (a closed one is read no more). -1: no memory. */
 int dlock__async_attach(dlock_async *a, redisAsyncContext *const *live, redisAsyncContext *ac);
+/* An async context to addr, watched on the loop (live: as for
+ * dlock__async_attach), TLS started when addr speaks it, its replies
+ * capped (reader.c). 0 with *out set; -1 the connect or TLS failed, -2 out
+ * of memory; why in detail. */
+int dlock__async_open(dlock_async *a, const dlock__addr *addr, redisAsyncContext *const *live,
+                      redisAsyncContext **out, char *detail);
 /* A context closed by a rule: freed when hiredis has returned (its pending
  * callbacks then run with NULL). */
 void dlock__async_bury(dlock_async *a, redisAsyncContext *ac);
@@ -152,6 +158,10 @@ redisReply *dlock__async_reply_dup(const redisReply *r);
 /* ---- async.c ---- */
 /* The call's one callback, then the call is freed. */
 void dlock__aop_complete(dlock_async_op *op, dlock_err rc, dlock_lock *lock);
+/* An acquire's end with rc: counted and called back, or, cancelled,
+ * called back with DLOCK_ERR_CANCELLED and lock freed (its driver has
+ * handed on any key it got). */
+void dlock__aop_end_acquire(dlock_async_op *op, dlock_err rc, dlock_lock *lock);
 /* The blocking client's backoff before the next attempt, on op's timer
  * (never past its deadline). */
 void dlock__aop_back_off(dlock_async_op *op, unsigned attempt);

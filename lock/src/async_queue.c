@@ -70,18 +70,11 @@ static void finish(dlock__aqueue *aq, dlock_err rc, dlock_lock *lock)
 {
     dlock_async_op *op = aq->op;
 
-    if (op->cancelled) {
-        if (rc == DLOCK_OK) {
-            aq->q.pass_on = 1;
-            pass_if_asked(aq);
-            dlock_lock_free(lock);
-        }
-        dlock__errf(op->detail, "acquire \"%s\": cancelled", op->resource);
-        dlock__aop_complete(op, DLOCK_ERR_CANCELLED, NULL);
-        return;
+    if (op->cancelled && rc == DLOCK_OK) {
+        aq->q.pass_on = 1;
+        pass_if_asked(aq);
     }
-    dlock__acquire_count_call(op->a->c, rc);
-    dlock__aop_complete(op, rc, lock);
+    dlock__aop_end_acquire(op, rc, lock);
 }
 
 static void on_left(dlock__around *r, void *arg)
@@ -182,9 +175,7 @@ static void enter(dlock__aqueue *aq)
     dlock_async_op *op = aq->op;
     dlock_client *c = op->a->c;
 
-    c->stats.attempts++;
-    if (op->attempt > 0)
-        c->stats.retries++;
+    dlock__count_try(c, op->attempt);
     dlock__queue_entering(&aq->q, op->attempt);
     aq->state = AQ_ENTER;
     aq->t0 = dlock_now_ms();

@@ -75,18 +75,10 @@ static void finish(dlock__arqueue *aq, dlock_err rc, dlock_lock *lock)
 {
     dlock_async_op *op = aq->op;
 
-    if (op->cancelled) {
-        if (rc == DLOCK_OK) {
-            /* Granted while cancelling: handed on at once, never left. */
-            dlock__rq_pass_on(&aq->q, dlock__all_nodes(op->a->c));
-            dlock_lock_free(lock);
-        }
-        dlock__errf(op->detail, "acquire \"%s\": cancelled", op->resource);
-        dlock__aop_complete(op, DLOCK_ERR_CANCELLED, NULL);
-        return;
-    }
-    dlock__acquire_count_call(op->a->c, rc);
-    dlock__aop_complete(op, rc, lock);
+    /* Granted while cancelling: handed on at once, never left. */
+    if (op->cancelled && rc == DLOCK_OK)
+        dlock__rq_pass_on(&aq->q, dlock__all_nodes(op->a->c));
+    dlock__aop_end_acquire(op, rc, lock);
 }
 
 /* ---- the grant: its fence sync round between the two steps ---- */
@@ -304,9 +296,7 @@ static void enter(dlock__arqueue *aq)
     dlock_async_op *op = aq->op;
     dlock_client *c = op->a->c;
 
-    c->stats.attempts++;
-    if (op->attempt > 0)
-        c->stats.retries++;
+    dlock__count_try(c, op->attempt);
     dlock__rq_entering(&aq->q, op->attempt);
     aq->started = 1;
     aq->state = RQ_ENTER;

@@ -149,26 +149,13 @@ static int waker_connect(dlock__awaker *w)
 {
     dlock_async *a = w->a;
     dlock_client *c = a->c;
-    const dlock__node *node = &c->nodes[w->node];
     const char *argv[3];
     char why[DLOCK__DETAIL_LEN];
     redisAsyncContext *ac;
     int argc;
 
-    ac = node->addr.is_unix ? redisAsyncConnectUnix(node->addr.host)
-                            : redisAsyncConnect(node->addr.host, node->addr.port);
-    if (ac == NULL || ac->err != 0) {
-        if (ac != NULL)
-            redisAsyncFree(ac);
+    if (dlock__async_open(a, &c->nodes[w->node].addr, &w->ac, &ac, why) != 0)
         return -1;
-    }
-    dlock__reader_bound(&ac->c);
-    if (dlock__async_attach(a, &w->ac, ac) != 0 ||
-        (node->addr.tls && c->tls != NULL &&
-         dlock__tls_start(c->tls, &ac->c, node->addr.host, NULL, why) != 0)) {
-        redisAsyncFree(ac);
-        return -1;
-    }
     ac->data = w;
     w->ac = ac;
     redisAsyncSetConnectCallback(ac, on_connect);

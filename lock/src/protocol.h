@@ -295,6 +295,8 @@ void dlock__extend_done(dlock__extension *x);
 /* dlock_acquire's argument checks: 0, or -1 with why in c->errstr. */
 int dlock__acquire_check(dlock_client *c, const char *resource, uint32_t ttl_ms,
                          int64_t deadline_ms);
+/* Counts one attempt of a call (attempts; retries after the first). */
+void dlock__count_try(dlock_client *c, unsigned attempt);
 /* Counts one attempt's outcome (attempts, retries, acquires, taken). */
 void dlock__acquire_count_attempt(dlock_client *c, unsigned attempt, dlock_err rc);
 /* Counts a failed call that found the service unavailable. */

@@ -300,9 +300,7 @@ dlock_err dlock__acquire_queued(dlock_client *c, const char *resource, uint32_t 
     for (;;) {
         int64_t pttl = 0, now;
 
-        c->stats.attempts++;
-        if (attempt > 0)
-            c->stats.retries++;
+        dlock__count_try(c, attempt);
         dlock__queue_entering(&q, attempt);
         rc = script(c, &q, DLOCK__SCRIPT_ENTER, &pttl, DLOCK_OK, out);
         if (rc == DLOCK_OK || rc == DLOCK_ERR_NOMEM)

@@ -615,9 +615,7 @@ static dlock_err acquire_rqueued(dlock__rqueue *q, dlock__waker **wp, dlock_clie
         uint32_t mask;
         dlock_err got;
 
-        c->stats.attempts++;
-        if (attempt > 0)
-            c->stats.retries++;
+        dlock__count_try(c, attempt);
         dlock__rq_entering(q, attempt);
         rc = round_of(q, DLOCK__SCRIPT_ENTER, 0, &pttl);
         if (try_grant(q, &got, out))
