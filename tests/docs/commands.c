@@ -162,7 +162,7 @@ Test(docs_commands, demo_chaos, .timeout = 200)
 Test(docs_commands, demo_hosts, .timeout = 240)
 {
     char line[512];
-    const char *argv[] = {"scripts/demo", "--no-setup", "--bin-dir", docs_bin(), "--hosts", "--phase-s", "2", NULL};
+    const char *argv[] = {"scripts/demo", "--no-setup", "--bin-dir", docs_bin(), "--hosts", "--phase-s", "3", NULL};
     int st = docs_run(argv, 220, &out);
     if (st == 2 && strstr(out, HOSTS_UNAVAILABLE) != NULL)
         cr_skip_test("./scripts/demo --hosts not run: %s", strstr(out, HOSTS_UNAVAILABLE));
