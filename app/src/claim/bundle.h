@@ -40,7 +40,7 @@ typedef enum bundle_lock_kind {
 /* A bundle claim in flight: the claim queue's job (first member: the queue
  * hands it back as a claim_job) and the bundle's input and output. */
 typedef struct bundle_job {
-    claim_job base;                 /* coupon_id unused; user_id, deadline_us, done, ctx as a claim's */
+    claim_job base;                 /* coupon_id: ids[0], its lane; user_id, deadline_us, done, ctx as a claim's */
     size_t n;                       /* coupons listed */
     int64_t ids[BUNDLE_MAX];        /* in the request's order */
     int64_t record_ids[BUNDLE_MAX]; /* on CLAIM_OK, one per id */

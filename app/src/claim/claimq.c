@@ -1,260 +1,289 @@
-/* claimq.c - the claim queue (claimq.h): a ring of waiting jobs under one
- * mutex, and the claim workers that take them in arrival order. */
+/* claimq.c - the claim queue (claimq.h): one lane per coupon, the lanes
+ * of a shard under one mutex, and the claim workers that lead them. */
 #include "claim/claimq.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "claim/batch.h"
 #include "common.h"
-#include "core/lockstate.h"
 #include "core/metrics.h"
+
+/* Lanes of one shard found by coupon; a handful of coupons per shard is
+ * the usual sale, so 64 chains stay short. */
+#define LANE_BUCKETS 64
+
+/* One coupon's waiting claims. It exists while claims wait in it or a
+ * worker leads it; then it goes back to its shard's spares. */
+typedef struct lane {
+    int64_t coupon_id;
+    job_fifo jobs;
+    int led;                 /* a worker runs a batch of it now */
+    int ready;               /* in the shard's ready list */
+    struct lane *next_ready;
+    struct lane *next;       /* its bucket's chain, or the spares */
+} lane;
+
+/* Lanes and the workers that lead them. Pinned (one worker per shard), a
+ * coupon always meets the same worker; a shard of several workers hands a
+ * ready lane to whichever is free, one leader per lane all the same. */
+typedef struct shard {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* a lane became ready, or the queue is stopping */
+    lane *bucket[LANE_BUCKETS];
+    lane *ready_head;        /* lanes with claims and no leader, in the order they became so */
+    lane *ready_tail;
+    lane *spare;             /* retired lanes, reused before any malloc */
+    int stopping;
+} shard;
+
+typedef struct claim_worker {
+    pthread_t th;
+    struct claimq *q;
+    shard *sh;
+    lane_batch lb;           /* the batch it leads now */
+} claim_worker;
 
 struct claimq {
     const app_config *cfg;
     const strategy *strat;
     worker_pool *pool;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;    /* a job was queued, or the queue is stopping */
-    claim_job **ring;     /* capacity entries; the waiting jobs are [head, head + n) mod capacity */
+    shard *shards;
+    size_t n_shards;
+    size_t shards_ready;     /* whose mutex and cv were made (to destroy) */
+    atomic_size_t waiting;   /* jobs in every lane, against capacity */
     size_t capacity;
-    size_t head;
-    size_t n;
-    int stopping;         /* under mu: refuse new jobs, workers leave */
-    int stopped;          /* claimq_stop has joined the workers */
-    pthread_t *threads;
-    size_t n_threads;     /* started (and so to join) */
+    claim_worker *workers;
+    size_t n_workers;        /* started (and so to join) */
+    int stopped;             /* claimq_stop has joined the workers */
 };
 
-/* The job's answer once its deadline passed while it waited, without a
- * round trip to Redis or the store. It is its own 1005 row (queue_timeout)
- * and the lock error "timeout" (outcome.h: "or queued past it"). Or 1006,
- * when the lock service had no quorum as its wait ended (core/lockstate.h). */
-static void expire(claim_job *job, const app_config *cfg, int64_t now_us)
+/* Fibonacci hashing spreads consecutive coupon ids. */
+static uint64_t coupon_hash(int64_t coupon_id)
 {
-    lock_error_kind kind;
-    dlock_err seen = lockstate_last();
-
-    metrics_lock_wait_us(now_us - (job->deadline_us - (int64_t)cfg->lock_wait_ms * 1000));
-    job->result = claim_from_wait(CLAIM_QUEUE_TIMEOUT, seen, &kind);
-    metrics_lock_error(kind);
-    if (job->result == CLAIM_QUEUE_TIMEOUT)
-        snprintf(job->out.detail, sizeof job->out.detail, "its whole wait passed in the claim queue");
-    else
-        snprintf(job->out.detail, sizeof job->out.detail,
-                 "its whole wait passed in the claim queue while the lock service failed: %s", dlock_strerror(seen));
+    return (uint64_t)coupon_id * UINT64_C(0x9E3779B97F4A7C15);
 }
 
-/* The queue of the claim worker running on this thread (NULL elsewhere),
- * for claimq_take_coupon. */
-static _Thread_local claimq *this_workers_queue;
-
-/* Which waiting job a take wants: the caller's rule, asked under the queue
- * mutex for each waiting single claim in arrival order (it must not block). */
-typedef int (*take_fn)(const claim_job *job, void *arg);
-
-/* Takes out of this worker's queue, in arrival order, up to max waiting
- * single claims that want() accepts: the late ones are answered 1005 here,
- * the others returned in out with their out zeroed and the claim-queue
- * stage counted (claimq.h). */
-static size_t take_matching(take_fn want, void *arg, claim_job **out, size_t max)
+static shard *shard_of(claimq *q, int64_t coupon_id)
 {
-    claimq *q = this_workers_queue;
-    claim_job *late[CLAIMQ_TAKE_MAX];
-    size_t taken = 0, kept = 0, n_late = 0;
-
-    if (q == NULL || max == 0)
-        return 0;
-    int64_t now = cm_now_us();
-    pthread_mutex_lock(&q->mu);
-    /* One pass in arrival order: the jobs taken leave the ring, the others
-     * close up in place (kept <= i, so no entry is read after it is overwritten). */
-    for (size_t i = 0; i < q->n; i++) {
-        claim_job *job = q->ring[(q->head + i) % q->capacity];
-        if (job->run == NULL && taken + n_late < max && n_late < CLAIMQ_TAKE_MAX && want(job, arg)) {
-            if (now >= job->deadline_us)
-                late[n_late++] = job;
-            else
-                out[taken++] = job;
-        } else {
-            q->ring[(q->head + kept++) % q->capacity] = job;
-        }
-    }
-    q->n = kept;
-    metrics_claims_waiting(q->n);
-    pthread_mutex_unlock(&q->mu);
-    /* Outside the mutex, as claimq_stop does: done may take the HTTP server's locks. */
-    for (size_t i = 0; i < n_late; i++) {
-        memset(&late[i]->out, 0, sizeof late[i]->out);
-        if (late[i]->queued_us > 0)
-            metrics_stage_us(STAGE_CLAIM_QUEUE, now - late[i]->queued_us);
-        expire(late[i], q->cfg, now);
-        late[i]->done(late[i]);
-    }
-    for (size_t i = 0; i < taken; i++) {
-        memset(&out[i]->out, 0, sizeof out[i]->out);
-        if (out[i]->queued_us > 0)
-            metrics_stage_us(STAGE_CLAIM_QUEUE, now - out[i]->queued_us);
-    }
-    return taken;
+    return &q->shards[(coupon_hash(coupon_id) >> 32) % q->n_shards];
 }
 
-static int of_coupon(const claim_job *job, void *arg)
+static lane **bucket_of(shard *sh, int64_t coupon_id)
 {
-    return job->coupon_id == *(const int64_t *)arg;
+    return &sh->bucket[coupon_hash(coupon_id) >> 58];
 }
 
-size_t claimq_take_coupon(int64_t coupon_id, claim_job **out, size_t max)
+/* Under sh->mu: coupon_id's lane, made if absent; NULL when out of memory. */
+static lane *lane_get(shard *sh, int64_t coupon_id)
 {
-    return take_matching(of_coupon, &coupon_id, out, max);
+    lane **b = bucket_of(sh, coupon_id);
+
+    for (lane *l = *b; l != NULL; l = l->next)
+        if (l->coupon_id == coupon_id)
+            return l;
+    lane *l = sh->spare;
+    if (l != NULL)
+        sh->spare = l->next;
+    else if ((l = malloc(sizeof *l)) == NULL)
+        return NULL;
+    memset(l, 0, sizeof *l);
+    l->coupon_id = coupon_id;
+    l->next = *b;
+    *b = l;
+    return l;
 }
 
-/* claimq_take_spread's choice, made once per coupon id met. */
-typedef struct spread_pick {
-    int64_t except;
-    claimq_want_fn want;
-    void *want_arg;
-    size_t per_coupon;
-    int64_t coupons[CLAIMQ_SPREAD_MAX];  /* met, accepted or not */
-    int accepted[CLAIMQ_SPREAD_MAX];
-    size_t taken[CLAIMQ_SPREAD_MAX];     /* jobs of that coupon taken so far */
-    size_t n;
-    size_t n_accepted;
-    size_t max_coupons;
-} spread_pick;
-
-static int of_spread(const claim_job *job, void *arg)
+/* Under sh->mu: an empty, unled lane leaves its bucket for the spares. */
+static void lane_retire(shard *sh, lane *l)
 {
-    spread_pick *p = arg;
-    size_t i;
-
-    /* A job a batch found taken goes the single path (claim_job.spread_refused). */
-    if (job->coupon_id == p->except || job->spread_refused)
-        return 0;
-    for (i = 0; i < p->n; i++)
-        if (p->coupons[i] == job->coupon_id)
-            break;
-    if (i == p->n) {
-        /* A coupon met for the first time: asked once, while room is left. */
-        if (p->n == CLAIMQ_SPREAD_MAX || p->n_accepted == p->max_coupons)
-            return 0;
-        p->coupons[i] = job->coupon_id;
-        p->taken[i] = 0;
-        p->accepted[i] = p->want(job->coupon_id, p->want_arg);
-        p->n_accepted += (size_t)p->accepted[i];
-        p->n++;
-    }
-    if (!p->accepted[i] || p->taken[i] == p->per_coupon)
-        return 0;
-    p->taken[i]++;
-    return 1;
-}
-
-size_t claimq_take_spread(int64_t except, claimq_want_fn want, void *want_arg, size_t max_coupons,
-                          size_t per_coupon, claim_job **out, size_t max)
-{
-    spread_pick p = {.except = except, .want = want, .want_arg = want_arg,
-                     .per_coupon = per_coupon, .max_coupons = max_coupons};
-
-    return take_matching(of_spread, &p, out, max);
-}
-
-void claimq_give_back(claim_job **jobs, size_t n)
-{
-    claimq *q = this_workers_queue;
-    claim_job *refused[CLAIMQ_TAKE_MAX];
-    size_t n_refused = 0;
-    int stopping = 0;
-
-    if (q == NULL || n == 0)
-        return;
-    int64_t now = cm_now_us();
-
-    pthread_mutex_lock(&q->mu);
-    stopping = q->stopping;
-    /* At the head, in their order: they are the oldest claims waiting. */
-    for (size_t i = n; i-- > 0;) {
-        jobs[i]->spread_refused = 1;
-        /* Its claim-queue stage was counted when it was taken: the second
-         * stint counts from now. */
-        jobs[i]->queued_us = now;
-        if (stopping || q->n == q->capacity) {
-            if (n_refused < CLAIMQ_TAKE_MAX)
-                refused[n_refused++] = jobs[i];
+    for (lane **p = bucket_of(sh, l->coupon_id); *p != NULL; p = &(*p)->next) {
+        if (*p != l)
             continue;
-        }
-        q->head = (q->head + q->capacity - 1) % q->capacity;
-        q->ring[q->head] = jobs[i];
-        q->n++;
-    }
-    metrics_claims_waiting(q->n);
-    pthread_cond_broadcast(&q->cv);
-    pthread_mutex_unlock(&q->mu);
-    /* No room (new claims filled it meanwhile) or stopping: answered as a
-     * queued claim would be then, outside the mutex (done may take the
-     * HTTP server's locks). */
-    for (size_t i = 0; i < n_refused; i++) {
-        claim_job *job = refused[i];
-        if (stopping) {
-            snprintf(job->out.detail, sizeof job->out.detail, "server stopping");
-            job->result = CLAIM_STOPPING;
-        } else {
-            expire(job, q->cfg, cm_now_us());
-            snprintf(job->out.detail, sizeof job->out.detail,
-                     "its coupon's lock was held elsewhere and the claim queue was full");
-        }
-        job->done(job);
+        *p = l->next;
+        l->next = sh->spare;
+        sh->spare = l;
+        return;
     }
 }
 
-static void run(claimq *q, worker *w, claim_job *job)
+static void ready_push(shard *sh, lane *l)
 {
-    int64_t now = cm_now_us();
+    l->ready = 1;
+    l->next_ready = NULL;
+    if (sh->ready_tail != NULL)
+        sh->ready_tail->next_ready = l;
+    else
+        sh->ready_head = l;
+    sh->ready_tail = l;
+    pthread_cond_signal(&sh->cv);
+}
 
-    memset(&job->out, 0, sizeof job->out);
-    if (job->queued_us > 0)
-        metrics_stage_us(STAGE_CLAIM_QUEUE, now - job->queued_us);
-    if (job->run != NULL) {
-        job->run(job, w, q->cfg);
-        return;
-    }
-    /* Strategies without a lock have no wait to bound: their claim is one
-     * store transaction, run whatever the queue cost. */
-    if (q->strat->uses_lock && now >= job->deadline_us) {
-        expire(job, q->cfg, now);
-        return;
-    }
-    job->result = q->strat->claim(q->strat, w, q->cfg, job->coupon_id, job->user_id, job->deadline_us, &job->out);
+static lane *ready_pop(shard *sh)
+{
+    lane *l = sh->ready_head;
+
+    sh->ready_head = l->next_ready;
+    if (sh->ready_head == NULL)
+        sh->ready_tail = NULL;
+    l->ready = 0;
+    l->next_ready = NULL;
+    return l;
+}
+
+static void waiting_sub(claimq *q, size_t n)
+{
+    size_t before = atomic_fetch_sub(&q->waiting, n);
+    metrics_claims_waiting(before - n);
 }
 
 static void *worker_main(void *arg)
 {
-    claimq *q = arg;
-    /* The slot is this thread's until it leaves: its lock client's stats
-     * and its SQLite connection are never shared (workers.h). */
+    claim_worker *cw = arg;
+    claimq *q = cw->q;
+    shard *sh = cw->sh;
+    lane_batch *lb = &cw->lb;
+    /* The slot is this thread's until it leaves: its lock client (and the
+     * locks it keeps) and its store connection are never shared (workers.h). */
     worker *w = pool_checkout(q->pool);
-
-    this_workers_queue = q;
+    /* Lock-free strategies have no wait to bound: their claims run
+     * whatever the queue cost. */
+    int expire_late = q->strat->uses_lock;
 
     for (;;) {
-        pthread_mutex_lock(&q->mu);
-        while (q->n == 0 && !q->stopping)
-            pthread_cond_wait(&q->cv, &q->mu);
-        if (q->n == 0) { /* stopping, and nothing left to take */
-            pthread_mutex_unlock(&q->mu);
+        pthread_mutex_lock(&sh->mu);
+        while (sh->ready_head == NULL && !sh->stopping)
+            pthread_cond_wait(&sh->cv, &sh->mu);
+        if (sh->ready_head == NULL) { /* stopping, and nothing left to lead */
+            pthread_mutex_unlock(&sh->mu);
             break;
         }
-        claim_job *job = q->ring[q->head];
-        q->head = (q->head + 1) % q->capacity;
-        q->n--;
-        metrics_claims_waiting(q->n);
-        pthread_mutex_unlock(&q->mu);
-        run(q, w, job);
-        job->done(job); /* the last touch: the owner may free the job from here on */
+        lane *l = ready_pop(sh);
+        l->led = 1;
+        size_t moved = batch_gather(lb, &l->jobs, l->coupon_id, (size_t)q->cfg->lock_batch, expire_late,
+                                    cm_now_us());
+        pthread_mutex_unlock(&sh->mu);
+        waiting_sub(q, moved);
+        batch_run(lb, q->strat, w, q->cfg);
+        pthread_mutex_lock(&sh->mu);
+        l->led = 0;
+        /* To the back of the ready list: the coupons of a worker take turns. */
+        if (l->jobs.n > 0)
+            ready_push(sh, l);
+        else
+            lane_retire(sh, l);
+        pthread_mutex_unlock(&sh->mu);
     }
     pool_return(q->pool, w);
     return NULL;
+}
+
+claimq_submit_result claimq_submit(claimq *q, claim_job *job)
+{
+    shard *sh = shard_of(q, job->coupon_id);
+    claimq_submit_result r = CLAIMQ_QUEUED;
+
+    /* Counted before it is visible, so the gauge never goes below zero. */
+    size_t before = atomic_fetch_add(&q->waiting, 1);
+    if (before >= q->capacity) {
+        atomic_fetch_sub(&q->waiting, 1);
+        return CLAIMQ_FULL;
+    }
+    pthread_mutex_lock(&sh->mu);
+    lane *l = sh->stopping ? NULL : lane_get(sh, job->coupon_id);
+    if (l == NULL) {
+        r = sh->stopping ? CLAIMQ_STOPPING : CLAIMQ_FULL;
+    } else {
+        job->behind_leader = l->led;
+        job_fifo_push(&l->jobs, job);
+        if (!l->led && !l->ready)
+            ready_push(sh, l);
+    }
+    pthread_mutex_unlock(&sh->mu);
+    if (r != CLAIMQ_QUEUED)
+        atomic_fetch_sub(&q->waiting, 1);
+    else
+        metrics_claims_waiting(before + 1);
+    return r;
+}
+
+/* Under sh->mu: every waiting job of the shard onto *out (linked through
+ * next), the lanes emptied; the led ones retire when their batch ends. */
+static void shard_drain(shard *sh, job_fifo *out)
+{
+    while (sh->ready_head != NULL)
+        (void)ready_pop(sh);
+    for (size_t i = 0; i < LANE_BUCKETS; i++) {
+        for (lane *l = sh->bucket[i], *next; l != NULL; l = next) {
+            next = l->next;
+            for (claim_job *job = l->jobs.head, *nj; job != NULL; job = nj) {
+                nj = job->next;
+                job_fifo_push(out, job);
+            }
+            l->jobs = (job_fifo){0};
+            if (!l->led)
+                lane_retire(sh, l);
+        }
+    }
+}
+
+void claimq_stop(claimq *q)
+{
+    job_fifo left = {0};
+
+    if (q == NULL || q->stopped)
+        return;
+    for (size_t s = 0; s < q->shards_ready; s++) {
+        shard *sh = &q->shards[s];
+        pthread_mutex_lock(&sh->mu);
+        sh->stopping = 1;
+        shard_drain(sh, &left);
+        pthread_cond_broadcast(&sh->cv);
+        pthread_mutex_unlock(&sh->mu);
+    }
+    if (left.n > 0)
+        waiting_sub(q, left.n);
+    /* Answered outside every mutex: done may take the HTTP server's locks. */
+    for (claim_job *job = left.head, *next; job != NULL; job = next) {
+        next = job->next;
+        batch_answer_stopping(job);
+    }
+    /* The running batches finish first: a claim is never cut off between
+     * its lock and its write. */
+    for (size_t i = 0; i < q->n_workers; i++)
+        pthread_join(q->workers[i].th, NULL);
+    q->stopped = 1;
+}
+
+static void shard_free(shard *sh)
+{
+    for (size_t i = 0; i < LANE_BUCKETS; i++) {
+        for (lane *l = sh->bucket[i], *next; l != NULL; l = next) {
+            next = l->next;
+            free(l);
+        }
+    }
+    for (lane *l = sh->spare, *next; l != NULL; l = next) {
+        next = l->next;
+        free(l);
+    }
+    pthread_cond_destroy(&sh->cv);
+    pthread_mutex_destroy(&sh->mu);
+}
+
+void claimq_free(claimq *q)
+{
+    if (q == NULL)
+        return;
+    claimq_stop(q);
+    for (size_t s = 0; s < q->shards_ready; s++)
+        shard_free(&q->shards[s]);
+    free(q->shards);
+    free(q->workers);
+    free(q);
 }
 
 int claimq_start(const app_config *cfg, const strategy *strat, worker_pool *pool, size_t n_workers,
@@ -272,94 +301,44 @@ int claimq_start(const app_config *cfg, const strategy *strat, worker_pool *pool
     q->strat = strat;
     q->pool = pool;
     q->capacity = capacity;
-    q->ring = calloc(capacity, sizeof *q->ring);
-    q->threads = calloc(n_workers, sizeof *q->threads);
-    if (q->ring == NULL || q->threads == NULL) {
+    atomic_init(&q->waiting, 0);
+    /* Pinned: a shard per worker, so a coupon's lock stays with one client. */
+    q->n_shards = n_workers;
+    q->shards = calloc(q->n_shards, sizeof *q->shards);
+    q->workers = calloc(n_workers, sizeof *q->workers);
+    if (q->shards == NULL || q->workers == NULL) {
         snprintf(errbuf, errlen, "out of memory");
-        goto fail_alloc;
+        claimq_free(q);
+        return -1;
     }
-    if (pthread_mutex_init(&q->mu, NULL) != 0) {
-        snprintf(errbuf, errlen, "claim queue: cannot create its mutex");
-        goto fail_alloc;
-    }
-    if (pthread_cond_init(&q->cv, NULL) != 0) {
-        snprintf(errbuf, errlen, "claim queue: cannot create its condition variable");
-        pthread_mutex_destroy(&q->mu);
-        goto fail_alloc;
+    for (size_t s = 0; s < q->n_shards; s++) {
+        shard *sh = &q->shards[s];
+        if (pthread_mutex_init(&sh->mu, NULL) != 0) {
+            snprintf(errbuf, errlen, "claim queue: cannot create its mutex");
+            claimq_free(q);
+            return -1;
+        }
+        if (pthread_cond_init(&sh->cv, NULL) != 0) {
+            pthread_mutex_destroy(&sh->mu);
+            snprintf(errbuf, errlen, "claim queue: cannot create its condition variable");
+            claimq_free(q);
+            return -1;
+        }
+        q->shards_ready = s + 1;
     }
     for (size_t i = 0; i < n_workers; i++) {
-        int e = pthread_create(&q->threads[i], NULL, worker_main, q);
+        claim_worker *cw = &q->workers[i];
+        cw->q = q;
+        cw->sh = &q->shards[i % q->n_shards];
+        int e = pthread_create(&cw->th, NULL, worker_main, cw);
         if (e != 0) {
             snprintf(errbuf, errlen, "claim queue: cannot start claim worker %zu of %zu: %s", i + 1, n_workers,
                      strerror(e));
             claimq_free(q); /* joins the ones that started */
             return -1;
         }
-        q->n_threads = i + 1;
+        q->n_workers = i + 1;
     }
     *out = q;
     return 0;
-fail_alloc:
-    free(q->threads);
-    free(q->ring);
-    free(q);
-    return -1;
-}
-
-claimq_submit_result claimq_submit(claimq *q, claim_job *job)
-{
-    claimq_submit_result r = CLAIMQ_QUEUED;
-
-    pthread_mutex_lock(&q->mu);
-    if (q->stopping) {
-        r = CLAIMQ_STOPPING;
-    } else if (q->n == q->capacity) {
-        r = CLAIMQ_FULL;
-    } else {
-        q->ring[(q->head + q->n) % q->capacity] = job;
-        q->n++;
-        metrics_claims_waiting(q->n);
-        pthread_cond_signal(&q->cv);
-    }
-    pthread_mutex_unlock(&q->mu);
-    return r;
-}
-
-void claimq_stop(claimq *q)
-{
-    if (q == NULL || q->stopped)
-        return;
-    pthread_mutex_lock(&q->mu);
-    q->stopping = 1;
-    /* Taken out under the mutex, answered outside it: done may take the
-     * HTTP server's locks, which must never nest inside ours. */
-    size_t n = q->n, head = q->head;
-    q->n = 0;
-    metrics_claims_waiting(0);
-    pthread_cond_broadcast(&q->cv);
-    pthread_mutex_unlock(&q->mu);
-    for (size_t i = 0; i < n; i++) {
-        claim_job *job = q->ring[(head + i) % q->capacity];
-        memset(&job->out, 0, sizeof job->out);
-        snprintf(job->out.detail, sizeof job->out.detail, "server stopping");
-        job->result = CLAIM_STOPPING;
-        job->done(job);
-    }
-    /* The running claims finish first: a claim is never cut off between
-     * its lock and its write. */
-    for (size_t i = 0; i < q->n_threads; i++)
-        pthread_join(q->threads[i], NULL);
-    q->stopped = 1;
-}
-
-void claimq_free(claimq *q)
-{
-    if (q == NULL)
-        return;
-    claimq_stop(q);
-    pthread_cond_destroy(&q->cv);
-    pthread_mutex_destroy(&q->mu);
-    free(q->threads);
-    free(q->ring);
-    free(q);
 }

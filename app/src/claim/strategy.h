@@ -25,6 +25,26 @@ typedef struct claim_out {
 
 struct recipe;
 
+/* One claim of a batch: its user, and where its answer goes. */
+typedef struct claim_item {
+    const char *user_id;
+    int64_t queued_us;    /* when it was queued (cm_now_us), for the lock-wait histogram */
+    claim_result result;  /* set by the strategy */
+    claim_out *out;       /* zeroed before the strategy runs; the strategy fills it */
+} claim_item;
+
+/* Claims of one coupon that one worker runs together, oldest first (a
+ * single claim is a batch of one). */
+typedef struct claim_batch {
+    int64_t coupon_id;
+    /* The oldest claim's deadline (CLOCK_MONOTONIC, common.h's cm_now_us):
+     * its arrival + --lock-wait, so time spent queued counts against the
+     * same bound; the others arrived later and have at least as long. */
+    int64_t deadline_us;
+    size_t n;
+    claim_item item[CONFIG_MAX_BATCH];
+} claim_batch;
+
 /* strategy.stock_falls */
 #define STOCK_FALLS_ALWAYS 1
 #define STOCK_FALLS_FENCED 2
@@ -42,11 +62,8 @@ typedef struct strategy {
      *     whose lease ran out can write back the higher stock it read);
      *   0: never (no lock, or a recipe's). */
     int stock_falls;
-    /* deadline_us (CLOCK_MONOTONIC, common.h's cm_now_us) ends the wait for
-     * the lock: the request's arrival + --lock-wait, so that time spent in
-     * the claim queue counts against the same bound. */
-    claim_result (*claim)(const struct strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
-                          const char *user_id, int64_t deadline_us, claim_out *out);
+    /* Sets every item's result and out; never calls back into the queue. */
+    void (*claim)(const struct strategy *self, worker *w, const app_config *cfg, claim_batch *b);
     /* nodes_up / nodes for the health report (0 / 0 when unused); bit i of
      * *up_mask set when the i-th --redis node answered. */
     lock_health (*health)(const struct strategy *self, worker *w, size_t *nodes_up, size_t *nodes,

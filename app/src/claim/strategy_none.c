@@ -7,18 +7,19 @@
 
 #include "claim/section.h"
 
-static claim_result none_claim(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
-                               const char *user_id, int64_t deadline_us, claim_out *out)
+/* Each claim its own section, as one request each would run it: a batch
+ * must not hide the race between them. */
+static void none_claim(const strategy *self, worker *w, const app_config *cfg, claim_batch *b)
 {
     (void)self;
-    (void)deadline_us; /* no lock to wait for */
-    db_claim_req req;
+    for (size_t i = 0; i < b->n; i++) {
+        db_claim_req req;
 
-    memset(&req, 0, sizeof req);
-    req.user_id = user_id;
-    out->fence = 0;
-    (void)section_run(w, cfg, coupon_id, DB_FENCE_OFF, 0, &req, 1);
-    return claim_from_req(w, &req, out);
+        memset(&req, 0, sizeof req);
+        req.user_id = b->item[i].user_id;
+        (void)section_run(w, cfg, b->coupon_id, DB_FENCE_OFF, 0, &req, 1);
+        b->item[i].result = claim_from_req(w, &req, b->item[i].out);
+    }
 }
 
 const strategy strategy_none = {

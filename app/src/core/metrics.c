@@ -43,7 +43,7 @@ static histogram request_latency[METRICS_MAX_ROUTES];
 static _Atomic(const char *) route_labels[METRICS_MAX_ROUTES];
 static counter claims_total[CLAIM__COUNT];
 static counter sold_out_fast, sold_out_locked;
-static counter lock_acquired, lock_combined, lock_held_batches, spread_rounds, spread_coupons, lock_retries, lock_lost, lock_release_errors, fence_heals;
+static counter lock_acquired, lock_combined, lock_held_batches, lock_retries, lock_lost, lock_release_errors, fence_heals;
 static counter lock_errors[LOCK_ERROR__COUNT];
 static counter wait_bucket[N_WAIT + 1]; /* non-cumulative; last = +Inf only */
 static counter wait_sum_us;
@@ -156,12 +156,6 @@ void metrics_lock_combined(void)
 void metrics_lock_held_batch(void)
 {
     inc(&lock_held_batches, 1);
-}
-
-void metrics_lock_spread_round(size_t coupons)
-{
-    inc(&spread_rounds, 1);
-    inc(&spread_coupons, (uint64_t)coupons);
 }
 
 void metrics_lock_retries(uint64_t n)
@@ -291,14 +285,10 @@ static void render(FILE *f)
 
     one(f, "coupon_lock_acquisitions_total", "counter", "Distributed locks acquired.", get(&lock_acquired));
     one(f, "coupon_lock_combined_claims_total", "counter",
-        "Claims run under an acquisition another request of this server made (combining).", get(&lock_combined));
+        "Claims run in a batch under the lock taken for an older claim of that batch (its coupon's lane).", get(&lock_combined));
     one(f, "coupon_lock_held_batches_total", "counter",
-        "Batches run under a lock kept from an earlier batch, without a new acquisition (--lock-hold-ms).",
+        "Batches run under a lock kept from an earlier batch, without a new acquisition.",
         get(&lock_held_batches));
-    one(f, "coupon_lock_spread_rounds_total", "counter",
-        "dlock_try_acquire_each rounds taking the locks of several coupons at once.", get(&spread_rounds));
-    one(f, "coupon_lock_spread_coupons_total", "counter",
-        "Coupons whose lock those rounds tried (granted or not).", get(&spread_coupons));
 
     header(f, "coupon_lock_wait_seconds", "histogram", "Time from a claim's start until it ran under a lock (or gave up).");
     histogram_series(f, "coupon_lock_wait_seconds", "", WAIT_BUCKETS_US, N_WAIT, wait_bucket, &wait_sum_us);

@@ -32,16 +32,14 @@ void metrics_stock_peek(stock_peek_kind k);
 /* One bundle claim answered (POST /api/v1/coupon/bundle), by its row:
  * coupon_bundles_total{result=...}. */
 void metrics_bundle(claim_result r);
-/* One observation per claim that went to the lock: acquired, run under a
- * leader's acquisition (combined), or gave up (queue or lock timeout). */
+/* One observation per claim that went to the lock: run under its batch's
+ * lock, or gave up (queue or lock timeout). */
 void metrics_lock_wait_us(int64_t us);
 void metrics_lock_acquired(void);
-/* A claim run under another request's acquisition (combined). */
+/* A claim run under the lock its batch took for an older claim (combined). */
 void metrics_lock_combined(void);
-/* A batch run under a lock kept from an earlier batch (--lock-hold-ms). */
+/* A batch run under a lock kept from an earlier batch. */
 void metrics_lock_held_batch(void);
-/* One round for the locks of several coupons (strategy_redlock.c). */
-void metrics_lock_spread_round(size_t coupons);
 void metrics_lock_retries(uint64_t n);
 /* One claim that gave up on the lock, by kind (outcome.h). */
 void metrics_lock_error(lock_error_kind k);
@@ -59,8 +57,8 @@ void metrics_lock_nodes(size_t up, size_t nodes, size_t quorum);
  * per-claim cost is the stage's seconds over the claims answered). */
 typedef enum {
     STAGE_HTTP_IN,     /* request arrival to the claim queue (parse, validate, sold-out peek) */
-    STAGE_CLAIM_QUEUE, /* in the claim queue until a claim worker takes it */
-    STAGE_LOCAL_QUEUE, /* redlock: waiting behind this server's leader for a coupon (combiner) */
+    STAGE_CLAIM_QUEUE, /* in its lane until its worker takes it into a batch (0 when it counts as local_queue) */
+    STAGE_LOCAL_QUEUE, /* redlock: in its lane behind a batch its coupon's leader was running (claim/batch.c) */
     STAGE_LOCK,        /* redlock: dlock_acquire (its rounds, and the wait for the other servers' holds) */
     STAGE_READ,        /* the section's BEGIN and fenced read */
     STAGE_WORK,        /* the business step (--work-us) */

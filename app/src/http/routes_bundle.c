@@ -154,6 +154,8 @@ int route_bundle(request *rq)
     job->base.deadline_us = rq->t0_us + (int64_t)cfg->lock_wait_ms * 1000;
     job->base.done = bundle_done;
     job->base.ctx = rq;
+    /* It waits in its first coupon's lane, after the claims of that coupon before it. */
+    job->base.coupon_id = job->ids[0];
     rq->offloaded = 1;
     /* Suspended before a worker can see the job (routes_coupon.c's reason). */
     MHD_suspend_connection(rq->conn);

@@ -1,0 +1,52 @@
+/* batch.h - a batch's assembly: the claims a lane's leader takes out of
+ * its lane (oldest first, up to --lock-batch), the late ones answered
+ * 1005 instead, and the run that answers every claim taken. The lane's
+ * list and its mutex are the claim queue's (claimq.c); this file only
+ * moves jobs off a list it is handed and answers them. */
+#ifndef APP_CLAIM_BATCH_H
+#define APP_CLAIM_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "claim/claimq.h"
+#include "claim/strategy.h"
+#include "core/config.h"
+#include "core/workers.h"
+
+/* A lane's waiting jobs, oldest first, linked through claim_job.next. */
+typedef struct job_fifo {
+    claim_job *head;
+    claim_job *tail;
+    size_t n;
+} job_fifo;
+
+/* One pass of a leader: the claims it runs together (b, and job[i] the
+ * job of b.item[i]), or a bundle run alone (solo), and the late claims it
+ * answers without running them. */
+typedef struct lane_batch {
+    claim_batch b;
+    claim_job *job[CONFIG_MAX_BATCH];
+    claim_job *solo;
+    claim_job *late[CONFIG_MAX_BATCH];
+    size_t n_late;
+    int64_t taken_us; /* when they left the lane (cm_now_us) */
+} lane_batch;
+
+void job_fifo_push(job_fifo *f, claim_job *job);
+
+/* Under the lane's mutex: moves into lb the jobs at the head of lane, at
+ * most max (<= CONFIG_MAX_BATCH): a bundle at the head alone, else the
+ * single claims before the next bundle. With expire_late, a claim whose
+ * deadline is past at now goes to lb->late. Returns the jobs moved. */
+size_t batch_gather(lane_batch *lb, job_fifo *lane, int64_t coupon_id, size_t max, int expire_late, int64_t now);
+
+/* Outside the mutex: answers the late claims, runs the rest (through
+ * strat, or the bundle's own run) and calls every job's done, exactly once
+ * each. */
+void batch_run(lane_batch *lb, const strategy *strat, worker *w, const app_config *cfg);
+
+/* Answers a job that never ran with "server stopping". */
+void batch_answer_stopping(claim_job *job);
+
+#endif /* APP_CLAIM_BATCH_H */
