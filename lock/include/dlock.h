@@ -235,6 +235,9 @@ typedef struct dlock_options {
                                       SNI; NULL: each node's own host */
     int tls_insecure_skip_verify;  /* nonzero: NO certificate or name check - anyone on the path
                                       can pose as the server; for tests only; default 0 */
+    int cache_locks;               /* nonzero: dlock_keep may cache locks; the client listens for
+                                      other clients wanting them (a subscriber connection per
+                                      node, a thread); default 0 */
 } dlock_options;
 
 DLOCK_API void dlock_options_init(dlock_options *opts);
@@ -587,9 +590,37 @@ typedef struct dlock_stats {
     uint64_t extends;          /* successful extends (manual and automatic) */
     uint64_t script_loads;     /* NOSCRIPT fallbacks (script sent in full) */
     uint64_t reconnects;       /* connections re-established */
+    uint64_t cache_reused;     /* sections begun under a kept lock (dlock_reuse), no round */
+    uint64_t cache_given_up;   /* kept locks released: wanted, idle, too little validity left */
 } dlock_stats;
 
 DLOCK_API void dlock_client_stats(dlock_client *c, dlock_stats *out);
+
+/* ---- Lock caching (docs/libdlock.md, "Lock caching") ----
+ *
+ * A lock kept after its section instead of released: the next section on
+ * the same resource starts with no round at all, under the same lease and
+ * fence. Worth it when one client runs many short sections on a resource
+ * that others rarely want (work routed by key to one server). The client
+ * needs dlock_options.cache_locks.
+ *
+ * dlock_keep: the section is over; the client takes lock over (do not use
+ * or free it after this). The watchdog renews it. It is released, handed
+ * over to the first waiter, when another client asks for it (every failed
+ * acquire publishes a notice that the client listens for: within a round
+ * trip or so), or after idle_ms unused. Released at once instead when a
+ * notice came during the section, or when the client hears notices from
+ * less than a quorum of nodes. DLOCK_OK when kept or handed on; a release
+ * error otherwise; ARG without cache_locks, or for a multi lock.
+ *
+ * dlock_reuse: the kept lock of resource, held by the caller again (keep
+ * or release it after the section), if nobody asked for it and at least
+ * min_left_ms of its validity is left; then its fence is unchanged. NULL
+ * otherwise (acquire it: a kept lock that did not qualify is released
+ * first), with why in dlock_client_errstr. Costs a waiter at most one
+ * section of the holder plus a round trip. */
+DLOCK_API dlock_err dlock_keep(dlock_client *c, dlock_lock *lock, unsigned idle_ms);
+DLOCK_API dlock_lock *dlock_reuse(dlock_client *c, const char *resource, unsigned min_left_ms);
 
 /* ---- The event-loop client (dlock_async_*) ----
  *

@@ -307,6 +307,7 @@ static void take_settings(dlock_client *c, const dlock_options *o)
     c->retry_jitter_ms = o->retry_jitter_ms;
     c->retry_unavailable = o->retry_unavailable;
     c->wake_on_release = o->wake_on_release != 0;
+    c->cache_on = o->cache_locks != 0;
     /* The woken waiter needs one wake-up plus one acquire round to claim
      * the key: 2 command timeouts. The ceiling bounds what a reservation
      * nobody claims costs (a waiter that died after its wake-up, a
@@ -360,6 +361,7 @@ dlock_err dlock__client_make(const dlock_options *opts, int connect, dlock_clien
         snprintf(why, sizeof(why), "%s", sync_why);
         goto fail;
     }
+    c->cache_pipe[0] = c->cache_pipe[1] = -1; /* none yet: dlock_client_free closes what is made */
     /* Process-wide and never reused, unlike the client's address. */
     c->id = atomic_fetch_add(&next_client_id, 1);
     c->pid = getpid();
@@ -392,6 +394,11 @@ dlock_err dlock__client_make(const dlock_options *opts, int connect, dlock_clien
     }
     if (connect && connect_first(c, why, sizeof(why)) != 0)
         goto fail;
+    /* After the first connections: the listener subscribes on its own. */
+    if (connect && dlock__cache_start(c, why, sizeof(why)) != 0) {
+        rc = DLOCK_ERR_NOMEM;
+        goto fail;
+    }
     if (errbuf != NULL && errbuf_len > 0) {
         errbuf[0] = '\0';
         /* A majority of an even count is half plus one: 2 nodes need both
@@ -434,6 +441,8 @@ void dlock_client_free(dlock_client *c)
      * the mutex and condition variables may have been copied in use. */
     child = dlock__forked(c);
     if (!child) {
+        /* First: giving up the kept locks needs the connections. */
+        dlock__cache_stop(c);
         dlock__watchdog_stop(c);
         dlock__sentinel_stop(c);
         /* Handles outlive the client: dlock_lock_free must find none. */

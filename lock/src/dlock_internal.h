@@ -231,6 +231,18 @@ struct dlock_client {
     int wd_started;
     int wd_stop;
     dlock_lock *renew_head;           /* registry of auto-renewed locks (singly linked) */
+    /* lock caching (cache.c): the locks kept after their sections, and
+     * the listener thread that hears other clients want them */
+    int cache_on;                     /* immutable: dlock_options.cache_locks */
+    dlock_lock *cache_head;           /* kept locks, not in use (singly linked by cache_next) */
+    uint32_t cache_listening;         /* nodes whose notices the listener receives now */
+    char cache_unmatched[8][DLOCK_TOKEN_LEN]; /* recent notices for no kept or held lock */
+    size_t cache_unmatched_next;
+    char cache_errstr[DLOCK_ERRSTR_LEN]; /* the listener's own detail buffer */
+    int cache_pipe[2];                /* wakes the listener: a lock kept, or stop */
+    pthread_t cache_thread;
+    int cache_started;
+    int cache_stop;
     dlock_lock *held_head;            /* handles granted and not yet released (lock.c; mu) */
     /* TLS (tls.c) */
     struct dlock__tls *tls;           /* immutable: the client's TLS setup, NULL when no node uses TLS */
@@ -273,6 +285,11 @@ struct dlock_lock {
     dlock_lock *held_prev, *held_next;
     pthread_t owner;
     char lost_detail[DLOCK_ERRSTR_LEN]; /* why the watchdog found it lost ("" until then) */
+    /* lock caching (cache.c; client mu): */
+    int cached;                       /* kept by its client, no section running */
+    int wanted;                       /* another client asked for it: give it up, never reuse */
+    int64_t cache_idle_until_ms;      /* a kept lock unused until then is given up */
+    dlock_lock *cache_next;
 };
 
 /* The functions, each under the file that defines it. */
@@ -566,6 +583,11 @@ void dlock__backoff_sleep(dlock_client *c, unsigned attempt, int64_t now, int64_
 dlock__waker *dlock__waker_take(dlock_client *c);
 void dlock__waker_put(dlock_client *c, dlock__waker *w);
 void dlock__wakers_free(dlock_client *c);
+/* Opens node i's blocking connection of w if needed (connect bounded by
+ * connect_timeout_ms; hiredis connects non-blocking and polls), with TLS
+ * and AUTH; also the cache's subscriber connections (cache.c). 0 when
+ * usable. */
+int dlock__waker_open(const dlock_client *c, dlock__waker *w, size_t i);
 
 /* Every BLPOP an earlier user of w left pending, settled (queue.c and
  * rqueue.c, when they take a waker). */
@@ -673,6 +695,9 @@ uint32_t dlock__release_unanswered(const dlock_client *c, uint32_t mask,
  * a false LOST); else -1 with "<op>: why" in errbuf (DLOCK_ERR_ARG). */
 int dlock__release_ready(const dlock_client *c, const dlock_lock *lock, const char *op,
                          char *errbuf);
+/* dlock_release's work, client mutex held (the cache's listener gives
+ * locks up with it): why in errbuf. */
+dlock_err dlock__release_locked(dlock_client *c, dlock_lock *lock, char *errbuf);
 /* Stops the lock's renewal and marks it released (release_sent, off the
  * held list, RELEASED unless LOST): what every release does before its
  * round, under the same mutex the watchdog renews under. */
@@ -682,6 +707,14 @@ void dlock__release_mark(dlock_client *c, dlock_lock *lock);
 dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_ms,
                                char *errbuf);
 
+/* ---- cache.c ---- */
+/* Starts the listener (dlock_client_new with cache_locks): 0, or -1 with
+ * why. */
+int dlock__cache_start(dlock_client *c, char *why, size_t whylen);
+/* Stops the listener and gives up every kept lock (dlock_client_free,
+ * without the mutex). */
+void dlock__cache_stop(dlock_client *c);
+
 /* ---- renew.c ---- */
 void dlock__renew_unregister_locked(dlock_client *c, dlock_lock *lock);
 /* The renewal rules, for the watchdog thread and the event-loop client's
@@ -690,6 +723,10 @@ void dlock__renew_unregister_locked(dlock_client *c, dlock_lock *lock);
  * starts no thread): OK, ARG or LOST with why in c->errstr. */
 dlock_err dlock__renew_register(dlock_client *c, dlock_lock *lock,
                                 const dlock_renew_options *ropts);
+/* Starts c's watchdog thread if it runs not yet and wakes it for lock,
+ * just registered (unregistered again when the thread cannot start: NOMEM
+ * with "<op>: why" in c->errstr). Client mutex held. */
+dlock_err dlock__watchdog_start(dlock_client *c, dlock_lock *lock, const char *op);
 /* When the lock is next due (a third of its TTL after its last renewal,
  * or its retry time). */
 int64_t dlock__renew_due_ms(const dlock_lock *lock);

@@ -178,7 +178,8 @@ const dlock_lock *dlock__held_by_caller(const dlock_client *c, const char *const
     for (const dlock_lock *l = c->held_head; l != NULL; l = l->held_next) {
         /* Another thread sharing the client waits for it as for anyone;
          * a lock that ran out or was lost no longer holds the key. */
-        if (!pthread_equal(l->owner, pthread_self()) || l->release_sent ||
+        /* A kept lock (cache.c) is the client's, in no thread's hands. */
+        if (l->cached || !pthread_equal(l->owner, pthread_self()) || l->release_sent ||
             atomic_load(&l->state) != DLOCK__HELD || atomic_load(&l->valid_until_ms) <= now)
             continue;
         for (size_t i = 0; i < n; i++)

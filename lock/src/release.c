@@ -186,19 +186,15 @@ dlock_err dlock__release_outcome(dlock_client *c, dlock_lock *lock, uint32_t one
     return dlock__unavailable(c, res, dlock__all_nodes(c), ones_mask | zeros_mask, errbuf);
 }
 
-dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
+dlock_err dlock__release_locked(dlock_client *c, dlock_lock *lock, char *errbuf)
 {
     dlock_err rc = DLOCK_ERR_ARG;
     dlock__result res[DLOCK_MAX_NODES];
     uint32_t ones_mask = 0, zeros_mask = 0, all;
 
-    if (c == NULL)
-        return DLOCK_ERR_ARG;
     memset(res, 0, sizeof(res));
-    if (dlock__enter(c, "release") != 0)
-        return DLOCK_ERR_ARG;
-    if (dlock__release_ready(c, lock, "release", c->errstr) != 0)
-        goto out;
+    if (dlock__release_ready(c, lock, "release", errbuf) != 0)
+        return rc;
     dlock__release_mark(c, lock);
     all = dlock__all_nodes(c);
     if (lock->multi != NULL)
@@ -206,9 +202,20 @@ dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
     else
         dlock__release_round(c, lock->resource, lock->token, all, lock->may_hold, &ones_mask,
                              &zeros_mask, res);
-    rc = dlock__release_outcome(c, lock, ones_mask, zeros_mask, res, c->errstr);
-out:
+    rc = dlock__release_outcome(c, lock, ones_mask, zeros_mask, res, errbuf);
     dlock__results_clear(res, DLOCK_MAX_NODES);
+    return rc;
+}
+
+dlock_err dlock_release(dlock_client *c, dlock_lock *lock)
+{
+    dlock_err rc;
+
+    if (c == NULL)
+        return DLOCK_ERR_ARG;
+    if (dlock__enter(c, "release") != 0)
+        return DLOCK_ERR_ARG;
+    rc = dlock__release_locked(c, lock, c->errstr);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }

@@ -289,25 +289,28 @@ dlock_err dlock_auto_renew(dlock_client *c, dlock_lock *lock, const dlock_renew_
     if (dlock__enter(c, "auto_renew") != 0)
         return DLOCK_ERR_ARG;
     rc = dlock__renew_register(c, lock, ropts);
-    if (rc != DLOCK_OK)
-        goto out;
+    if (rc == DLOCK_OK)
+        rc = dlock__watchdog_start(c, lock, "auto_renew");
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+dlock_err dlock__watchdog_start(dlock_client *c, dlock_lock *lock, const char *op)
+{
     if (!c->wd_started) {
         int err = pthread_create(&c->wd_thread, NULL, watchdog_main, c);
         if (err != 0) {
-            dlock__renew_unregister_locked(c, lock);
             char ebuf[64];
-            dlock__errf(c->errstr, "auto_renew: cannot start the watchdog thread: %s",
+
+            dlock__renew_unregister_locked(c, lock);
+            dlock__errf(c->errstr, "%s: cannot start the watchdog thread: %s", op,
                         dlock__strerror(err, ebuf, sizeof(ebuf)));
-            rc = DLOCK_ERR_NOMEM;
-            goto out;
+            return DLOCK_ERR_NOMEM;
         }
         c->wd_started = 1;
     }
     pthread_cond_signal(&c->wd_cond);
-    rc = DLOCK_OK;
-out:
-    pthread_mutex_unlock(&c->mu);
-    return rc;
+    return DLOCK_OK;
 }
 
 /* Stops and joins the watchdog and empties the registry; called by

@@ -113,10 +113,7 @@ static redisReply *call(dlock__waker *w, size_t i, int64_t timeout_ms, int argc,
     return r;
 }
 
-/* Opens node i's blocking connection if needed (connect bounded by
- * connect_timeout_ms; hiredis connects non-blocking and polls), with AUTH.
- * 0 when usable. */
-static int ensure(const dlock_client *c, dlock__waker *w, size_t i)
+int dlock__waker_open(const dlock_client *c, dlock__waker *w, size_t i)
 {
     const dlock__addr *a = &c->nodes[i].addr;
     struct timeval tv = dlock__tv_ms(c->connect_timeout_ms);
@@ -187,7 +184,7 @@ static int pop_send(const dlock_client *c, dlock__waker *w, size_t i, const char
     const char *argv[3] = {"BLPOP", list, secs};
     int done = 0;
 
-    if (ensure(c, w, i) != 0)
+    if (dlock__waker_open(c, w, i) != 0)
         return -1;
     snprintf(secs, sizeof(secs), "%lld.%03lld", (long long)(block_ms / 1000),
              (long long)(block_ms % 1000));

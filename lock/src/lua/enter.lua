@@ -8,7 +8,9 @@
 -- else {0, holder's pttl, fence, our score}: we are listed (ZADD NX).
 -- A key that holds our token was handed to us and is ours. Listing
 -- empties our list, so a later wake-up comes from a later hand-off.
-local fence, pttl
+-- Listed, it publishes the holder's token on the lock key's channel: a
+-- holder caching the lock (cache.c) hands it over on that notice.
+local fence, pttl, holder
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[5] == '1' then
     redis.call('ZREM', KEYS[3], ARGV[3])
@@ -16,9 +18,9 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   fence, pttl = redis.call('INCR', KEYS[2]), -1
 else
-  local v = redis.call('GET', KEYS[1])
+  holder = redis.call('GET', KEYS[1])
   redis.call('DEL', KEYS[4])
-  if v == ARGV[1] then
+  if holder == ARGV[1] then
     fence, pttl = tonumber(redis.call('GET', KEYS[2])), redis.call('PTTL', KEYS[1])
   end
 end
@@ -43,5 +45,8 @@ end
 redis.call('ZADD', KEYS[3], 'NX', string.format('%.0f', score), ARGV[3])
 if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[4]) then
   redis.call('PEXPIRE', KEYS[3], ARGV[4])
+end
+if holder then
+  redis.call('PUBLISH', KEYS[1], holder)
 end
 return {0, redis.call('PTTL', KEYS[1]), fence, tonumber(redis.call('ZSCORE', KEYS[3], ARGV[3]))}

@@ -4,7 +4,10 @@
 -- Checking all keys before setting any rules out hold-and-wait.
 local n = #KEYS / 2
 for i = 1, n do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
+  local holder = redis.call('GET', KEYS[i])
+  if holder then
+    -- The notice a holder caching key i waits for (cache.c).
+    redis.call('PUBLISH', KEYS[i], holder)
     return {0, i}
   end
 end

@@ -1,0 +1,409 @@
+/* cache.c - lock caching: a lock kept after its section (dlock_keep) and
+ * taken up again for the next one (dlock_reuse) with no round, until
+ * another client wants it. Every failed acquire (acquire.lua, enter.lua,
+ * multi_acquire.lua) publishes the holder's token on the lock key's
+ * channel. A listener thread subscribed on every node hears it and hands
+ * the kept lock over (pass.lua), or marks a lock in use as wanted, which
+ * its dlock_keep then releases. docs/libdlock.md, "Lock caching". */
+#include "dlock_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Reconnect delays of a subscriber connection that failed: doubling from
+ * the base to the ceiling, as the round connections' probes (breaker.c). */
+#define CACHE_RETRY_BASE_MS 100
+#define CACHE_RETRY_MAX_MS 2000
+/* The listener wakes at least this often, for a lock whose renewal failed. */
+#define CACHE_SWEEP_MS 1000
+
+static void wake_listener(dlock_client *c)
+{
+    char b = 1;
+
+    /* A full pipe already holds a wake-up: EAGAIN is fine. */
+    if (write(c->cache_pipe[1], &b, 1) < 0 && errno != EAGAIN && errno != EINTR)
+        return;
+}
+
+static void unlink_kept(dlock_client *c, dlock_lock *lock)
+{
+    for (dlock_lock **pp = &c->cache_head; *pp != NULL; pp = &(*pp)->cache_next) {
+        if (*pp == lock) {
+            *pp = lock->cache_next;
+            break;
+        }
+    }
+    lock->cache_next = NULL;
+    lock->cached = 0;
+}
+
+/* Releases a lock the client took over (handed to the first waiter by
+ * pass.lua) and frees it; the mutex is held on entry and on return, and let
+ * go around the free (dlock_lock_free takes it). */
+static dlock_err give_up(dlock_client *c, dlock_lock *lock, char *errbuf)
+{
+    dlock_err rc = DLOCK_ERR_LOST;
+
+    if (atomic_load(&lock->state) == DLOCK__HELD && !lock->release_sent)
+        rc = dlock__release_locked(c, lock, errbuf);
+    c->stats.cache_given_up++;
+    pthread_mutex_unlock(&c->mu);
+    dlock_lock_free(lock);
+    pthread_mutex_lock(&c->mu);
+    return rc;
+}
+
+/* A notice for a token none of our locks held: kept for a moment, since the
+ * acquire that set the key may not have listed its handle yet. */
+static void remember_unmatched(dlock_client *c, const char *token)
+{
+    snprintf(c->cache_unmatched[c->cache_unmatched_next], DLOCK_TOKEN_LEN, "%s", token);
+    c->cache_unmatched_next = (c->cache_unmatched_next + 1) % 8;
+}
+
+static int was_unmatched(const dlock_client *c, const char *token)
+{
+    for (size_t i = 0; i < 8; i++)
+        if (strcmp(c->cache_unmatched[i], token) == 0)
+            return 1;
+    return 0;
+}
+
+/* A kept lock leaves the cache and goes to the first waiter (pass.lua). */
+static void hand_over(dlock_client *c, dlock_lock *l)
+{
+    unlink_kept(c, l);
+    (void)give_up(c, l, c->cache_errstr);
+}
+
+/* Another client failed to take the key that holds token: a kept lock
+ * is given up at once, a lock in use at its dlock_keep. Mutex held. */
+static void cache_noticed(dlock_client *c, const char *token)
+{
+    for (dlock_lock *l = c->cache_head; l != NULL; l = l->cache_next) {
+        if (strcmp(l->token, token) == 0) {
+            hand_over(c, l);
+            return;
+        }
+    }
+    for (dlock_lock *l = c->held_head; l != NULL; l = l->held_next) {
+        if (strcmp(l->token, token) == 0) {
+            l->wanted = 1;
+            return;
+        }
+    }
+    remember_unmatched(c, token);
+}
+
+/* Gives up the kept locks left unused past their idle time, or that the
+ * watchdog found lost; returns when the next idle time ends. Mutex held. */
+static int64_t cache_idle_expired(dlock_client *c, int64_t now)
+{
+    int64_t next = now + CACHE_SWEEP_MS;
+
+    for (dlock_lock *l = c->cache_head; l != NULL;) {
+        dlock_lock *after = l->cache_next;
+
+        if (now >= l->cache_idle_until_ms || atomic_load(&l->state) != DLOCK__HELD) {
+            unlink_kept(c, l);
+            (void)give_up(c, l, c->cache_errstr);
+            /* The list may have changed while the mutex was let go. */
+            after = c->cache_head;
+        } else if (l->cache_idle_until_ms < next) {
+            next = l->cache_idle_until_ms;
+        }
+        l = after;
+    }
+    return next;
+}
+
+/* The pattern of every lock key of the client's prefix, glob characters of
+ * the prefix escaped. */
+static void lock_pattern(const dlock_client *c, char *out, size_t len)
+{
+    size_t o = 0;
+
+    for (const char *p = c->prefix; *p != '\0' && o + 2 < len; p++) {
+        if (strchr("*?[]\\", *p) != NULL)
+            out[o++] = '\\';
+        out[o++] = *p;
+    }
+    snprintf(out + o, len - o, "%s*", DLOCK_LOCK_NS);
+}
+
+static void sub_close(dlock__waker *sub, size_t i)
+{
+    if (sub->ctx[i] != NULL)
+        redisFree(sub->ctx[i]);
+    sub->ctx[i] = NULL;
+}
+
+/* Connects node i's subscriber and subscribes it: 0 when listening. */
+static int subscribe(dlock_client *c, dlock__waker *sub, size_t i, const char *pattern)
+{
+    const char *argv[2] = {"PSUBSCRIBE", pattern};
+    redisReply *r;
+    int ok;
+
+    if (dlock__waker_open(c, sub, i) != 0)
+        return -1;
+    if (redisSetTimeout(sub->ctx[i], dlock__tv_ms(c->command_timeout_ms)) != REDIS_OK) {
+        sub_close(sub, i);
+        return -1;
+    }
+    r = redisCommandArgv(sub->ctx[i], 2, argv, NULL);
+    ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3;
+    if (r != NULL)
+        freeReplyObject(r);
+    if (!ok)
+        sub_close(sub, i);
+    return ok ? 0 : -1;
+}
+
+/* Reads what node i sent: each notice handled. -1 when the connection
+ * broke (closed: notices are missed until it is back). */
+static int read_notices(dlock_client *c, dlock__waker *sub, size_t i)
+{
+    void *reply = NULL;
+
+    if (redisBufferRead(sub->ctx[i]) != REDIS_OK) {
+        sub_close(sub, i);
+        return -1;
+    }
+    for (;;) {
+        if (redisGetReplyFromReader(sub->ctx[i], &reply) != REDIS_OK) {
+            sub_close(sub, i);
+            return -1;
+        }
+        if (reply == NULL)
+            return 0;
+        redisReply *r = reply;
+        /* pmessage, pattern, channel (the lock key), the holder's token. */
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+            r->element[3]->type == REDIS_REPLY_STRING &&
+            r->element[3]->len == DLOCK_TOKEN_LEN - 1) {
+            pthread_mutex_lock(&c->mu);
+            cache_noticed(c, r->element[3]->str);
+            pthread_mutex_unlock(&c->mu);
+        }
+        freeReplyObject(reply);
+    }
+}
+
+static void *listener_main(void *arg)
+{
+    dlock_client *c = arg;
+    dlock__waker sub;
+    char pattern[DLOCK_MAX_KEY_LEN * 2 + 16];
+    int64_t retry_at[DLOCK_MAX_NODES] = {0}, backoff[DLOCK_MAX_NODES] = {0};
+    uint32_t listening = 0;
+
+    memset(&sub, 0, sizeof(sub));
+    lock_pattern(c, pattern, sizeof(pattern));
+    pthread_mutex_lock(&c->mu);
+    while (!c->cache_stop) {
+        struct pollfd pfd[DLOCK_MAX_NODES + 1];
+        size_t at[DLOCK_MAX_NODES + 1], n = 0;
+        int64_t now = dlock_now_ms(), next;
+
+        /* Connecting blocks (bounded by connect_timeout_ms): never with
+         * the mutex held. */
+        pthread_mutex_unlock(&c->mu);
+        for (size_t i = 0; i < c->n; i++) {
+            if ((listening & (1u << i)) || now < retry_at[i])
+                continue;
+            if (subscribe(c, &sub, i, pattern) == 0) {
+                listening |= 1u << i;
+                backoff[i] = 0;
+                continue;
+            }
+            backoff[i] = backoff[i] == 0 ? CACHE_RETRY_BASE_MS
+                         : backoff[i] * 2 > CACHE_RETRY_MAX_MS ? CACHE_RETRY_MAX_MS
+                                                               : backoff[i] * 2;
+            retry_at[i] = dlock_now_ms() + backoff[i];
+        }
+        pthread_mutex_lock(&c->mu);
+        c->cache_listening = listening;
+        next = cache_idle_expired(c, dlock_now_ms());
+        pthread_mutex_unlock(&c->mu);
+        for (size_t i = 0; i < c->n; i++) {
+            if (listening & (1u << i)) {
+                pfd[n] = (struct pollfd){.fd = sub.ctx[i]->fd, .events = POLLIN};
+                at[n++] = i;
+            } else if (retry_at[i] < next) {
+                next = retry_at[i];
+            }
+        }
+        pfd[n] = (struct pollfd){.fd = c->cache_pipe[0], .events = POLLIN};
+        now = dlock_now_ms();
+        if (poll(pfd, n + 1, next > now ? (int)(next - now) : 0) > 0) {
+            char drain[64];
+
+            while (read(c->cache_pipe[0], drain, sizeof(drain)) > 0)
+                ;
+            for (size_t k = 0; k < n; k++) {
+                if ((pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) &&
+                    read_notices(c, &sub, at[k]) != 0) {
+                    listening &= ~(1u << at[k]);
+                    retry_at[at[k]] = dlock_now_ms() + CACHE_RETRY_BASE_MS;
+                }
+            }
+        }
+        pthread_mutex_lock(&c->mu);
+        c->cache_listening = listening;
+    }
+    c->cache_listening = 0;
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i < DLOCK_MAX_NODES; i++)
+        sub_close(&sub, i);
+    return NULL;
+}
+
+int dlock__cache_start(dlock_client *c, char *why, size_t whylen)
+{
+    int err;
+
+    if (!c->cache_on)
+        return 0;
+    if (pipe(c->cache_pipe) != 0 || fcntl(c->cache_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
+        fcntl(c->cache_pipe[1], F_SETFL, O_NONBLOCK) != 0 ||
+        fcntl(c->cache_pipe[0], F_SETFD, FD_CLOEXEC) != 0 ||
+        fcntl(c->cache_pipe[1], F_SETFD, FD_CLOEXEC) != 0) {
+        snprintf(why, whylen, "cache_locks: cannot make the listener's pipe: %s", strerror(errno));
+        return -1;
+    }
+    err = pthread_create(&c->cache_thread, NULL, listener_main, c);
+    if (err != 0) {
+        snprintf(why, whylen, "cache_locks: cannot start the listener thread: %s", strerror(err));
+        return -1;
+    }
+    c->cache_started = 1;
+    return 0;
+}
+
+void dlock__cache_stop(dlock_client *c)
+{
+    if (!c->cache_on)
+        return;
+    if (c->cache_started) {
+        pthread_mutex_lock(&c->mu);
+        c->cache_stop = 1;
+        pthread_mutex_unlock(&c->mu);
+        wake_listener(c);
+        pthread_join(c->cache_thread, NULL);
+        c->cache_started = 0;
+    }
+    /* The kept locks are released (handed on), not left to their TTL. */
+    pthread_mutex_lock(&c->mu);
+    while (c->cache_head != NULL) {
+        dlock_lock *l = c->cache_head;
+
+        unlink_kept(c, l);
+        (void)give_up(c, l, c->cache_errstr);
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; i < 2; i++)
+        if (c->cache_pipe[i] >= 0)
+            close(c->cache_pipe[i]);
+}
+
+dlock_err dlock_keep(dlock_client *c, dlock_lock *lock, unsigned idle_ms)
+{
+    const char *why = NULL;
+    int64_t now = dlock_now_ms();
+    dlock_err rc;
+
+    if (c == NULL)
+        return DLOCK_ERR_ARG;
+    if (dlock__enter(c, "keep") != 0)
+        return DLOCK_ERR_ARG;
+    if (!c->cache_on || idle_ms == 0 || (lock != NULL && lock->multi != NULL) ||
+        dlock__release_ready(c, lock, "keep", c->errstr) != 0) {
+        if (!c->cache_on || idle_ms == 0 || lock->multi != NULL)
+            dlock__errf(c->errstr, "keep: %s", !c->cache_on ? "the client was made without cache_locks"
+                                               : idle_ms == 0 ? "idle_ms is 0"
+                                                              : "a multi-resource lock is not kept");
+        pthread_mutex_unlock(&c->mu);
+        return DLOCK_ERR_ARG;
+    }
+    if (lock->wanted || was_unmatched(c, lock->token))
+        why = "another client asked for it";
+    else if (dlock__popcount(c->cache_listening) < c->quorum)
+        why = "its notices are heard from less than a quorum of nodes";
+    else if (atomic_load(&lock->state) != DLOCK__HELD || atomic_load(&lock->valid_until_ms) <= now)
+        why = "its validity is over";
+    if (why == NULL && atomic_load(&lock->reg_client) == NULL) {
+        /* Renewed like any auto-renewed lock, at a third of its TTL. */
+        rc = dlock__renew_register(c, lock, NULL);
+        if (rc == DLOCK_OK)
+            rc = dlock__watchdog_start(c, lock, "keep");
+        if (rc != DLOCK_OK)
+            why = "it cannot be renewed";
+    }
+    if (why != NULL) {
+        char name[DLOCK_MAX_KEY_LEN + 1];
+
+        snprintf(name, sizeof(name), "%s", lock->resource);
+        rc = give_up(c, lock, c->errstr);
+        if (rc == DLOCK_OK)
+            dlock__errf(c->errstr, "keep \"%s\": released instead: %s", name, why);
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
+    lock->cached = 1;
+    lock->cache_idle_until_ms = now + idle_ms;
+    lock->cache_next = c->cache_head;
+    c->cache_head = lock;
+    pthread_mutex_unlock(&c->mu);
+    wake_listener(c);
+    return DLOCK_OK;
+}
+
+dlock_lock *dlock_reuse(dlock_client *c, const char *resource, unsigned min_left_ms)
+{
+    dlock_lock *lock;
+    const char *why = NULL;
+    int64_t left;
+
+    if (c == NULL)
+        return NULL;
+    if (dlock__enter(c, "reuse") != 0)
+        return NULL;
+    for (lock = c->cache_head; lock != NULL; lock = lock->cache_next)
+        if (resource != NULL && strcmp(lock->resource, resource) == 0)
+            break;
+    if (lock == NULL) {
+        dlock__errf(c->errstr, "reuse \"%s\": no kept lock", resource != NULL ? resource : "(null)");
+        pthread_mutex_unlock(&c->mu);
+        return NULL;
+    }
+    unlink_kept(c, lock);
+    left = atomic_load(&lock->valid_until_ms) - dlock_now_ms();
+    if (lock->wanted)
+        why = "another client asked for it";
+    else if (atomic_load(&lock->state) != DLOCK__HELD)
+        why = "it was lost";
+    /* Never used past its validity: a section starts only with enough
+     * lease left to finish inside it. */
+    else if (left < (int64_t)min_left_ms)
+        why = "too little of its validity is left";
+    if (why != NULL) {
+        char gone[DLOCK_ERRSTR_LEN];
+
+        (void)give_up(c, lock, gone);
+        dlock__errf(c->errstr, "reuse \"%s\": released: %s (%lld ms left, %u wanted)", resource, why,
+                    (long long)left, min_left_ms);
+        pthread_mutex_unlock(&c->mu);
+        return NULL;
+    }
+    lock->owner = pthread_self();
+    c->stats.cache_reused++;
+    pthread_mutex_unlock(&c->mu);
+    return lock;
+}
