@@ -104,7 +104,8 @@ typedef struct process {
     config_strategy strategies[64]; /* the registry's, as the options see them */
     app_config cfg;
     app a;
-    worker_pool *pool;
+    worker_pool *pool;       /* the HTTP threads' slots */
+    worker_pool *claim_pool; /* the claim workers' slots */
     claimq *claims;
     server *srv;
     int port;
@@ -254,34 +255,50 @@ static step install_signals(process *p)
     return STEP_NEXT;
 }
 
-/* The worker slots: the store's connections and the lock clients. One
- * slot per HTTP thread (checked out per request: a thread never waits for
- * a slot) and one per claim worker (held for its life). A store that
- * cannot take writes would answer every claim with an error: better to
- * refuse to start, with the reason. */
-static step open_store(process *p)
+/* Opens one of the two pools of worker slots; 0, or the step that failed. */
+static step open_pool(process *p, size_t n, pool_locks locks, worker_pool **out)
 {
-    const app_config *cfg = &p->cfg;
     char why[sizeof p->err - 64];
 
-    switch (pool_new(cfg, (size_t)cfg->threads + (size_t)cfg->claim_workers, p->a.strat->uses_lock || bundle_uses_lock(), &p->pool, why,
-                     sizeof why)) {
+    switch (pool_new(&p->cfg, n, locks, out, why, sizeof why)) {
     case POOL_OK:
-        break;
+        return STEP_NEXT;
     case POOL_ERR_DB:
         return fail(p, STEP_USAGE, "%s", why);
     case POOL_ERR_LOCK:
         return fail(p, STEP_USAGE, "--redis: %s", why);
     case POOL_ERR_SYSTEM:
-        return fail(p, STEP_FAILED, "%s", why);
+        break;
     }
+    return fail(p, STEP_FAILED, "%s", why);
+}
+
+/* The worker slots: the store's connections and the lock clients. One
+ * slot per HTTP thread (checked out per request: a thread never waits for
+ * a slot) and, in a pool of their own, one per claim worker (held for its
+ * life), whose lock clients alone keep locks under --lock-cache-ms. A
+ * store that cannot take writes would answer every claim with an error:
+ * better to refuse to start, with the reason. */
+static step open_store(process *p)
+{
+    const app_config *cfg = &p->cfg;
+    int uses_lock = p->a.strat->uses_lock || bundle_uses_lock();
+    pool_locks claim_locks = !uses_lock ? POOL_NO_LOCK
+                             : p->a.strat->uses_lock && cfg->lock_cache_ms > 0 ? POOL_LOCK_CACHED
+                                                                                : POOL_LOCK;
+    step st = open_pool(p, (size_t)cfg->threads, uses_lock ? POOL_LOCK : POOL_NO_LOCK, &p->pool);
+
+    if (st == STEP_NEXT)
+        st = open_pool(p, (size_t)cfg->claim_workers, claim_locks, &p->claim_pool);
+    if (st != STEP_NEXT)
+        return st;
     p->a.pool = p->pool;
     worker *w = pool_checkout(p->pool);
-    db_status st = db_write_probe(w->db);
-    if (st != DB_OK)
+    db_status ds = db_write_probe(w->db);
+    if (ds != DB_OK)
         (void)fail(p, STEP_USAGE, "--db %s: the database cannot be written: %s", cfg->db_path, db_errmsg(w->db));
     pool_return(p->pool, w);
-    return st == DB_OK ? STEP_NEXT : STEP_USAGE;
+    return ds == DB_OK ? STEP_NEXT : STEP_USAGE;
 }
 
 /* Before the HTTP threads that feed them. */
@@ -289,7 +306,7 @@ static step start_claim_workers(process *p)
 {
     const app_config *cfg = &p->cfg;
 
-    if (claimq_start(cfg, p->a.strat, p->pool, (size_t)cfg->claim_workers, (size_t)cfg->claim_queue, &p->claims,
+    if (claimq_start(cfg, p->a.strat, p->claim_pool, (size_t)cfg->claim_workers, (size_t)cfg->claim_queue, &p->claims,
                      p->err, sizeof p->err) != 0)
         return STEP_FAILED;
     p->a.claims = p->claims;
@@ -345,6 +362,7 @@ static void stop(process *p)
     server_stop(p->srv);     /* stops the claim queue in its drain */
     claimq_free(p->claims);  /* after the server: its threads submit to the queue */
     lockwatch_stop();
+    pool_free(p->claim_pool);
     pool_free(p->pool);
     if (p->stopping)
         log_event_line(LOG_INFO, LOG_EV_STOPPED, "stopped");

@@ -1,16 +1,20 @@
-/* hold.c - keeping the lock across batches (--lock-hold-ms), end to end:
- * two coupon-servers on one SQLite file, 3 Redis masters.
+/* hold.c - keeping the lock between batches (--lock-cache-ms: lock
+ * caching), end to end: two coupon-servers on one SQLite file, 3 Redis
+ * masters.
  *
- *   both_servers_sell_under_the_hold   a crowd on both servers with a long
- *       hold: exactly the stock is sold, the audit holds, both servers sell
- *       (the bound hands the lock over), batches did run under a kept lock;
- *   the_hold_ends_with_half_the_lease  a hold bound far past the lease: the
- *       hold still ends while half the lease is left, so no batch ever runs
- *       on a lease that ran out (no 1010) and the other server sells;
+ *   both_servers_sell_under_the_hold   a crowd on both servers with caching
+ *       on: exactly the stock is sold, the audit holds, both servers sell
+ *       (a kept lock is handed over when the other server waits for it),
+ *       batches did run under a kept lock;
+ *   the_hold_ends_with_half_the_lease  a short lease (400 ms) and a minute
+ *       of caching: a kept lock is reused only while half the lease is
+ *       left, so no batch ever runs on a lease that ran out (no 1010) and
+ *       the other server sells;
+ *   hold_off_runs_no_held_batch  --lock-cache-ms 0: every batch acquires;
  *   sigstop_mid_hold_is_refused_by_the_fence  the holder is SIGSTOPped in
- *       its second batch of one hold, past its TTL; the other server takes
- *       the lock and sells; the held batch, which carries the first batch's
- *       fence, is refused whole (1010) and nothing of it is applied. */
+ *       its second batch under a kept lock, past its TTL; the other server
+ *       takes the lock and sells; the second batch, which carries the first
+ *       batch's fence, is refused whole (1010) and nothing of it is applied. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,10 +115,10 @@ static void run_crowd(long long coupon_id, crowd_totals *t)
  * then exactly the stock sold, no 1010, the audit from the store, and each
  * server's share at least a fifth of the stock. Returns the servers' held
  * batches (coupon_lock_held_batches_total summed). */
-static long long crowd_sale(const char *hold_ms, const char *ttl_ms)
+static long long crowd_sale(const char *cache_ms, const char *ttl_ms)
 {
     for (size_t i = 0; i < 2; i++)
-        app_env_server_up(&g_app, i, "--lock-hold-ms", hold_ms, "--lock-ttl", ttl_ms, "--lock-wait", "10000",
+        app_env_server_up(&g_app, i, "--lock-cache-ms", cache_ms, "--lock-ttl", ttl_ms, "--lock-wait", "10000",
                           "--work-us", "1000", NULL);
     long long id = app_create_coupon(&g_app.srv[0], "hold", CROWD_STOCK, 1);
     crowd_totals t;
@@ -133,35 +137,35 @@ static long long crowd_sale(const char *hold_ms, const char *ttl_ms)
                             "AND a.id < b.id WHERE a.coupon_id = %lld AND a.fence > b.fence",
                             id),
                  0, "a record with an older fence was committed after a newer one");
-    /* Fairness: the claims alternate between the servers, so a server the
-     * hold starved would sell next to nothing. */
+    /* Fairness: the claims alternate between the servers, so a server a
+     * kept lock starved would sell next to nothing. */
     cr_assert_geq(t.ok[0], CROWD_STOCK / 5, "server 0 sold only %d of %d", t.ok[0], CROWD_STOCK);
     cr_assert_geq(t.ok[1], CROWD_STOCK / 5, "server 1 sold only %d of %d", t.ok[1], CROWD_STOCK);
     long long held = app_metric(&g_app.srv[0], "coupon_lock_held_batches_total") +
                      app_metric(&g_app.srv[1], "coupon_lock_held_batches_total");
-    cr_log_info("--lock-hold-ms %s --lock-ttl %s: %lld batches under a kept lock", hold_ms, ttl_ms, held);
+    cr_log_info("--lock-cache-ms %s --lock-ttl %s: %lld batches under a kept lock", cache_ms, ttl_ms, held);
     return held;
 }
 
 Test(app_hold, both_servers_sell_under_the_hold)
 {
     APP_SETUP_OK();
-    /* 50 ms: far longer than a batch, so the hold is taken often. */
+    /* 50 ms: far longer than the gap between a coupon's batches, so a kept lock is reused often. */
     cr_assert_gt(crowd_sale("50", "2000"), 0, "no batch ran under a kept lock");
 }
 
 Test(app_hold, the_hold_ends_with_half_the_lease)
 {
     APP_SETUP_OK();
-    /* A minute of hold against a 400 ms lease without renewal: only the
-     * "half the lease left" rule ends each hold in time. */
+    /* A minute of caching against a 400 ms lease: the kept lock is renewed,
+     * and reused only with at least 200 ms of it left. */
     cr_assert_gt(crowd_sale("60000", "400"), 0, "no batch ran under a kept lock");
 }
 
 Test(app_hold, hold_off_runs_no_held_batch)
 {
     APP_SETUP_OK();
-    cr_assert_eq(crowd_sale("0", "2000"), 0, "--lock-hold-ms 0 still kept the lock");
+    cr_assert_eq(crowd_sale("0", "2000"), 0, "--lock-cache-ms 0 still kept the lock");
 }
 
 typedef struct one_claim {
@@ -210,23 +214,24 @@ static void one_claim_start(one_claim *c, const server_proc *srv, long long id, 
     cr_assert_eq(pthread_create(&c->th, NULL, one_claim_main, c), 0);
 }
 
-/* TTL 1000 ms, each batch's business step 300 ms, a hold bound of a minute
- * (so half the lease, 500 ms, ends it). A's claim x takes the lock at 0
- * and runs batch 1 over [~0, ~300]. The plan is timed from the lock key's
- * appearance, not from the request: a loaded machine may take 150 ms more
- * to get there, and the stop would then catch batch 1 in its write,
- * holding the store's write lock. y, sent to A at 100, waits and becomes
- * batch 2 of the same hold over [~300, ~600] (half the lease is still left
- * when it starts). A is SIGSTOPped at 450, inside batch 2's business step,
- * past its lease's end (~1000). B's claim at 1300 takes the lock with a
- * newer fence and sells; then A is continued and batch 2 writes with the
- * first batch's fence: refused. */
+/* TTL 1000 ms, each batch's business step 300 ms, a minute of caching. A's
+ * claim x takes the lock at 0 and runs batch 1 over [~0, ~300]; A keeps
+ * the lock. The plan is timed from the lock key's appearance, not from the
+ * request: a loaded machine may take 150 ms more to get there, and the
+ * stop would then catch batch 1 in its write, holding the store's write
+ * lock. y, sent to A at 100, waits in the coupon's lane and becomes batch 2
+ * under the kept lock over [~300, ~600] (more than half the lease is left
+ * when it starts). A is SIGSTOPped at 450, inside batch 2's business step;
+ * its watchdog stops with it, so the lease ends by ~1350 at the latest
+ * (renewed last at a third of the TTL). B's claim at 1300 waits for it,
+ * takes the lock with a newer fence and sells; then A is continued and
+ * batch 2 writes with the first batch's fence: refused. */
 Test(app_hold, sigstop_mid_hold_is_refused_by_the_fence)
 {
     APP_SETUP_OK();
     one_claim x, y, b;
     for (size_t i = 0; i < 2; i++)
-        app_env_server_up(&g_app, i, "--lock-ttl", "1000", "--lock-hold-ms", "60000", "--work-us", "300000",
+        app_env_server_up(&g_app, i, "--lock-ttl", "1000", "--lock-cache-ms", "60000", "--work-us", "300000",
                           "--lock-wait", "8000", "--threads", "2", NULL);
     long long id = app_create_coupon(&g_app.srv[0], "held", 5, 0);
 
@@ -254,14 +259,15 @@ Test(app_hold, sigstop_mid_hold_is_refused_by_the_fence)
     cr_log_info("x %ld/%lld fence %lld, y %ld/%lld, b %ld/%lld fence %lld", x.status, x.code, x.fence, y.status,
                 y.code, b.status, b.code, b.fence);
 
-    /* The scene as planned: y ran as a held batch of x's hold. */
+    /* The scene as planned: y ran as a batch under x's kept lock. */
     cr_assert_eq(app_metric(&g_app.srv[0], "coupon_lock_held_batches_total"), 1,
-                 "y did not run as the second batch of x's hold (the machine too slow for the plan?)");
+                 "y did not run under x's kept lock (the machine too slow for the plan?)");
     cr_assert_eq(x.status, 200, "x, batch 1: %ld / %lld", x.status, x.code);
     cr_assert_eq(b.status, 200, "b, the new holder: %ld / %lld", b.status, b.code);
     cr_assert_gt(b.fence, x.fence, "the new holder's fence %lld is not above the stopped one's %lld", b.fence,
                  x.fence);
-    cr_assert_eq(y.status, 503, "y, the held batch past its lease, must be refused: %ld / %lld", y.status, y.code);
+    cr_assert_eq(y.status, 503, "y, the batch under the kept lock past its lease, must be refused: %ld / %lld",
+                 y.status, y.code);
     cr_assert_eq(y.code, 1010);
     cr_assert_eq(app_db_int(g_app.db, "SELECT COUNT(*) FROM coupon_record WHERE user_id = 'y'"), 0,
                  "the refused batch left a record");

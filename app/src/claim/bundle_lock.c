@@ -91,6 +91,20 @@ static db_status under_one_lock(worker *w, const app_config *cfg, bundle_job *jo
     return st;
 }
 
+/* Lets go of the locks this worker's client keeps (--lock-cache-ms) on the
+ * bundle's coupons, which its own acquisitions would otherwise find taken
+ * until the client heard their notice. */
+static void drop_kept(worker *w, const bundle_job *job)
+{
+    for (size_t i = 0; i < job->n; i++) {
+        char resource[64];
+        snprintf(resource, sizeof resource, "coupon:%" PRId64, job->ids[i]);
+        dlock_lock *kept = dlock_reuse(w->lock, resource, 0);
+        if (kept != NULL)
+            release_all(w, &kept, 1);
+    }
+}
+
 db_status bundle_under_locks(worker *w, const app_config *cfg, bundle_lock_kind kind, bundle_job *job,
                              db_bundle_item *items, int64_t deadline_us, claim_result *lock_failed,
                              bundle_section_fn section)
@@ -103,6 +117,8 @@ db_status bundle_under_locks(worker *w, const app_config *cfg, bundle_lock_kind 
     int64_t deadline = dlock_now_ms() + (deadline_us - t0) / 1000;
 
     *lock_failed = CLAIM_OK;
+    if (cfg->lock_cache_ms > 0)
+        drop_kept(w, job);
     if (kind == BUNDLE_LOCK_MULTI)
         return under_one_lock(w, cfg, job, items, deadline, t0, lock_failed, section);
     lock_order(job, kind, order);

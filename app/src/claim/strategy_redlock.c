@@ -103,22 +103,53 @@ static dlock_err take_lock(worker *w, const app_config *cfg, const char *resourc
     return e;
 }
 
+/* The store ran the batch's section and decided each claim (sold, sold out,
+ * or at its user's limit): only then is the lease known good for another batch. */
+static int section_decided(db_status st)
+{
+    return st == DB_OK || st == DB_SOLD_OUT || st == DB_USER_LIMIT;
+}
+
+/* --lock-cache-ms: the lock this worker's client kept after the coupon's
+ * last batch, if no other client asked for it and half the lease is left,
+ * so a healthy batch ends well inside it. NULL: acquire. */
+static dlock_lock *reuse_kept(worker *w, const app_config *cfg, const char *resource)
+{
+    if (cfg->lock_cache_ms == 0)
+        return NULL;
+    int64_t t0 = cm_now_us();
+    dlock_lock *lock = dlock_reuse(w->lock, resource, cfg->lock_ttl_ms / 2);
+    if (lock != NULL) {
+        metrics_stage_us(STAGE_LOCK, cm_now_us() - t0);
+        metrics_lock_held_batch();
+    }
+    return lock;
+}
+
 /* Every outcome stands whatever the release says: the write is already
  * committed or refused. LOST means the lease ended before we released:
  * under --fence full the store refused our write if a newer holder had
  * read in the meantime, so it is counted, not turned into an error (under
  * --fence off or write, this is the window that oversells). Any other
- * failure leaves the key to expire after its TTL. */
-static void let_go(worker *w, dlock_lock *lock)
+ * failure leaves the key to expire after its TTL. A decided section's lock
+ * is kept instead under --lock-cache-ms; the client then owns it. */
+static void let_go(worker *w, const app_config *cfg, dlock_lock *lock, db_status st)
 {
     int64_t release_t0 = cm_now_us();
-    dlock_err re = dlock_release(w->lock, lock);
+    dlock_err re = DLOCK_ERR_ARG;
+
+    if (cfg->lock_cache_ms > 0 && section_decided(st))
+        re = dlock_keep(w->lock, lock, (unsigned)cfg->lock_cache_ms);
+    /* ARG: not taken over (a client without caching), so released here. */
+    if (re == DLOCK_ERR_ARG) {
+        re = dlock_release(w->lock, lock);
+        dlock_lock_free(lock);
+    }
     metrics_stage_us(STAGE_RELEASE, cm_now_us() - release_t0);
     if (re == DLOCK_ERR_LOST)
         metrics_lock_lost();
     else if (re != DLOCK_OK)
         metrics_lock_release_error();
-    dlock_lock_free(lock);
 }
 
 /* The lock was not taken: every claim of the batch gets the same answer
@@ -180,7 +211,6 @@ static db_status run_locked(worker *w, const app_config *cfg, const char *resour
 static void redlock_claim(const strategy *self, worker *w, const app_config *cfg, claim_batch *b)
 {
     (void)self;
-    dlock_lock *lock = NULL;
     char resource[64];
 
     /* One deadline covers the claim queue and the Redis attempts together,
@@ -191,14 +221,20 @@ static void redlock_claim(const strategy *self, worker *w, const app_config *cfg
 
     /* One lock per coupon: claims on different coupons never wait for each other. */
     snprintf(resource, sizeof resource, "coupon:%" PRId64, b->coupon_id);
-    dlock_err e = take_lock(w, cfg, resource, deadline, &lock);
-    if (e != DLOCK_OK) {
-        answer_lock_failure(w, e, b);
-        return;
+    dlock_lock *lock = reuse_kept(w, cfg, resource);
+    if (lock == NULL) {
+        dlock_err e = take_lock(w, cfg, resource, deadline, &lock);
+        if (e != DLOCK_OK) {
+            answer_lock_failure(w, e, b);
+            return;
+        }
     }
-    (void)run_locked(w, cfg, resource, deadline, &lock, b);
+    /* A kept lock carries the fence of its acquisition: the store accepts
+     * it again from the same holder (last_fence <= fence) until a newer
+     * holder reads. */
+    db_status st = run_locked(w, cfg, resource, deadline, &lock, b);
     if (lock != NULL)
-        let_go(w, lock);
+        let_go(w, cfg, lock, st);
 }
 
 static lock_health redlock_health(const strategy *self, worker *w, size_t *nodes_up, size_t *nodes,

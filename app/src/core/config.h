@@ -57,6 +57,8 @@
       "pause between lock attempts while it is taken, +- the same jitter")                                                                                      \
     X(NUM,    int,      lock_batch,       "lock-batch",        "COUPON_LOCK_BATCH",        "N",              1, CONFIG_MAX_BATCH,  32,                               \
       "claims of one coupon this server may run under one lock acquisition, with one read and one write (group commit); 1 = a lock (and a fence) per claim")     \
+    X(NUM,    int,      lock_cache_ms,    "lock-cache-ms",     "COUPON_LOCK_CACHE_MS",     "MS",             0, 60000,             0,                                \
+      "redlock: after a batch the store decided, keep the coupon's lock cached in its claim worker's lock client (renewed, same fence) for the coupon's next batch, until another client waits for it or MS pass unused; 0 = release after every batch") \
     X(NUM,    int,      commit_group,     "commit-group",      "COUPON_COMMIT_GROUP",      "N",              0, CONFIG_MAX_GROUP,  CONFIG_MAX_GROUP,                 \
       "SQLite, fence full, no business step: up to N lock holders of different coupons commit their sections in one transaction, each in its own savepoint; 1 = one section at a time per server, each in its own transactions (a process-wide writer mutex); 0 = off") \
     X(NUM,    int,      redis_timeout_ms, "redis-timeout-ms",  "COUPON_REDIS_TIMEOUT_MS",  "MS",             1, 60000,             200,                              \

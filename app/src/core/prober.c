@@ -91,7 +91,7 @@ int prober_start(const app_config *cfg, int uses_lock, prober_lock_fn lock_probe
     prober.cfg = cfg;
     prober.lock_probe = lock_probe;
     prober.lock_ctx = ctx;
-    if (pool_new(cfg, 1, uses_lock, &prober.pool, errbuf, errlen) != POOL_OK)
+    if (pool_new(cfg, 1, uses_lock ? POOL_LOCK : POOL_NO_LOCK, &prober.pool, errbuf, errlen) != POOL_OK)
         return -1;
     prober.w = pool_checkout(prober.pool);
     probe_store();

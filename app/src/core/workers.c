@@ -16,7 +16,8 @@ struct worker_pool {
     int sync_ready;  /* mu and cv initialised */
 };
 
-dlock_err worker_lock_client_new(const app_config *cfg, dlock_client **out, char *errbuf, size_t errlen)
+static dlock_err lock_client_new(const app_config *cfg, int cached, dlock_client **out, char *errbuf,
+                                 size_t errlen)
 {
     dlock_options o;
     dlock_options_init(&o);
@@ -39,11 +40,19 @@ dlock_err worker_lock_client_new(const app_config *cfg, dlock_client **out, char
     /* Unavailable nodes answer at once (1006) instead of holding a worker
      * thread until the deadline: the client retries with Retry-After. */
     o.retry_unavailable = 0;
+    /* Only a claim worker's client keeps locks: it costs a listener thread
+     * and a subscriber connection per node. */
+    o.cache_locks = cached;
     return dlock_client_new(&o, out, errbuf, errlen);
 }
 
-pool_error pool_new(const app_config *cfg, size_t n, int with_lock, worker_pool **out,
-                    char *errbuf, size_t errlen)
+dlock_err worker_lock_client_new(const app_config *cfg, dlock_client **out, char *errbuf, size_t errlen)
+{
+    return lock_client_new(cfg, 0, out, errbuf, errlen);
+}
+
+pool_error pool_new(const app_config *cfg, size_t n, pool_locks locks, worker_pool **out, char *errbuf,
+                    size_t errlen)
 {
     pool_error result = POOL_ERR_SYSTEM;
     worker_pool *p = NULL;
@@ -73,8 +82,8 @@ pool_error pool_new(const app_config *cfg, size_t n, int with_lock, worker_pool 
             result = POOL_ERR_DB;
             goto out;
         }
-        if (with_lock) {
-            dlock_err e = worker_lock_client_new(cfg, &w->lock, errbuf, errlen);
+        if (locks != POOL_NO_LOCK) {
+            dlock_err e = lock_client_new(cfg, locks == POOL_LOCK_CACHED, &w->lock, errbuf, errlen);
             if (e != DLOCK_OK) {
                 result = e == DLOCK_ERR_ARG ? POOL_ERR_LOCK : POOL_ERR_SYSTEM;
                 if (e != DLOCK_ERR_ARG)

@@ -32,10 +32,17 @@ typedef enum pool_error {
     POOL_ERR_SYSTEM = 3  /* out of memory, thread primitives */
 } pool_error;
 
-/* Opens n slots. with_lock: also one dlock_client per slot, built from the
- * config. On failure *out is NULL and errbuf says why. */
-pool_error pool_new(const app_config *cfg, size_t n, int with_lock, worker_pool **out,
-                    char *errbuf, size_t errlen);
+/* What lock client each slot of a pool gets. */
+typedef enum pool_locks {
+    POOL_NO_LOCK = 0,
+    POOL_LOCK = 1,        /* one dlock_client per slot, built from the config */
+    POOL_LOCK_CACHED = 2  /* the same, with cache_locks: for the claim workers under --lock-cache-ms */
+} pool_locks;
+
+/* Opens n slots, each with the lock client locks says. On failure *out is
+ * NULL and errbuf says why. */
+pool_error pool_new(const app_config *cfg, size_t n, pool_locks locks, worker_pool **out, char *errbuf,
+                    size_t errlen);
 /* A lock client with the server's options (the slots' kind), for code that
  * needs its own (the health probe). dlock_client_new's contract. */
 dlock_err worker_lock_client_new(const app_config *cfg, dlock_client **out, char *errbuf, size_t errlen);
