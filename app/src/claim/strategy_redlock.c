@@ -79,8 +79,8 @@ static void log_fence_refused(worker *w, int64_t coupon_id, uint64_t fence, size
                    " for %zu claim(s): %s", coupon_id, fence, n, db_errmsg(w->db));
 }
 
-/* Takes the coupon's lock for one batch, waiting until deadline (on
- * libdlock's clock); counts the wait, the retries and a failure's kind. */
+/* Acquires for one batch until deadline (libdlock's clock), counted here
+ * so that every batch's acquisition is measured alike. */
 static dlock_err take_lock(worker *w, const app_config *cfg, const char *resource, int64_t deadline,
                            dlock_lock **lockp)
 {
@@ -103,16 +103,15 @@ static dlock_err take_lock(worker *w, const app_config *cfg, const char *resourc
     return e;
 }
 
-/* The store ran the batch's section and decided each claim (sold, sold out,
- * or at its user's limit): only then is the lease known good for another batch. */
+/* Only a section the store decided (sold, sold out, user limit) shows the
+ * lease still good for another batch. */
 static int section_decided(db_status st)
 {
     return st == DB_OK || st == DB_SOLD_OUT || st == DB_USER_LIMIT;
 }
 
-/* --lock-cache-ms: the lock this worker's client kept after the coupon's
- * last batch, if no other client asked for it and half the lease is left,
- * so a healthy batch ends well inside it. NULL: acquire. */
+/* The lock kept from the coupon's last batch (--lock-cache-ms), only with
+ * half the lease left so a healthy batch ends well inside it; NULL: acquire. */
 static dlock_lock *reuse_kept(worker *w, const app_config *cfg, const char *resource)
 {
     if (cfg->lock_cache_ms == 0)
@@ -126,13 +125,9 @@ static dlock_lock *reuse_kept(worker *w, const app_config *cfg, const char *reso
     return lock;
 }
 
-/* Every outcome stands whatever the release says: the write is already
- * committed or refused. LOST means the lease ended before we released:
- * under --fence full the store refused our write if a newer holder had
- * read in the meantime, so it is counted, not turned into an error (under
- * --fence off or write, this is the window that oversells). Any other
- * failure leaves the key to expire after its TTL. A decided section's lock
- * is kept instead under --lock-cache-ms; the client then owns it. */
+/* Keeps a decided section's lock under --lock-cache-ms, else releases it;
+ * the outcomes stand whatever the release says, since the write is already
+ * committed or refused by its fence. */
 static void let_go(worker *w, const app_config *cfg, dlock_lock *lock, db_status st)
 {
     int64_t release_t0 = cm_now_us();
@@ -146,13 +141,14 @@ static void let_go(worker *w, const app_config *cfg, dlock_lock *lock, db_status
         dlock_lock_free(lock);
     }
     metrics_stage_us(STAGE_RELEASE, cm_now_us() - release_t0);
+    /* LOST: the lease ended first; under --fence full a newer holder's read refused our write. */
     if (re == DLOCK_ERR_LOST)
         metrics_lock_lost();
     else if (re != DLOCK_OK)
-        metrics_lock_release_error();
+        metrics_lock_release_error(); /* the key expires after its TTL */
 }
 
-/* The lock was not taken: every claim of the batch gets the same answer
+/* Every claim of a batch whose lock was not taken gets the lock's answer
  * (1005, or 1006 without a quorum: outcome.c). */
 static void answer_lock_failure(worker *w, dlock_err e, claim_batch *b)
 {
@@ -170,12 +166,9 @@ static void answer_lock_failure(worker *w, dlock_err e, claim_batch *b)
     }
 }
 
-/* The section under a held lock for every claim of the batch, with one
- * fenced read and one write for all of them (group commit). The lock's
- * round trips and the commit are paid once per batch. They all carry the
- * lock's fence, so if the lease runs out mid-way (a pause, a SIGSTOP) and a
- * newer holder reads the coupon, the store refuses the whole batch (1010)
- * and nothing of it is applied. *lockp may be replaced (heal_fence). */
+/* One fenced read and one write for the whole batch under one fence, so
+ * the lock's rounds and the commit are paid once per batch and an outlived
+ * lease gets the whole batch refused (1010); *lockp may be replaced (heal_fence). */
 static db_status run_locked(worker *w, const app_config *cfg, const char *resource, int64_t deadline,
                             dlock_lock **lockp, claim_batch *b)
 {
@@ -229,9 +222,7 @@ static void redlock_claim(const strategy *self, worker *w, const app_config *cfg
             return;
         }
     }
-    /* A kept lock carries the fence of its acquisition: the store accepts
-     * it again from the same holder (last_fence <= fence) until a newer
-     * holder reads. */
+    /* A kept lock's fence is its acquisition's: the store accepts it again until a newer holder reads. */
     db_status st = run_locked(w, cfg, resource, deadline, &lock, b);
     if (lock != NULL)
         let_go(w, cfg, lock, st);
