@@ -33,26 +33,52 @@ static claim_job *job_fifo_pop(job_fifo *f)
     return job;
 }
 
-size_t batch_gather(lane_batch *lb, job_fifo *lane, int64_t coupon_id, size_t max, int expire_late, int64_t now)
+void batch_begin(lane_batch *lb, int64_t coupon_id)
+{
+    lb->b.coupon_id = coupon_id;
+    lb->b.deadline_us = 0;
+    lb->b.n = 0;
+    lb->b.prepared = NULL;
+    lb->b.prepare_err = 0;
+    lb->solo = NULL;
+    lb->n_late = 0;
+}
+
+/* The job's time in its lane: behind its coupon's leader (the local queue)
+ * if it came while that leader was busy with the coupon, else waiting for
+ * its worker. */
+static void note_wait(const claim_job *job, int64_t taken_us, int with_lock)
+{
+    int64_t waited = job->queued_us > 0 ? taken_us - job->queued_us : 0;
+    int behind = job->behind_leader && with_lock;
+
+    if (job->queued_us > 0)
+        metrics_stage_us(STAGE_CLAIM_QUEUE, behind ? 0 : waited);
+    /* Only lock strategies have a leader worth telling apart (metrics.h). */
+    if (with_lock)
+        metrics_stage_us(STAGE_LOCAL_QUEUE, behind ? waited : 0);
+}
+
+size_t batch_gather(lane_batch *lb, job_fifo *lane, size_t max, gather_rule rule, int with_lock, int64_t now)
 {
     size_t moved = 0;
 
-    lb->b.coupon_id = coupon_id;
-    lb->b.n = 0;
-    lb->solo = NULL;
-    lb->n_late = 0;
-    lb->taken_us = now;
     if (max > CONFIG_MAX_BATCH)
         max = CONFIG_MAX_BATCH;
     /* A bundle holds locks of its own: it runs alone, in its turn. */
-    if (lane->head != NULL && lane->head->run != NULL) {
+    if (lb->b.n == 0 && lb->n_late == 0 && lane->head != NULL && lane->head->run != NULL) {
         lb->solo = job_fifo_pop(lane);
+        note_wait(lb->solo, now, 0);
         return 1;
     }
-    while (lane->head != NULL && lane->head->run == NULL && moved < max) {
+    while (lane->head != NULL && lane->head->run == NULL && lb->b.n + lb->n_late < max) {
+        /* After a failed prepare, claims with time left wait for the next try. */
+        if (rule == GATHER_DUE && lb->b.n > 0 && now < lane->head->deadline_us)
+            break;
         claim_job *job = job_fifo_pop(lane);
         moved++;
-        if (expire_late && now >= job->deadline_us) {
+        note_wait(job, now, with_lock);
+        if (rule == GATHER_EXPIRE_LATE && now >= job->deadline_us) {
             lb->late[lb->n_late++] = job;
             continue;
         }
@@ -88,20 +114,6 @@ static void expire(claim_job *job, const app_config *cfg, int64_t now_us)
                  "its whole wait passed in the claim queue while the lock service failed: %s", dlock_strerror(seen));
 }
 
-/* The job's time in its lane: behind its coupon's leader (the local queue)
- * if it came while that leader ran a batch, else waiting for its worker. */
-static void note_wait(const claim_job *job, int64_t taken_us, int with_lock)
-{
-    int64_t waited = job->queued_us > 0 ? taken_us - job->queued_us : 0;
-    int behind = job->behind_leader && with_lock;
-
-    if (job->queued_us > 0)
-        metrics_stage_us(STAGE_CLAIM_QUEUE, behind ? 0 : waited);
-    /* Only lock strategies have a leader worth telling apart (metrics.h). */
-    if (with_lock)
-        metrics_stage_us(STAGE_LOCAL_QUEUE, behind ? waited : 0);
-}
-
 void batch_run(lane_batch *lb, const strategy *strat, worker *w, const app_config *cfg)
 {
     /* Every job's done runs outside the queue's mutex: it may take the
@@ -109,24 +121,20 @@ void batch_run(lane_batch *lb, const strategy *strat, worker *w, const app_confi
     for (size_t i = 0; i < lb->n_late; i++) {
         claim_job *job = lb->late[i];
         memset(&job->out, 0, sizeof job->out);
-        note_wait(job, lb->taken_us, strat->uses_lock);
-        expire(job, cfg, lb->taken_us);
+        expire(job, cfg, cm_now_us());
         job->done(job);
     }
     if (lb->solo != NULL) {
         claim_job *job = lb->solo;
         memset(&job->out, 0, sizeof job->out);
-        note_wait(job, lb->taken_us, 0);
         job->run(job, w, cfg);
         job->done(job); /* the last touch: the owner may free the job from here on */
         return;
     }
-    if (lb->b.n == 0)
+    if (lb->b.n == 0 && lb->b.prepared == NULL)
         return;
-    for (size_t i = 0; i < lb->b.n; i++) {
+    for (size_t i = 0; i < lb->b.n; i++)
         memset(&lb->job[i]->out, 0, sizeof lb->job[i]->out);
-        note_wait(lb->job[i], lb->taken_us, strat->uses_lock);
-    }
     strat->claim(strat, w, cfg, &lb->b);
     for (size_t i = 0; i < lb->b.n; i++) {
         lb->job[i]->result = lb->b.item[i].result;

@@ -30,20 +30,30 @@ typedef struct lane_batch {
     claim_job *solo;
     claim_job *late[CONFIG_MAX_BATCH];
     size_t n_late;
-    int64_t taken_us; /* when they left the lane (cm_now_us) */
 } lane_batch;
 
 void job_fifo_push(job_fifo *f, claim_job *job);
 
-/* Under the lane's mutex: moves into lb the jobs at the head of lane, at
- * most max (<= CONFIG_MAX_BATCH): a bundle at the head alone, else the
- * single claims before the next bundle. With expire_late, a claim whose
- * deadline is past at now goes to lb->late. Returns the jobs moved. */
-size_t batch_gather(lane_batch *lb, job_fifo *lane, int64_t coupon_id, size_t max, int expire_late, int64_t now);
+/* Which of a lane's claims a batch takes. */
+typedef enum gather_rule {
+    GATHER_ALL,         /* every claim, late or not: a lock-free strategy has no wait to bound */
+    GATHER_EXPIRE_LATE, /* a claim past its deadline goes to lb->late, answered 1005 unrun */
+    GATHER_DUE          /* prepare failed: the claims past their deadline, and at least the oldest, to get its failure */
+} gather_rule;
+
+/* Empties lb for a new batch of coupon_id's lane. */
+void batch_begin(lane_batch *lb, int64_t coupon_id);
+
+/* Under the lane's mutex: moves the jobs at the head of lane into lb, by
+ * rule, until lb holds max (<= CONFIG_MAX_BATCH): a bundle at the head of
+ * an empty batch alone, else the single claims before the next bundle.
+ * Counts each job's wait (with_lock: a lock strategy's stages). Returns
+ * the jobs moved. */
+size_t batch_gather(lane_batch *lb, job_fifo *lane, size_t max, gather_rule rule, int with_lock, int64_t now);
 
 /* Outside the mutex: answers the late claims, runs the rest (through
- * strat, or the bundle's own run) and calls every job's done, exactly once
- * each. */
+ * strat, or the bundle's own run; strat also with no claim when it has a
+ * prepared lock to let go of) and calls every job's done, exactly once each. */
 void batch_run(lane_batch *lb, const strategy *strat, worker *w, const app_config *cfg);
 
 /* Answers a job that never ran with "server stopping". */

@@ -150,7 +150,8 @@ static void *worker_main(void *arg)
     worker *w = pool_checkout(q->pool);
     /* Lock-free strategies have no wait to bound: their claims run
      * whatever the queue cost. */
-    int expire_late = q->strat->uses_lock;
+    int with_lock = q->strat->uses_lock;
+    gather_rule rule = with_lock ? GATHER_EXPIRE_LATE : GATHER_ALL;
 
     for (;;) {
         pthread_mutex_lock(&sh->mu);
@@ -162,8 +163,22 @@ static void *worker_main(void *arg)
         }
         lane *l = ready_pop(sh);
         l->led = 1;
-        size_t moved = batch_gather(lb, &l->jobs, l->coupon_id, (size_t)q->cfg->lock_batch, expire_late,
-                                    cm_now_us());
+        batch_begin(lb, l->coupon_id);
+        size_t max = (size_t)q->cfg->lock_batch, moved = 0;
+        claim_job *oldest = l->jobs.head;
+        int64_t now = cm_now_us();
+        /* The oldest claim leaves the lane first, as the one the lock is
+         * waited for; the rest are gathered after the prepare, so claims
+         * that came during its wait join this batch. */
+        if (q->strat->prepare != NULL && oldest->run == NULL && now < oldest->deadline_us) {
+            moved = batch_gather(lb, &l->jobs, 1, rule, with_lock, now);
+            pthread_mutex_unlock(&sh->mu);
+            waiting_sub(q, moved);
+            q->strat->prepare(q->strat, w, q->cfg, l->coupon_id, oldest->deadline_us, &lb->b);
+            pthread_mutex_lock(&sh->mu);
+            now = cm_now_us();
+        }
+        moved = batch_gather(lb, &l->jobs, max, lb->b.prepare_err != 0 ? GATHER_DUE : rule, with_lock, now);
         pthread_mutex_unlock(&sh->mu);
         waiting_sub(q, moved);
         batch_run(lb, q->strat, w, q->cfg);

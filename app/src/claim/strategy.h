@@ -43,6 +43,11 @@ typedef struct claim_batch {
     int64_t deadline_us;
     size_t n;
     claim_item item[CONFIG_MAX_BATCH];
+    /* What the strategy's prepare left for its claim (redlock: the coupon's
+     * lock), or prepare_err (a dlock_err) when it could not; NULL and 0
+     * without a prepare. */
+    void *prepared;
+    int prepare_err;
 } claim_batch;
 
 /* strategy.stock_falls */
@@ -62,7 +67,14 @@ typedef struct strategy {
      *     whose lease ran out can write back the higher stock it read);
      *   0: never (no lock, or a recipe's). */
     int stock_falls;
-    /* Sets every item's result and out; never calls back into the queue. */
+    /* Optional: readies the coupon for its next batch before the batch is
+     * gathered (redlock: takes its lock until deadline_us), so that claims
+     * that come during the wait join that batch. Sets b->prepared or
+     * b->prepare_err; claim then gets the batch (n may be 0). */
+    void (*prepare)(const struct strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
+                    int64_t deadline_us, claim_batch *b);
+    /* Sets every item's result and out, and lets go of what prepare took;
+     * never calls back into the queue. */
     void (*claim)(const struct strategy *self, worker *w, const app_config *cfg, claim_batch *b);
     /* nodes_up / nodes for the health report (0 / 0 when unused); bit i of
      * *up_mask set when the i-th --redis node answered. */

@@ -201,29 +201,63 @@ static db_status run_locked(worker *w, const app_config *cfg, const char *resour
     return st;
 }
 
+/* libdlock counts on its own clock (dlock_now_ms: BOOTTIME), so a
+ * deadline on cm_now_us's goes over as "this long from now". */
+static int64_t lock_deadline(int64_t deadline_us)
+{
+    return dlock_now_ms() + (deadline_us - cm_now_us()) / 1000;
+}
+
+/* The coupon's lock: kept from its last batch, or acquired until deadline_us
+ * (the oldest waiting claim's, so --lock-wait bounds the whole wait). */
+static dlock_err lock_coupon(worker *w, const app_config *cfg, int64_t coupon_id, int64_t deadline_us,
+                             dlock_lock **lockp)
+{
+    char resource[64];
+
+    /* One lock per coupon: claims on different coupons never wait for each other. */
+    snprintf(resource, sizeof resource, "coupon:%" PRId64, coupon_id);
+    *lockp = reuse_kept(w, cfg, resource);
+    if (*lockp != NULL)
+        return DLOCK_OK;
+    return take_lock(w, cfg, resource, lock_deadline(deadline_us), lockp);
+}
+
+static void redlock_prepare(const strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
+                            int64_t deadline_us, claim_batch *b)
+{
+    (void)self;
+    dlock_lock *lock = NULL;
+    dlock_err e = lock_coupon(w, cfg, coupon_id, deadline_us, &lock);
+
+    b->prepared = lock;
+    b->prepare_err = (int)e;
+}
+
 static void redlock_claim(const strategy *self, worker *w, const app_config *cfg, claim_batch *b)
 {
     (void)self;
     char resource[64];
+    dlock_lock *lock = b->prepared;
+    dlock_err e = (dlock_err)b->prepare_err;
 
-    /* One deadline covers the claim queue and the Redis attempts together,
-     * so --lock-wait bounds the whole wait the client sees. libdlock counts
-     * on its own clock (dlock_now_ms: BOOTTIME), so the deadline goes over
-     * as "this long from now". */
-    int64_t deadline = dlock_now_ms() + (b->deadline_us - cm_now_us()) / 1000;
-
-    /* One lock per coupon: claims on different coupons never wait for each other. */
-    snprintf(resource, sizeof resource, "coupon:%" PRId64, b->coupon_id);
-    dlock_lock *lock = reuse_kept(w, cfg, resource);
-    if (lock == NULL) {
-        dlock_err e = take_lock(w, cfg, resource, deadline, &lock);
-        if (e != DLOCK_OK) {
-            answer_lock_failure(w, e, b);
-            return;
-        }
+    /* Without a prepare (its oldest claim was late then), the lock is taken here. */
+    if (lock == NULL && e == DLOCK_OK && b->n > 0)
+        e = lock_coupon(w, cfg, b->coupon_id, b->deadline_us, &lock);
+    b->prepared = NULL;
+    if (e != DLOCK_OK) {
+        answer_lock_failure(w, e, b);
+        return;
     }
+    if (lock == NULL)
+        return;
+    if (b->n == 0) { /* every claim went meanwhile (late, or the server stopping) */
+        let_go(w, cfg, lock, DB_ERROR);
+        return;
+    }
+    snprintf(resource, sizeof resource, "coupon:%" PRId64, b->coupon_id);
     /* A kept lock's fence is its acquisition's: the store accepts it again until a newer holder reads. */
-    db_status st = run_locked(w, cfg, resource, deadline, &lock, b);
+    db_status st = run_locked(w, cfg, resource, lock_deadline(b->deadline_us), &lock, b);
     if (lock != NULL)
         let_go(w, cfg, lock, st);
 }
@@ -253,6 +287,7 @@ const strategy strategy_redlock = {
      * on SQLite"). */
     .default_claim_workers = 8,
     .stock_falls = STOCK_FALLS_FENCED,
+    .prepare = redlock_prepare,
     .claim = redlock_claim,
     .health = redlock_health,
 };
