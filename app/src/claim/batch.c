@@ -40,6 +40,7 @@ void batch_begin(lane_batch *lb, int64_t coupon_id)
     lb->b.n = 0;
     lb->b.prepared = NULL;
     lb->b.prepare_err = 0;
+    lb->b.prepare_busy = 0;
     lb->solo = NULL;
     lb->n_late = 0;
 }
@@ -47,8 +48,12 @@ void batch_begin(lane_batch *lb, int64_t coupon_id)
 /* The job's time in its lane: behind its coupon's leader (the local queue)
  * if it came while that leader was busy with the coupon, else waiting for
  * its worker. */
-static void note_wait(const claim_job *job, int64_t taken_us, int with_lock)
+static void note_wait(claim_job *job, int64_t taken_us, int with_lock)
 {
+    /* A claim put back after a busy prepare is counted once, at its first leave. */
+    if (job->wait_counted)
+        return;
+    job->wait_counted = 1;
     int64_t waited = job->queued_us > 0 ? taken_us - job->queued_us : 0;
     int behind = job->behind_leader && with_lock;
 
@@ -93,6 +98,19 @@ size_t batch_gather(lane_batch *lb, job_fifo *lane, size_t max, gather_rule rule
         lb->job[lb->b.n++] = job;
     }
     return moved;
+}
+
+void batch_put_back(lane_batch *lb, job_fifo *lane)
+{
+    for (size_t i = lb->b.n; i-- > 0;) {
+        claim_job *job = lb->job[i];
+        job->next = lane->head;
+        lane->head = job;
+        if (lane->tail == NULL)
+            lane->tail = job;
+        lane->n++;
+    }
+    lb->b.n = 0;
 }
 
 /* The job's answer once its deadline passed while it waited, without a

@@ -51,6 +51,10 @@ void batch_begin(lane_batch *lb, int64_t coupon_id);
  * the jobs moved. */
 size_t batch_gather(lane_batch *lb, job_fifo *lane, size_t max, gather_rule rule, int with_lock, int64_t now);
 
+/* Under the lane's mutex: the batch's claims (none of them late) back at
+ * the head of lane, in their order, for the lane's next turn. */
+void batch_put_back(lane_batch *lb, job_fifo *lane);
+
 /* Outside the mutex: answers the late claims, runs the rest (through
  * strat, or the bundle's own run; strat also with no claim when it has a
  * prepared lock to let go of) and calls every job's done, exactly once each. */

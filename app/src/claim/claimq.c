@@ -162,6 +162,7 @@ static void *worker_main(void *arg)
             break;
         }
         lane *l = ready_pop(sh);
+        int others_ready = sh->ready_head != NULL;
         l->led = 1;
         batch_begin(lb, l->coupon_id);
         size_t max = (size_t)q->cfg->lock_batch, moved = 0;
@@ -171,12 +172,23 @@ static void *worker_main(void *arg)
          * waited for; the rest are gathered after the prepare, so claims
          * that came during its wait join this batch. */
         if (q->strat->prepare != NULL && oldest->run == NULL && now < oldest->deadline_us) {
+            /* While other lanes wait, one try: a coupon held elsewhere must
+             * not stall this worker's other coupons behind it. */
+            int64_t until = others_ready ? now : oldest->deadline_us;
             moved = batch_gather(lb, &l->jobs, 1, rule, with_lock, now);
             pthread_mutex_unlock(&sh->mu);
             waiting_sub(q, moved);
-            q->strat->prepare(q->strat, w, q->cfg, l->coupon_id, oldest->deadline_us, &lb->b);
+            q->strat->prepare(q->strat, w, q->cfg, l->coupon_id, until, &lb->b);
             pthread_mutex_lock(&sh->mu);
             now = cm_now_us();
+            if (lb->b.prepare_busy && until < oldest->deadline_us && now < oldest->deadline_us && !sh->stopping) {
+                batch_put_back(lb, &l->jobs);
+                atomic_fetch_add(&q->waiting, moved);
+                l->led = 0;
+                ready_push(sh, l); /* behind the lanes that waited */
+                pthread_mutex_unlock(&sh->mu);
+                continue;
+            }
         }
         moved = batch_gather(lb, &l->jobs, max, lb->b.prepare_err != 0 ? GATHER_DUE : rule, with_lock, now);
         pthread_mutex_unlock(&sh->mu);

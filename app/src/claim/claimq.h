@@ -51,6 +51,7 @@ struct claim_job {
      * behind that leader is the local-queue stage, metrics.h). */
     claim_job *next;
     int behind_leader;
+    int wait_counted; /* its lane wait was counted when it first left the lane */
 };
 
 typedef struct claimq claimq;

@@ -48,6 +48,7 @@ typedef struct claim_batch {
      * without a prepare. */
     void *prepared;
     int prepare_err;
+    int prepare_busy; /* with prepare_err: the coupon is held elsewhere (contention, not a failure) */
 } claim_batch;
 
 /* strategy.stock_falls */
@@ -68,9 +69,10 @@ typedef struct strategy {
      *   0: never (no lock, or a recipe's). */
     int stock_falls;
     /* Optional: readies the coupon for its next batch before the batch is
-     * gathered (redlock: takes its lock until deadline_us), so that claims
-     * that come during the wait join that batch. Sets b->prepared or
-     * b->prepare_err; claim then gets the batch (n may be 0). */
+     * gathered (redlock: takes its lock, trying until deadline_us; one try
+     * when that has passed), so that claims that come during the wait join
+     * that batch. Sets b->prepared, or b->prepare_err (and prepare_busy);
+     * claim then gets the batch (n may be 0). */
     void (*prepare)(const struct strategy *self, worker *w, const app_config *cfg, int64_t coupon_id,
                     int64_t deadline_us, claim_batch *b);
     /* Sets every item's result and out, and lets go of what prepare took;

@@ -232,6 +232,7 @@ static void redlock_prepare(const strategy *self, worker *w, const app_config *c
 
     b->prepared = lock;
     b->prepare_err = (int)e;
+    b->prepare_busy = e == DLOCK_ERR_TAKEN;
 }
 
 static void redlock_claim(const strategy *self, worker *w, const app_config *cfg, claim_batch *b)
