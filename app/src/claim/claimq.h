@@ -6,13 +6,15 @@
  * One lane per coupon: the claims of a coupon wait in its lane, oldest
  * first. A lane belongs to one claim worker, chosen by a hash of the coupon
  * id, so at most one worker leads a coupon at a time and that worker's lock
- * client may keep the coupon's lock between batches. The leader takes up to
- * --lock-batch waiting claims of the lane as one batch (claim/batch.h) and
- * runs it through the strategy, then the next lane. A job carries its
- * deadline, fixed when the request arrived (arrival + --lock-wait): a job
- * still queued at its deadline is answered 1005 without touching Redis or
- * the store. Knows nothing of HTTP: the caller learns that a job is
- * finished through its done callback. */
+ * client may keep the coupon's lock between batches. The leader lets the
+ * strategy prepare the coupon for the oldest claim (redlock: its lock; one
+ * try while other lanes wait, and a held coupon goes behind them), then
+ * takes up to --lock-batch waiting claims of the lane as one batch
+ * (claim/batch.h) and runs it through the strategy, then the next lane.
+ * A job carries its deadline, fixed when the request arrived (arrival +
+ * --lock-wait): a job still queued at its deadline is answered 1005
+ * without touching Redis or the store. Knows nothing of HTTP: the caller
+ * learns that a job is finished through its done callback. */
 #ifndef APP_CLAIM_CLAIMQ_H
 #define APP_CLAIM_CLAIMQ_H
 
