@@ -134,7 +134,7 @@ static const cm_option options[] = {
              "spread over them round-robin (see --route)"},
     {.name = "route", .kind = CM_ARG_STRING, .offset = AT(o.route), .convert = convert_route,
      .metavar = "rr|coupon",
-     .help = "which URL a claim goes to: rr (default), its\n"
+     .help = "which URL a claim goes to (default rr): rr, its\n"
              "connection's, connections dealt round robin over the\n"
              "URLs; coupon, the URL a consistent hash of its coupon\n"
              "id picks (jump hash), as HAProxy's balance url_param\n"
