@@ -49,17 +49,19 @@ static dlock_err give_up(dlock_client *c, dlock_lock *lock, char *errbuf)
     return rc;
 }
 
-/* A notice for a token none of our locks held: kept for a moment, since the
- * acquire that set the key may not have listed its handle yet. */
+/* A notice for a token none of our locks held: kept for a while, since the
+ * acquire that set the key may not have read its grant yet (SPIN found the
+ * waiter starved without this: docs/model.md). Every caching client hears
+ * every notice of its prefix, so the ring is large. */
 static void remember_unmatched(dlock_client *c, const char *token)
 {
     snprintf(c->cache_unmatched[c->cache_unmatched_next], DLOCK_TOKEN_LEN, "%s", token);
-    c->cache_unmatched_next = (c->cache_unmatched_next + 1) % 8;
+    c->cache_unmatched_next = (c->cache_unmatched_next + 1) % DLOCK__CACHE_UNMATCHED;
 }
 
 static int was_unmatched(const dlock_client *c, const char *token)
 {
-    for (size_t i = 0; i < 8; i++)
+    for (size_t i = 0; i < DLOCK__CACHE_UNMATCHED; i++)
         if (strcmp(c->cache_unmatched[i], token) == 0)
             return 1;
     return 0;

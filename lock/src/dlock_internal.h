@@ -183,6 +183,9 @@ typedef struct dlock__waker {
     struct dlock__waker *next;        /* pool link */
 } dlock__waker;
 
+/* Notices for tokens none of a client's locks held, remembered (cache.c). */
+#define DLOCK__CACHE_UNMATCHED 256
+
 /* One node's listener thread of lock caching (cache.c). */
 typedef struct dlock__cache_listener {
     struct dlock_client *c;
@@ -244,7 +247,7 @@ struct dlock_client {
     int cache_on;                     /* immutable: dlock_options.cache_locks */
     dlock_lock *cache_head;           /* kept locks, not in use (singly linked by cache_next) */
     uint32_t cache_listening;         /* nodes whose notices the listener receives now */
-    char cache_unmatched[8][DLOCK_TOKEN_LEN]; /* recent notices for no kept or held lock */
+    char cache_unmatched[DLOCK__CACHE_UNMATCHED][DLOCK_TOKEN_LEN]; /* recent notices for no lock */
     size_t cache_unmatched_next;
     char cache_errstr[DLOCK_ERRSTR_LEN]; /* the listeners' and the cache's own detail buffer */
     int cache_pipe[2];                /* written once: the listeners stop */
