@@ -12,13 +12,18 @@
 # atomic-sql), and per coupon count the stages of a claim (from the
 # servers' coupon_claim_stage_seconds_total, summed over the rounds):
 # microseconds per claim run and per pass. `uptime` before and after.
+# Each row also prints its lock rounds per claim: the Lua scripts the
+# masters ran during the load (the calls of EVALSHA, EVAL and FCALL in
+# INFO commandstats, after minus before, summed over the masters) divided
+# by the number of masters (a round asks every master) and by the claims
+# answered; acquire and release are a round each.
 #
 # usage: bench/many-coupons.sh [--rounds R] [--duration S] [--stock N]
 #                              [--counts "1 10 100"] [--connections C]
 #                              [--threads T] [--redlock-opts "OPTS"]
 #                              [--atomic-opts "OPTS"] [--try "OPTS"]
 #                              [--base-bin DIR] [--redis-nodes N] [--zipf S]
-#                              [--json FILE]
+#                              [--route rr|coupon] [--json FILE]
 # --counts: the coupon counts, each 1..100. --redlock-opts / --atomic-opts:
 # extra coupon-server options for that strategy's rows. --try: one more row
 # per count and round, redlock with OPTS ("redlock+"). --base-bin: two more
@@ -28,9 +33,13 @@
 # (default 3; 1 = a single instance, no Redlock quorum). --zipf S: the
 # claims drawn Zipf-distributed over the coupons instead of uniformly (the
 # k-th coupon with weight 1/k^S: coupon-loadtest --zipf S), as real sales
-# are skewed; every count of --counts then uses it.
+# are skewed; every count of --counts then uses it. --route coupon: each
+# claim goes to the server a hash of its coupon id picks (coupon-loadtest
+# --route coupon, as HAProxy's balance url_param coupon_id), instead of
+# round robin (rr, the default): one server keeps a coupon's claims.
 # --json FILE: also append one JSON line per row to FILE (bench, round,
-# coupons, row, per_s, p99_ms, issued, answered, verdict, exit), for
+# coupons, row, route, per_s, p99_ms, issued, answered, rounds_per_claim,
+# verdict, exit), for
 # bench/glance.sh.
 # Environment: BUILD_DIR (default build/), DLOCK_REDIS_SERVER.
 # Exit status: 0 iff every row said NO OVERSELL (else 1, naming the row on
@@ -45,12 +54,12 @@ sale_bench_init many-coupons
 threads=2
 own_server_bin="$server_bin"
 rounds=3 duration=4 claim_stock=10000000 counts="1 10 100" redlock_opts="" atomic_opts="" try_opts=""
-base_bin="" zipf=""
+base_bin="" zipf="" route=rr
 
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage ;;
-    --rounds|--duration|--stock|--counts|--connections|--threads|--redlock-opts|--atomic-opts|--try|--base-bin|--redis-nodes|--zipf|--json)
+    --rounds|--duration|--stock|--counts|--connections|--threads|--redlock-opts|--atomic-opts|--try|--base-bin|--redis-nodes|--zipf|--route|--json)
       need_value "$1" $# ;;
     *) die "unknown option $1 (--help)" ;;
   esac
@@ -69,6 +78,8 @@ while [ $# -gt 0 ]; do
     --zipf) [[ "$2" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk -v s="$2" 'BEGIN { exit !(s > 0 && s <= 10) }' ||
               die "--zipf: '$2' is not a number in (0, 10]"
             zipf="$2" ;;
+    --route) [ "$2" = rr ] || [ "$2" = coupon ] || die "--route: '$2' is not rr or coupon"
+             route="$2" ;;
     --json) json_out="$2" ;;
   esac
   shift 2
@@ -81,7 +92,7 @@ if [ -n "$base_bin" ] && [ ! -x "$base_bin/coupon-server" ]; then die "--base-bi
 sale_bench_start
 
 STAGES=(http_in claim_queue local_queue lock read work commit release resume reply)
-declare -A stage_s=() stage_n=() tput=() cpu_srv=() cpu_redis=() cpu_load=() answers=()
+declare -A stage_s=() stage_n=() tput=() cpu_srv=() cpu_redis=() cpu_load=() answers=() rpc=()
 hz="$(getconf CLK_TCK 2>/dev/null || echo 100)"
 
 # One row: fresh database, fresh servers, N coupons, the load; prints its
@@ -102,14 +113,17 @@ row() { # round count kind strategy server-binary [server options...]
     [ "$id" = $((first + c)) ] || die "coupon ids not consecutive ($first, then $id)"
   done
   report="$work/report-$kind-$count-$round.txt" log="$work/load-$kind-$count-$round.log"
-  local srv0 redis0 load0 key="$count:$kind"
+  local srv0 redis0 load0 key="$count:$kind" scripts0 scripts1 rounds
   srv0="$(cpu_ticks "${server_pids[@]}")" redis0="$(cpu_ticks "${redis_pids[@]}")"
+  # Apart: die in $(...) ends only the subshell.
+  scripts0="$(script_calls)" || exit 2
   # The load tester's CPU: its children's times, read by `times` after it exits.
   times >"$work/times"
   load0="$(sed -n 2p "$work/times")"
   "$loadtest_bin" --url "$(IFS=,; echo "${server_urls[*]}")" --coupon "$first" --coupons "$count" \
-    ${zipf:+--zipf "$zipf"} --threads "$threads" --connections "$connections" --duration "$duration" \
-    --db "$db" >"$report" 2>"$log" || st=$?
+    ${zipf:+--zipf "$zipf"} --route "$route" --threads "$threads" --connections "$connections" \
+    --duration "$duration" --db "$db" >"$report" 2>"$log" || st=$?
+  scripts1="$(script_calls)" || exit 2
   cpu_srv["$key"]=$(( ${cpu_srv["$key"]:-0} + $(cpu_ticks "${server_pids[@]}") - srv0 ))
   cpu_redis["$key"]=$(( ${cpu_redis["$key"]:-0} + $(cpu_ticks "${redis_pids[@]}") - redis0 ))
   times >"$work/times" # in this shell: a $(times) subshell would report its own children
@@ -121,11 +135,17 @@ row() { # round count kind strategy server-binary [server options...]
   stop_servers
   rm -f -- "$db" "$db-wal" "$db-shm"
   loadtest_figures "$report"
-  printf '%-6s %7s %-13s %10s %9s %9s  %s\n' "$round" "$count" "$kind" "${lt_rate:-?}" "${lt_p99:-?}" \
-    "${lt_issued:-?}" "${lt_verdict:-exit $st}"
-  json_row round "$round" coupons "$count" row "$kind" per_s "${lt_rate:-null}" p99_ms "${lt_p99:-null}" \
-    issued "${lt_issued:-null}" answered "${lt_answered:-0}" verdict "$lt_verdict" exit "$st"
+  rounds="$(awk -v d="$((scripts1 - scripts0))" -v m="$redis_nodes" -v a="${lt_answered:-0}" \
+    'BEGIN { if (a > 0) printf "%.2f", d / m / a; else print "-" }')"
+  printf '%-6s %7s %-13s %10s %9s %9s %12s  %s\n' "$round" "$count" "$kind" "${lt_rate:-?}" "${lt_p99:-?}" \
+    "${lt_issued:-?}" "$rounds" "${lt_verdict:-exit $st}"
+  local rounds_json="$rounds"
+  [ "$rounds" != - ] || rounds_json=null
+  json_row round "$round" coupons "$count" row "$kind" route "$route" per_s "${lt_rate:-null}" \
+    p99_ms "${lt_p99:-null}" issued "${lt_issued:-null}" answered "${lt_answered:-0}" \
+    rounds_per_claim "$rounds_json" verdict "$lt_verdict" exit "$st"
   tput["$count:$kind"]="${tput["$count:$kind"]:-} ${lt_rate:-0}"
+  [ "$rounds" = - ] || rpc["$count:$kind"]="${rpc["$count:$kind"]:-} $rounds"
   answers["$key"]=$(( ${answers["$key"]:-0} + ${lt_answered:-0} ))
   if [ "$st" != 0 ] || [ "$lt_verdict" != "NO OVERSELL" ]; then
     rc=1
@@ -142,12 +162,13 @@ kinds=(atomic-sql redlock)
 dist="uniform"
 [ -z "$zipf" ] || dist="Zipf $zipf"
 echo "load before: $(uptime)"
-echo "many coupons on SQLite: $instances coupon-servers, $redis_nodes redis masters, coupon-loadtest --threads $threads --connections $connections --duration $duration --coupons N ($dist); stock $claim_stock per coupon, a distinct user per claim"
+echo "many coupons on SQLite: $instances coupon-servers, $redis_nodes redis masters, coupon-loadtest --threads $threads --connections $connections --duration $duration --coupons N ($dist) --route $route; stock $claim_stock per coupon, a distinct user per claim"
+echo "rounds/claim = (EVALSHA + EVAL + FCALL calls on the masters during the load, summed) / $redis_nodes masters / claims answered"
 [ -z "$redlock_opts$atomic_opts" ] || echo "extra options: redlock '$redlock_opts', atomic-sql '$atomic_opts'"
 [ -z "$try_opts" ] || echo "redlock+: redlock $redlock_opts $try_opts"
 [ -z "$base_bin" ] || echo "base-*: the coupon-server of $base_bin"
 rc=0
-printf '%-6s %7s %-13s %10s %9s %9s  %s\n' round coupons row claims/s "p99 ms" issued verdict
+printf '%-6s %7s %-13s %10s %9s %9s %12s  %s\n' round coupons row claims/s "p99 ms" issued rounds/claim verdict
 for ((r = 1; r <= rounds; r++)); do
   for n in "${count_list[@]}"; do
     row "$r" "$n" atomic-sql atomic-sql "$own_server_bin" "${at_extra[@]}"
@@ -195,6 +216,20 @@ if [ -n "$base_bin" ]; then
   done
 fi
 
+echo
+echo "medians of $rounds rounds (lock rounds per claim, route $route):"
+line="$(printf '  %-13s' coupons)"
+for n in "${count_list[@]}"; do line+="$(printf ' %10s' "$n")"; done
+echo "$line"
+for k in "${kinds[@]}"; do
+  line="$(printf '  %-13s' "$k")"
+  for n in "${count_list[@]}"; do
+    # shellcheck disable=SC2086  # the list of numbers splits into words on purpose
+    m="$(median ${rpc["$n:$k"]:-})"
+    if [ "$m" = null ]; then line+="$(printf ' %10s' -)"; else line+="$(printf ' %10.2f' "$m")"; fi
+  done
+  echo "$line"
+done
 for n in "${count_list[@]}"; do
   echo
   echo "where a claim's time goes, $n coupon(s) (all rounds; us per claim run / us per pass, passes):"

@@ -1,9 +1,10 @@
 # bench/lib/measure.sh - what the bench scripts measure and compute alike:
 # their integer options, the CPU time of their processes, the servers'
 # per-stage counters, the JSON lines the programs and the scripts print,
-# and the medians and ratios of the tables. Sourced after the script
-# defines die(); the stage totals go into the caller's associative arrays
-# stage_s and stage_n, and scrape_stages reads the caller's server_urls.
+# the Lua scripts the Redis masters ran, and the medians and ratios of the
+# tables. Sourced after the script defines die(); the stage totals go into
+# the caller's associative arrays stage_s and stage_n, scrape_stages reads
+# the caller's server_urls and script_calls its redis_ports.
 # shellcheck shell=bash
 
 need_int() { # name value min max
@@ -40,6 +41,28 @@ scrape_stages() { # key
       /^coupon_lock_retries_total / { print "n:retries", $2 }
 ')
   done
+}
+
+# The scripts every master has run so far, summed: the calls of EVALSHA,
+# EVAL and their _RO forms, and FCALL (libdlock sends EVALSHA, falling back
+# to EVAL on NOSCRIPT: lock/src/script.c), from INFO commandstats.
+script_calls() { # -> the sum over the masters of redis_ports
+  local port fd hdr body n sum=0
+  for port in "${redis_ports[@]}"; do
+    exec {fd}<>"/dev/tcp/127.0.0.1/$port" || die "cannot connect to redis-server 127.0.0.1:$port"
+    printf 'INFO commandstats\r\n' >&"$fd" || die "cannot send INFO to redis-server 127.0.0.1:$port"
+    IFS= read -r -t 5 hdr <&"$fd" || die "no INFO reply from redis-server 127.0.0.1:$port"
+    hdr="${hdr%$'\r'}"
+    [[ "$hdr" =~ ^\$([0-9]+)$ ]] || die "INFO commandstats on 127.0.0.1:$port answered '$hdr'"
+    n="${BASH_REMATCH[1]}"
+    # The bulk reply is ASCII: its n bytes are n characters.
+    IFS= read -r -t 5 -N "$n" body <&"$fd" || die "INFO reply of redis-server 127.0.0.1:$port cut short"
+    exec {fd}>&-
+    n="$(awk -F '[:,=]' '/^cmdstat_(eval|evalsha|eval_ro|evalsha_ro|fcall|fcall_ro):/ {
+        for (i = 2; i < NF; i += 2) if ($i == "calls") s += $(i + 1) } END { print s + 0 }' <<<"$body")"
+    sum=$((sum + n))
+  done
+  echo "$sum"
 }
 
 # JSON lines: the programs' own (dlock-bench, the peer drivers) and the

@@ -31,6 +31,12 @@
 
 /* ---- options.c ---------------------------------------------------------- */
 
+/* --route: how a claim picks its --url (route.c). */
+typedef enum lt_route {
+    LT_ROUTE_RR,     /* the connection's URL, connections dealt round robin over the URLs */
+    LT_ROUTE_COUPON  /* the URL a consistent hash of the claim's coupon id picks */
+} lt_route;
+
 typedef struct lt_options {
     char **urls;             /* base URLs, trailing '/' removed; owned (lt_options_free) */
     size_t n_urls;
@@ -45,6 +51,7 @@ typedef struct lt_options {
     int json;                /* print the report as one JSON object */
     int quiet;               /* no progress line */
     int use_get;             /* GET instead of the canonical POST */
+    lt_route route;          /* --route: which URL each claim goes to */
     long timeout_ms;         /* whole request */
     long connect_timeout_ms;
     long give_up_ms;         /* a connection that cannot (re)connect for this long stops trying */
@@ -73,6 +80,17 @@ int lt_options_parse(int argc, char **argv, lt_options *o, char *err, size_t err
 void lt_options_free(lt_options *o);
 /* The --help text to f; 0, or -1 when f could not be written. */
 int lt_usage(FILE *f);
+
+/* ---- route.c ------------------------------------------------------------ */
+
+/* The index of the URL (of n_urls) that claims of coupon_id go to under
+ * --route coupon: jump consistent hashing of the mixed id (route.c says
+ * why); the same for a coupon on every call and in every run. */
+size_t lt_route_coupon(int64_t coupon_id, size_t n_urls);
+/* "rr" or "coupon": --route's words, and the report's. */
+const char *lt_route_name(lt_route r);
+/* 0 and *out set for "rr" or "coupon"; -1 for anything else. */
+int lt_route_parse(const char *name, lt_route *out);
 
 /* ---- the latency histogram --------------------------------------------- */
 
@@ -209,7 +227,8 @@ typedef struct lt_worker {
 } lt_worker;
 
 /* Start opt->threads workers sharing opt->connections connections, URLs
- * assigned round-robin by connection. *out is calloc'd (free with
+ * assigned round-robin by connection (--route rr) or all the coupon's URL
+ * (--route coupon). *out is calloc'd (free with
  * lt_workers_free after lt_workers_join). */
 int lt_workers_start(lt_run *run, lt_worker **out, char *err, size_t errlen);
 void lt_workers_join(lt_worker *w, unsigned n);

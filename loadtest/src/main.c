@@ -174,9 +174,9 @@ static int prepare_run(lt_main *m, lt_run *run)
     if (!opt->quiet)
         fprintf(stderr,
                 "coupon-loadtest: coupon %" PRId64 " (stock %" PRId64 " of %" PRId64 ", issued %" PRId64
-                "), %u connections on %u threads, %zu URL(s)\n",
+                "), %u connections on %u threads, %zu URL(s), route %s\n",
                 opt->coupon_id, m->audit.before.stock, m->audit.before.total,
-                m->audit.before.issued, opt->connections, opt->threads, opt->n_urls);
+                m->audit.before.issued, opt->connections, opt->threads, opt->n_urls, lt_route_name(opt->route));
     return 0;
 }
 

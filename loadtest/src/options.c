@@ -106,6 +106,13 @@ static int convert_path(const char *val, void *field, char *err, size_t errlen)
     return 0;
 }
 
+static int convert_route(const char *val, void *field, char *err, size_t errlen)
+{
+    if (lt_route_parse(val, field) != 0)
+        return cm_fail(err, errlen, "'%s' is not rr or coupon", val);
+    return 0;
+}
+
 static int convert_method(const char *val, void *field, char *err, size_t errlen)
 {
     int *use_get = field;
@@ -124,7 +131,15 @@ static const cm_option options[] = {
     {.name = "url", .kind = CM_ARG_STRING, .offset = AT(url), .required = 1,
      .metavar = "URL[,URL...]",
      .help = "server base URLs (http://HOST:PORT); connections are\n"
-             "spread over them round-robin"},
+             "spread over them round-robin (see --route)"},
+    {.name = "route", .kind = CM_ARG_STRING, .offset = AT(o.route), .convert = convert_route,
+     .metavar = "rr|coupon",
+     .help = "which URL a claim goes to (default rr): rr, its\n"
+             "connection's, connections dealt round robin over the\n"
+             "URLs; coupon, the URL a consistent hash of its coupon\n"
+             "id picks (jump hash), as HAProxy's balance url_param\n"
+             "coupon_id with hash-type consistent: every claim of a\n"
+             "coupon reaches one server (not with --bundle)"},
     {.name = "coupon", .kind = CM_ARG_U64, .offset = AT(coupon), .ulo = 1, .uhi = INT64_MAX,
      .expect = "a positive integer", .metavar = "ID",
      .help = "coupon to claim (positive integer); with --coupons N,\n"
@@ -222,7 +237,8 @@ static const cm_args_spec spec = {
     .n_opts = sizeof options / sizeof options[0],
     .usage = "usage: coupon-loadtest --url URL[,URL...] --coupon ID --threads T [--connections C]\n"
              "                       (--requests R | --duration S | --audit-only) [--rate R]\n"
-             "                       [--warmup S] [--timeline FILE.csv] [options]\n"
+             "                       [--warmup S] [--timeline FILE.csv] [--route rr|coupon]\n"
+             "                       [options]\n"
              "\n"
              "Hammers POST /api/v1/coupon/add?coupon_id=ID&user_id=U on one or more\n"
              "coupon-server instances, then audits the coupon for overselling.\n"
@@ -352,6 +368,9 @@ int lt_options_parse(int argc, char **argv, lt_options *o, char *err, size_t err
         return cm_fail(err, errlen, "--zipf and --bundle need --coupons");
     if (cl.coupons != NULL && (cl.o.rate > 0 || cl.o.timeline_path != NULL || cl.o.audit_only || cl.o.warmup_s > 0))
         return cm_fail(err, errlen, "--coupons runs closed loop: no --rate, --timeline, --warmup or --audit-only");
+    /* A bundle names several coupons, so there is no one coupon to route it by. */
+    if (cl.o.route == LT_ROUTE_COUPON && cl.bundle > 0)
+        return cm_fail(err, errlen, "--route coupon routes one-coupon claims: not with --bundle");
     if (cl.o.requests == 0 && cl.o.duration_s == 0 && !cl.o.audit_only)
         return cm_fail(err, errlen, "give --requests R or --duration S (see --help)");
     if (cl.o.warmup_s > 0 && cl.o.duration_s > 0 && cl.o.warmup_s >= cl.o.duration_s)

@@ -85,8 +85,8 @@ int lt_report_text(FILE *f, const lt_summary *s)
     char verdict[64];
     lt_code_count codes[LT_CODE_SLOTS];
 
-    fprintf(f, "coupon-loadtest: coupon %" PRId64 ", %u connections on %u threads over %zu URL(s), %s, ",
-            o->coupon_id, o->connections, o->threads, o->n_urls, o->use_get ? "GET" : "POST");
+    fprintf(f, "coupon-loadtest: coupon %" PRId64 ", %u connections on %u threads over %zu URL(s), route %s, %s, ",
+            o->coupon_id, o->connections, o->threads, o->n_urls, lt_route_name(o->route), o->use_get ? "GET" : "POST");
     if (o->users > 0)
         fprintf(f, "users drawn from %" PRIu64 "\n", o->users);
     else
@@ -338,6 +338,7 @@ int lt_report_json(FILE *f, const lt_summary *s)
     urls = NULL;
     bad |= jset(root, "threads", json_integer(o->threads));
     bad |= jset(root, "connections", json_integer(o->connections));
+    bad |= jset(root, "route", json_string(lt_route_name(o->route)));
     bad |= jset(root, "method", json_string(o->use_get ? "GET" : "POST"));
     bad |= jset(root, "users", json_integer((json_int_t)o->users));
     bad |= jset(root, "requests", json_integer((json_int_t)s->requests_done));

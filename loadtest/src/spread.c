@@ -15,6 +15,9 @@
  * Each of the --connections (default --threads) is a thread of its own
  * sending one request at a time: simpler than worker.c's epoll loops, and
  * the rates here compare locks with each other, not with the HTTP ceiling.
+ * With --route rr a thread keeps to one URL (thread i to URL i mod n); with
+ * --route coupon each claim goes to its coupon's URL (route.c), so a thread
+ * keeps a keep-alive handle per URL.
  */
 #include "loadtest.h"
 
@@ -165,19 +168,18 @@ static int read_bundle_ok(json_t *data, sp_req *r)
     return 0;
 }
 
-static void *thread_main(void *arg)
+/* The thread's keep-alive handle to URL u, made on first use: under --route
+ * rr a thread only ever uses one. NULL after t->err is set. */
+static CURL *handle_for(sp_thread *t, CURL **hs, size_t u, sp_buf *body)
 {
-    sp_thread *t = arg;
     const lt_options *o = t->sh->opt;
-    const char *base = o->urls[t->index % o->n_urls];
-    CURL *h = curl_easy_init();
-    sp_buf *body = malloc(sizeof *body);
-    char url[1024], user[LT_USER_MAX + 1], list[LT_BUNDLE_MAX * 21];
+    CURL *h = hs[u];
 
-    if (h == NULL || body == NULL) {
+    if (h != NULL)
+        return h;
+    if ((h = curl_easy_init()) == NULL) {
         snprintf(t->err, sizeof t->err, "worker %u: out of memory", t->index);
-        t->failed = 1;
-        goto out;
+        return NULL;
     }
     if (curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) != CURLE_OK || curl_easy_setopt(h, CURLOPT_PROXY, "") != CURLE_OK ||
         curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, o->timeout_ms) != CURLE_OK ||
@@ -187,6 +189,23 @@ static void *thread_main(void *arg)
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
         curl_easy_setopt(h, CURLOPT_WRITEDATA, body) != CURLE_OK) {
         snprintf(t->err, sizeof t->err, "worker %u: curl_easy_setopt failed", t->index);
+        curl_easy_cleanup(h);
+        return NULL;
+    }
+    hs[u] = h;
+    return h;
+}
+
+static void *thread_main(void *arg)
+{
+    sp_thread *t = arg;
+    const lt_options *o = t->sh->opt;
+    CURL **hs = calloc(o->n_urls, sizeof *hs);
+    sp_buf *body = malloc(sizeof *body);
+    char url[1024], user[LT_USER_MAX + 1], list[LT_BUNDLE_MAX * 21];
+
+    if (hs == NULL || body == NULL) {
+        snprintf(t->err, sizeof t->err, "worker %u: out of memory", t->index);
         t->failed = 1;
         goto out;
     }
@@ -206,6 +225,18 @@ static void *thread_main(void *arg)
         memset(&r, 0, sizeof r);
         r.ticket = ticket;
         r.k = k;
+        if (!o->bundle) {
+            idx[0] = pick(t);
+            r.ids[0] = o->coupon_ids[idx[0]];
+        }
+        /* Options refuse --route coupon with --bundle: a bundle keeps rr. */
+        size_t u = o->route == LT_ROUTE_COUPON ? lt_route_coupon(r.ids[0], o->n_urls) : t->index % o->n_urls;
+        const char *base = o->urls[u];
+        CURL *h = handle_for(t, hs, u, body);
+        if (h == NULL) {
+            t->failed = 1;
+            break;
+        }
         if (o->bundle) {
             size_t off = 0;
             pick_bundle(t, idx, k);
@@ -215,8 +246,6 @@ static void *thread_main(void *arg)
             }
             snprintf(url, sizeof url, "%s/api/v1/coupon/bundle?user_id=%s&coupon_ids=%s", base, user, list);
         } else {
-            idx[0] = pick(t);
-            r.ids[0] = o->coupon_ids[idx[0]];
             snprintf(url, sizeof url, "%s/api/v1/coupon/add?coupon_id=%" PRId64 "&user_id=%s", base, r.ids[0],
                      user);
         }
@@ -261,8 +290,10 @@ static void *thread_main(void *arg)
         }
     }
 out:
+    for (size_t u = 0; hs != NULL && u < o->n_urls; u++)
+        curl_easy_cleanup(hs[u]);
+    free(hs);
     free(body);
-    curl_easy_cleanup(h);
     return NULL;
 }
 
@@ -514,8 +545,9 @@ static void report(FILE *f, const lt_options *o, const lt_stats *s, double elaps
         for (size_t i = 0; i < v->n_findings; i++)
             json_array_append_new(fs, json_string(v->findings[i]));
         json_t *root = json_pack(
-            "{s:I,s:f,s:I,s:I,s:f,s:f,s:{s:f,s:f,s:f,s:f},s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b,s:s,s:o}",
-            "coupons", (json_int_t)o->n_coupons, "zipf", o->zipf, "bundle", (json_int_t)o->bundle, "answered",
+            "{s:I,s:f,s:I,s:s,s:I,s:f,s:f,s:{s:f,s:f,s:f,s:f},s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b,s:s,s:o}",
+            "coupons", (json_int_t)o->n_coupons, "zipf", o->zipf, "bundle", (json_int_t)o->bundle, "route",
+            lt_route_name(o->route), "answered",
             (json_int_t)s->answered, "elapsed_s", elapsed, "throughput", rate, "latency_ms", "p50", ms[0], "p90",
             ms[1], "p99", ms[2], "max", ms[3], "codes", codes, "transport_errors", (json_int_t)s->errors,
             "lock_timeouts", (json_int_t)c1005, "successes", (json_int_t)s->successes, "units_issued",
@@ -534,6 +566,7 @@ static void report(FILE *f, const lt_options *o, const lt_stats *s, double elaps
         fprintf(f, " s=%g", o->zipf);
     if (o->bundle)
         fprintf(f, ", bundles of %u", o->bundle);
+    fprintf(f, ", %zu URL(s), route %s", o->n_urls, lt_route_name(o->route));
     fprintf(f, "\nrequests:   %" PRIu64 " answered, %" PRIu64 " transport errors in %.2f s: %.0f req/s\n", s->answered,
             s->errors, elapsed, rate);
     fprintf(f, "latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", ms[0], ms[1], ms[2], ms[3]);
@@ -597,9 +630,10 @@ int lt_spread_main(const lt_options *o)
         snprintf(sh.user_tag, sizeof sh.user_tag, "lt%08" PRIx64 "-", (uint64_t)((seed * 0x9E3779B97F4A7C15ULL) >> 32));
     }
     if (!o->quiet)
-        fprintf(stderr, "coupon-loadtest: %zu coupons (%" PRId64 "..%" PRId64 ")%s, %u connections, %zu URL(s)\n",
+        fprintf(stderr,
+                "coupon-loadtest: %zu coupons (%" PRId64 "..%" PRId64 ")%s, %u connections, %zu URL(s), route %s\n",
                 o->n_coupons, o->coupon_ids[0], o->coupon_ids[o->n_coupons - 1], o->bundle ? ", bundles" : "",
-                o->connections, o->n_urls);
+                o->connections, o->n_urls, lt_route_name(o->route));
     int64_t t0 = cm_now_ns();
     if (o->duration_s > 0)
         sh.deadline_ns = t0 + (int64_t)(o->duration_s * 1e9);

@@ -498,8 +498,11 @@ static void *worker_main(void *arg)
     }
     for (unsigned i = 0; i < w->n_conns; i++) {
         /* Round-robin over the URLs by global connection number, so every
-         * server gets its share even with fewer threads than URLs. */
-        conns[i].target = &run->targets[(w->first_conn + i) % opt->n_urls];
+         * server gets its share even with fewer threads than URLs; --route
+         * coupon sends the one coupon's claims all to its URL instead. */
+        size_t u = opt->route == LT_ROUTE_COUPON ? lt_route_coupon(opt->coupon_id, opt->n_urls)
+                                                 : (w->first_conn + i) % opt->n_urls;
+        conns[i].target = &run->targets[u];
         conns[i].fd = CURL_SOCKET_BAD;
     }
     for (unsigned i = 0; i < w->n_conns; i++)

@@ -2,9 +2,10 @@
  * taken up again for the next one (dlock_reuse) with no round, until
  * another client wants it. Every failed acquire (acquire.lua, enter.lua,
  * multi_acquire.lua) publishes the holder's token on the lock key's
- * channel. A listener thread subscribed on every node hears it and hands
+ * channel. A listener thread per node, subscribed there, hears it and hands
  * the kept lock over (pass.lua), or marks a lock in use as wanted, which
- * its dlock_keep then releases. docs/libdlock.md, "Lock caching". */
+ * its dlock_keep then releases. The watchdog renews kept locks and gives up
+ * idle ones. docs/libdlock.md, "Lock caching". */
 #include "dlock_internal.h"
 
 #include <errno.h>
@@ -19,17 +20,6 @@
  * the base to the ceiling, as the round connections' probes (breaker.c). */
 #define CACHE_RETRY_BASE_MS 100
 #define CACHE_RETRY_MAX_MS 2000
-/* The listener wakes at least this often, for a lock whose renewal failed. */
-#define CACHE_SWEEP_MS 1000
-
-static void wake_listener(dlock_client *c)
-{
-    char b = 1;
-
-    /* A full pipe already holds a wake-up: EAGAIN is fine. */
-    if (write(c->cache_pipe[1], &b, 1) < 0 && errno != EAGAIN && errno != EINTR)
-        return;
-}
 
 static void unlink_kept(dlock_client *c, dlock_lock *lock)
 {
@@ -59,17 +49,19 @@ static dlock_err give_up(dlock_client *c, dlock_lock *lock, char *errbuf)
     return rc;
 }
 
-/* A notice for a token none of our locks held: kept for a moment, since the
- * acquire that set the key may not have listed its handle yet. */
+/* A notice for a token none of our locks held: kept for a while, since the
+ * acquire that set the key may not have read its grant yet (SPIN found the
+ * waiter starved without this: docs/model.md). Every caching client hears
+ * every notice of its prefix, so the ring is large. */
 static void remember_unmatched(dlock_client *c, const char *token)
 {
     snprintf(c->cache_unmatched[c->cache_unmatched_next], DLOCK_TOKEN_LEN, "%s", token);
-    c->cache_unmatched_next = (c->cache_unmatched_next + 1) % 8;
+    c->cache_unmatched_next = (c->cache_unmatched_next + 1) % DLOCK__CACHE_UNMATCHED;
 }
 
 static int was_unmatched(const dlock_client *c, const char *token)
 {
-    for (size_t i = 0; i < 8; i++)
+    for (size_t i = 0; i < DLOCK__CACHE_UNMATCHED; i++)
         if (strcmp(c->cache_unmatched[i], token) == 0)
             return 1;
     return 0;
@@ -101,11 +93,9 @@ static void cache_noticed(dlock_client *c, const char *token)
     remember_unmatched(c, token);
 }
 
-/* Gives up the kept locks left unused past their idle time, or that the
- * watchdog found lost; returns when the next idle time ends. Mutex held. */
-static int64_t cache_idle_expired(dlock_client *c, int64_t now)
+int64_t dlock__cache_idle_expired(dlock_client *c, int64_t now)
 {
-    int64_t next = now + CACHE_SWEEP_MS;
+    int64_t next = INT64_MAX;
 
     for (dlock_lock *l = c->cache_head; l != NULL;) {
         dlock_lock *after = l->cache_next;
@@ -196,108 +186,118 @@ static int read_notices(dlock_client *c, dlock__waker *sub, size_t i)
     }
 }
 
+/* Whether dlock__cache_stop was called; waits up to ms for it (the stop
+ * pipe is written once and never drained). */
+static int stopping(dlock_client *c, int64_t ms)
+{
+    struct pollfd p = {.fd = c->cache_pipe[0], .events = POLLIN};
+    int stop;
+
+    if (ms > 0)
+        (void)poll(&p, 1, (int)ms);
+    pthread_mutex_lock(&c->mu);
+    stop = c->cache_stop;
+    pthread_mutex_unlock(&c->mu);
+    return stop;
+}
+
+static void set_listening(dlock_client *c, size_t i, int on)
+{
+    pthread_mutex_lock(&c->mu);
+    if (on)
+        c->cache_listening |= 1u << i;
+    else
+        c->cache_listening &= ~(1u << i);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* One node's listener: its own thread, so that a node slow to connect
+ * delays no other node's notices. */
 static void *listener_main(void *arg)
 {
-    dlock_client *c = arg;
+    dlock__cache_listener *me = arg;
+    dlock_client *c = me->c;
+    size_t i = me->node;
     dlock__waker sub;
     char pattern[DLOCK_MAX_KEY_LEN * 2 + 16];
-    int64_t retry_at[DLOCK_MAX_NODES] = {0}, backoff[DLOCK_MAX_NODES] = {0};
-    uint32_t listening = 0;
+    int64_t backoff = 0;
 
     memset(&sub, 0, sizeof(sub));
     lock_pattern(c, pattern, sizeof(pattern));
-    pthread_mutex_lock(&c->mu);
-    while (!c->cache_stop) {
-        struct pollfd pfd[DLOCK_MAX_NODES + 1];
-        size_t at[DLOCK_MAX_NODES + 1], n = 0;
-        int64_t now = dlock_now_ms(), next;
+    while (!stopping(c, backoff)) {
+        if (subscribe(c, &sub, i, pattern) != 0) {
+            backoff = backoff == 0 ? CACHE_RETRY_BASE_MS
+                      : backoff * 2 > CACHE_RETRY_MAX_MS ? CACHE_RETRY_MAX_MS : backoff * 2;
+            continue;
+        }
+        backoff = 0;
+        set_listening(c, i, 1);
+        for (;;) {
+            struct pollfd p[2] = {{.fd = sub.ctx[i]->fd, .events = POLLIN},
+                                  {.fd = c->cache_pipe[0], .events = POLLIN}};
 
-        /* Connecting blocks (bounded by connect_timeout_ms): never with
-         * the mutex held. */
-        pthread_mutex_unlock(&c->mu);
-        for (size_t i = 0; i < c->n; i++) {
-            if ((listening & (1u << i)) || now < retry_at[i])
-                continue;
-            if (subscribe(c, &sub, i, pattern) == 0) {
-                listening |= 1u << i;
-                backoff[i] = 0;
-                continue;
-            }
-            backoff[i] = backoff[i] == 0 ? CACHE_RETRY_BASE_MS
-                         : backoff[i] * 2 > CACHE_RETRY_MAX_MS ? CACHE_RETRY_MAX_MS
-                                                               : backoff[i] * 2;
-            retry_at[i] = dlock_now_ms() + backoff[i];
+            if (poll(p, 2, -1) < 0 && errno != EINTR)
+                break;
+            if (p[1].revents != 0 && stopping(c, 0))
+                break;
+            if (p[0].revents != 0 && read_notices(c, &sub, i) != 0)
+                break;
         }
-        pthread_mutex_lock(&c->mu);
-        c->cache_listening = listening;
-        next = cache_idle_expired(c, dlock_now_ms());
-        pthread_mutex_unlock(&c->mu);
-        for (size_t i = 0; i < c->n; i++) {
-            if (listening & (1u << i)) {
-                pfd[n] = (struct pollfd){.fd = sub.ctx[i]->fd, .events = POLLIN};
-                at[n++] = i;
-            } else if (retry_at[i] < next) {
-                next = retry_at[i];
-            }
-        }
-        pfd[n] = (struct pollfd){.fd = c->cache_pipe[0], .events = POLLIN};
-        now = dlock_now_ms();
-        if (poll(pfd, n + 1, next > now ? (int)(next - now) : 0) > 0) {
-            char drain[64];
-
-            while (read(c->cache_pipe[0], drain, sizeof(drain)) > 0)
-                ;
-            for (size_t k = 0; k < n; k++) {
-                if ((pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) &&
-                    read_notices(c, &sub, at[k]) != 0) {
-                    listening &= ~(1u << at[k]);
-                    retry_at[at[k]] = dlock_now_ms() + CACHE_RETRY_BASE_MS;
-                }
-            }
-        }
-        pthread_mutex_lock(&c->mu);
-        c->cache_listening = listening;
-    }
-    c->cache_listening = 0;
-    pthread_mutex_unlock(&c->mu);
-    for (size_t i = 0; i < DLOCK_MAX_NODES; i++)
+        /* Broken or stopping: notices from this node are missed until it
+         * listens again (a waiter's next attempt publishes again). */
+        set_listening(c, i, 0);
         sub_close(&sub, i);
+        backoff = CACHE_RETRY_BASE_MS;
+    }
+    sub_close(&sub, i);
     return NULL;
 }
 
 int dlock__cache_start(dlock_client *c, char *why, size_t whylen)
 {
-    int err;
-
     if (!c->cache_on)
         return 0;
     if (pipe(c->cache_pipe) != 0 || fcntl(c->cache_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
-        fcntl(c->cache_pipe[1], F_SETFL, O_NONBLOCK) != 0 ||
         fcntl(c->cache_pipe[0], F_SETFD, FD_CLOEXEC) != 0 ||
         fcntl(c->cache_pipe[1], F_SETFD, FD_CLOEXEC) != 0) {
-        snprintf(why, whylen, "cache_locks: cannot make the listener's pipe: %s", strerror(errno));
+        snprintf(why, whylen, "cache_locks: cannot make the listeners' pipe: %s", strerror(errno));
         return -1;
     }
-    err = pthread_create(&c->cache_thread, NULL, listener_main, c);
-    if (err != 0) {
-        snprintf(why, whylen, "cache_locks: cannot start the listener thread: %s", strerror(err));
-        return -1;
+    for (size_t i = 0; i < c->n; i++) {
+        dlock__cache_listener *l = &c->cache_listeners[i];
+        int err;
+
+        l->c = c;
+        l->node = i;
+        err = pthread_create(&l->thread, NULL, listener_main, l);
+        if (err != 0) {
+            snprintf(why, whylen, "cache_locks: cannot start a listener thread: %s", strerror(err));
+            return -1;
+        }
+        l->started = 1;
     }
-    c->cache_started = 1;
     return 0;
 }
 
 void dlock__cache_stop(dlock_client *c)
 {
+    char b = 1;
+
     if (!c->cache_on)
         return;
-    if (c->cache_started) {
-        pthread_mutex_lock(&c->mu);
-        c->cache_stop = 1;
-        pthread_mutex_unlock(&c->mu);
-        wake_listener(c);
-        pthread_join(c->cache_thread, NULL);
-        c->cache_started = 0;
+    pthread_mutex_lock(&c->mu);
+    c->cache_stop = 1;
+    pthread_mutex_unlock(&c->mu);
+    if (c->cache_pipe[1] >= 0 && write(c->cache_pipe[1], &b, 1) != 1) {
+        /* Without the byte a listener blocked in poll would never see the
+         * stop: closing the write end wakes it too (POLLHUP). */
+        close(c->cache_pipe[1]);
+        c->cache_pipe[1] = -1;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->cache_listeners[i].started)
+            pthread_join(c->cache_listeners[i].thread, NULL);
+        c->cache_listeners[i].started = 0;
     }
     /* The kept locks are released (handed on), not left to their TTL. */
     pthread_mutex_lock(&c->mu);
@@ -360,8 +360,9 @@ dlock_err dlock_keep(dlock_client *c, dlock_lock *lock, unsigned idle_ms)
     lock->cache_idle_until_ms = now + idle_ms;
     lock->cache_next = c->cache_head;
     c->cache_head = lock;
+    /* The watchdog gives it up when idle: it sleeps until the next such time. */
+    pthread_cond_signal(&c->wd_cond);
     pthread_mutex_unlock(&c->mu);
-    wake_listener(c);
     return DLOCK_OK;
 }
 

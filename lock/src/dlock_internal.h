@@ -183,6 +183,17 @@ typedef struct dlock__waker {
     struct dlock__waker *next;        /* pool link */
 } dlock__waker;
 
+/* Notices for tokens none of a client's locks held, remembered (cache.c). */
+#define DLOCK__CACHE_UNMATCHED 256
+
+/* One node's listener thread of lock caching (cache.c). */
+typedef struct dlock__cache_listener {
+    struct dlock_client *c;
+    size_t node;
+    pthread_t thread;
+    int started;
+} dlock__cache_listener;
+
 /* ---- the client ---- */
 
 enum { DLOCK__HELD = 0, DLOCK__RELEASED = 1, DLOCK__LOST = 2 };
@@ -236,12 +247,11 @@ struct dlock_client {
     int cache_on;                     /* immutable: dlock_options.cache_locks */
     dlock_lock *cache_head;           /* kept locks, not in use (singly linked by cache_next) */
     uint32_t cache_listening;         /* nodes whose notices the listener receives now */
-    char cache_unmatched[8][DLOCK_TOKEN_LEN]; /* recent notices for no kept or held lock */
+    char cache_unmatched[DLOCK__CACHE_UNMATCHED][DLOCK_TOKEN_LEN]; /* recent notices for no lock */
     size_t cache_unmatched_next;
-    char cache_errstr[DLOCK_ERRSTR_LEN]; /* the listener's own detail buffer */
-    int cache_pipe[2];                /* wakes the listener: a lock kept, or stop */
-    pthread_t cache_thread;
-    int cache_started;
+    char cache_errstr[DLOCK_ERRSTR_LEN]; /* the listeners' and the cache's own detail buffer */
+    int cache_pipe[2];                /* written once: the listeners stop */
+    dlock__cache_listener cache_listeners[DLOCK_MAX_NODES];
     int cache_stop;
     dlock_lock *held_head;            /* handles granted and not yet released (lock.c; mu) */
     /* TLS (tls.c) */
@@ -708,12 +718,16 @@ dlock_err dlock__extend_locked(dlock_client *c, dlock_lock *lock, uint32_t ttl_m
                                char *errbuf);
 
 /* ---- cache.c ---- */
-/* Starts the listener (dlock_client_new with cache_locks): 0, or -1 with
+/* Starts the listeners (dlock_client_new with cache_locks): 0, or -1 with
  * why. */
 int dlock__cache_start(dlock_client *c, char *why, size_t whylen);
-/* Stops the listener and gives up every kept lock (dlock_client_free,
+/* Stops the listeners and gives up every kept lock (dlock_client_free,
  * without the mutex). */
 void dlock__cache_stop(dlock_client *c);
+/* For the watchdog: gives up the kept locks unused past their idle time
+ * or found lost (the mutex is let go around each free); returns when the
+ * next idle time ends, INT64_MAX with none. Mutex held. */
+int64_t dlock__cache_idle_expired(dlock_client *c, int64_t now);
 
 /* ---- renew.c ---- */
 void dlock__renew_unregister_locked(dlock_client *c, dlock_lock *lock);

@@ -218,7 +218,9 @@ static void *watchdog_main(void *arg)
 
     pthread_mutex_lock(&c->mu);
     while (!c->wd_stop) {
-        int64_t now = dlock_now_ms(), next = INT64_MAX;
+        int64_t now = dlock_now_ms();
+        /* Kept locks (cache.c) left idle are given up here too. */
+        int64_t next = dlock__cache_idle_expired(c, now);
         dlock_lock *due = NULL;
 
         for (dlock_lock *l = c->renew_head; l != NULL; l = l->reg_next) {

@@ -26,9 +26,16 @@ ROWS
 
 # haproxy.cfg for a front on bind (ADDR:PORT) to the servers (ADDR:PORT ...),
 # with its error files under dir/errors; prints the file's path.
+# HAPROXY_CLAIM_ROUTE picks the claim route's balance: coupon (the default,
+# one server per coupon) or leastconn (scripts/hosts says why it needs it).
 haproxy_config() { # dir bind server...
-  local dir="$1" bind="$2" i=0 s
+  local dir="$1" bind="$2" i=0 s claim_balance
   shift 2
+  case "${HAPROXY_CLAIM_ROUTE:-coupon}" in
+    coupon) claim_balance=$'balance url_param coupon_id check_post\n    hash-type consistent' ;;
+    leastconn) claim_balance="balance leastconn" ;;
+    *) echo "haproxy_config: HAPROXY_CLAIM_ROUTE '$HAPROXY_CLAIM_ROUTE' is not coupon or leastconn" >&2; return 1 ;;
+  esac
   haproxy_errorfiles "$dir/errors" || return 1
   {
     cat <<CFG
@@ -73,6 +80,9 @@ frontend coupon
     # forwards them, and libmicrohttpd ends a value at a NUL, so the two
     # would read one header two ways. CR and LF its parser refuses itself.
     http-request deny deny_status 400 if { req.hdrs -m reg '[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]' }
+    # A claim goes to the server its coupon hashes to (coupon_claims); the
+    # rest take no lock and keep leastconn (coupon_servers).
+    use_backend coupon_claims if { path /api/v1/coupon/add }
     default_backend coupon_servers
 
 backend coupon_servers
@@ -103,6 +113,28 @@ CFG
     for s in "$@"; do
       i=$((i + 1))
       echo "    server s$i $s"
+    done
+    cat <<CFG
+
+backend coupon_claims
+    # Affinity: every claim of a coupon reaches one server, which then keeps
+    # the coupon's lock between its claims instead of a lock round each.
+    # coupon_id is hashed from the query string, or from a urlencoded POST
+    # body, which the servers also read (HAProxy 2.6 reads the body with or
+    # without check_post; it is written for older versions); no coupon_id:
+    # round robin (the server answers 400). Consistent hashing: a server that goes
+    # down hands on only its own coupons, and gets them back when it is up.
+    $claim_balance
+    http-reuse safe
+    # The same servers, up or down as coupon_servers' health checks say
+    # (track): one set of checks per server. maxconn counts per backend, so
+    # a server may hold 100 claims and 100 other requests at once.
+    default-server maxconn 100 pool-max-conn 64 pool-purge-delay 1s
+CFG
+    i=0
+    for s in "$@"; do
+      i=$((i + 1))
+      echo "    server s$i $s track coupon_servers/s$i"
     done
   } >"$dir/haproxy.cfg" || return 1
   echo "$dir/haproxy.cfg"

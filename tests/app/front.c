@@ -27,7 +27,10 @@
  *     control_bytes_through_proxy_refused: one 400 each, the JSON
  *     errorfile where HAProxy's rules answer (not its parser: 2.6);
  *     proxy_answer_without_servers_is_json: the 503 errorfile;
- *     control_bytes_in_headers_refused: 400 / 1001 from the server.
+ *     control_bytes_in_headers_refused: 400 / 1001 from the server;
+ *   - claims_of_a_coupon_reach_one_server_through_proxy: every claim of a
+ *     coupon (query string or urlencoded body) reaches one server, and the
+ *     coupons spread over both.
  * APP_FRONT_HAPROXY_SED (haproxy_proc.h) runs them against a changed
  * configuration, to watch a test fail without its fix.
  * Without haproxy installed the proxy tests skip, saying so. */
@@ -838,6 +841,62 @@ Test(app_front, proxy_answer_without_servers_is_json, .timeout = 60)
     cr_assert_eq(st, 503, "no server up: %d\n%s", st, ans);
     cr_assert_eq(body_code(ans), 1006, "%s", ans);
     cr_assert_not_null(strcasestr(ans, "\r\nContent-Type: application/json"), "%s", ans);
+}
+
+/* Claims answered 200 by server s so far (its /metrics, counted before the answer is sent). */
+static long long claims_200(const server_proc *s)
+{
+    long long n = app_metric(s, "coupon_http_requests_total{route=\"/api/v1/coupon/add\",status=\"200\"}");
+    return n < 0 ? 0 : n;
+}
+
+/* Which server (0 or 1) answered the claims since before[]: exactly one of
+ * them, and want of them. */
+static int claimed_on(const long long before[2], long long want, long long coupon)
+{
+    long long d0 = claims_200(&g_app.srv[0]) - before[0], d1 = claims_200(&g_app.srv[1]) - before[1];
+    cr_assert((d0 == want && d1 == 0) || (d0 == 0 && d1 == want),
+              "coupon %lld: %lld claims on s1 and %lld on s2, not all %lld on one", coupon, d0, d1, want);
+    return d0 == want ? 0 : 1;
+}
+
+/* The claim route's affinity (balance url_param coupon_id check_post,
+ * hash-type consistent): every claim of a coupon reaches one server, the
+ * coupons spread over both, and a coupon_id in a urlencoded POST body is
+ * routed as in the query string. */
+Test(app_front, claims_of_a_coupon_reach_one_server_through_proxy, .timeout = 90)
+{
+    enum { COUPONS = 8, CLAIMS = 10 };
+    int owner[COUPONS], owned[2] = {0, 0};
+    long long ids[COUPONS], before[2];
+    APP_SETUP_OK();
+    layout_up();
+    for (int c = 0; c < COUPONS; c++)
+        ids[c] = app_create_coupon(&g_app.srv[0], "affinity", 1000, 0);
+    for (int c = 0; c < COUPONS; c++) {
+        before[0] = claims_200(&g_app.srv[0]);
+        before[1] = claims_200(&g_app.srv[1]);
+        for (int i = 0; i < CLAIMS; i++) {
+            char user[32];
+            snprintf(user, sizeof user, "a%d-%d", c, i);
+            app_claim_expect(&g_front.front, i % 2 ? "GET" : "POST", ids[c], user, 200, 0, 0);
+        }
+        owner[c] = claimed_on(before, CLAIMS, ids[c]);
+        owned[owner[c]]++;
+    }
+    cr_assert(owned[0] > 0 && owned[1] > 0, "all %d coupons hashed to one server", COUPONS);
+    for (int c = 0; c < COUPONS; c++) {
+        char body[96];
+        const char *form[] = {"Content-Type: application/x-www-form-urlencoded", NULL};
+        http_reply r;
+        before[0] = claims_200(&g_app.srv[0]);
+        before[1] = claims_200(&g_app.srv[1]);
+        snprintf(body, sizeof body, "coupon_id=%lld&user_id=body%d", ids[c], c);
+        app_request(&g_front.front, "POST", "/api/v1/coupon/add", body, form, &r);
+        cr_assert_eq(r.status, 200, "a claim with its coupon_id in the body: %ld %s", r.status, r.body);
+        http_reply_free(&r);
+        cr_assert_eq(claimed_on(before, 1, ids[c]), owner[c], "coupon %lld: the body's claim went elsewhere", ids[c]);
+    }
 }
 
 Test(app_front, control_bytes_in_headers_refused, .timeout = 60)

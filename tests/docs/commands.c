@@ -304,6 +304,32 @@ Test(docs_commands, many_coupons_zipf, .timeout = 150)
     want_line("    redlock ", " / ", line, sizeof line);
 }
 
+/* bench/many-coupons.sh --route coupon (docs/benchmarks.md, lock rounds per
+ * claim), one short round over 10 coupons: the header names the route and
+ * the formula, each row has its rounds per claim (none for atomic-sql,
+ * some for redlock) and NO OVERSELL, and the medians table follows. */
+Test(docs_commands, many_coupons_route, .timeout = 150)
+{
+    char line[512];
+    double rounds = -1;
+    const char *argv[] = {"bench/many-coupons.sh", "--rounds", "1", "--duration", "1", "--stock", "1000",
+                          "--counts", "10", "--route", "coupon", NULL};
+    int st = docs_run(argv, 130, &out);
+    cr_assert_eq(st, 0, "bench/many-coupons.sh --route coupon exit %d:\n%s", st, out);
+    cr_assert_not_null(strstr(out, " --route coupon; "), "the header does not name the route:\n%s", out);
+    want_line("rounds/claim = (EVALSHA + EVAL + FCALL calls on the masters", " / 3 masters / claims answered", line,
+              sizeof line);
+    want_line("1           10 atomic-sql ", "  NO OVERSELL", line, sizeof line);
+    cr_assert_not_null(strstr(line, " 0.00  NO OVERSELL"), "atomic-sql ran lock scripts: %s", line);
+    want_line("1           10 redlock ", "  NO OVERSELL", line, sizeof line);
+    const char *v = strstr(line, "  NO OVERSELL");
+    while (v > line && v[-1] != ' ')
+        v--;
+    cr_assert_eq(sscanf(v, "%lf", &rounds), 1, "no rounds per claim in: %s", line);
+    cr_assert(rounds > 0 && rounds <= 3, "redlock: %.2f lock rounds per claim: %s", rounds, line);
+    want_line("medians of 1 rounds (lock rounds per claim, route coupon):", "", line, sizeof line);
+}
+
 /* The row of the glance table that starts with prefix holds needle. */
 static void glance_row(const char *prefix, const char *needle)
 {

@@ -43,7 +43,7 @@ static const struct {
     {"bench/db-compare.sh", "docs_commands/db_compare_both_stores"},
     {"bench/sick-minority.sh", "docs_commands/sick_minority and sick_minority_contended"},
     {"bench/hot-coupon.sh", "docs_commands/hot_coupon"},
-    {"bench/many-coupons.sh", "docs_commands/many_coupons"},
+    {"bench/many-coupons.sh", "docs_commands/many_coupons, many_coupons_zipf and many_coupons_route"},
     {"bench/glance.sh", "docs_commands/glance_quick"},
     {"dlockctl", "the ctl_* suites (--help, --version, its options)"},
     {"dlockctl ping", "docs_commands/dlockctl_session"},

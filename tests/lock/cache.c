@@ -1,9 +1,10 @@
 /* cache.c - lock caching (lock/src/cache.c) on real redis-servers: a kept
  * lock is reused with no round and the same fence; it is handed to a
  * client that asks for it (queued, polling, or a multi acquire) within a
- * round trip or so, on one node and on Redlock; it is released when wanted
- * during its section, after its idle time, with too little validity left,
- * and when its client is freed; it is renewed while kept. */
+ * round trip or so, on one node and on Redlock, also with a master paused;
+ * it is released when wanted during its section, after its idle time, with
+ * too little validity left, and when its client is freed; it is renewed
+ * while kept. */
 #include <criterion/criterion.h>
 #include <string.h>
 #include <time.h>
@@ -212,4 +213,26 @@ Test(lock_cache, freeing_the_client_releases_its_kept_locks)
     cr_assert_eq(dlock_keep(a, l, 30000), DLOCK_OK, "keep: %s", TC_ERR(a));
     dlock_client_free(a);
     cr_assert_eq(tc_wait_holding(rs, 3, "c-free", 0, 2000), 0, "a freed client's kept lock stayed");
+}
+
+Test(lock_cache, a_paused_master_delays_no_hand_over)
+{
+    /* Paused before the clients exist: its listener never subscribes (it
+     * retries on its own thread), the other two hear the notices. */
+    cr_assert_eq(redis_pause(&rs[2]), 0);
+    dlock_client *a = client(3, 1, 1), *b = client(3, 0, 1);
+    dlock_lock *l = acquire_kept(a, "c-paused", 10000, 30000), *bl = NULL;
+
+    cr_assert_eq(dlock_keep(a, l, 30000), DLOCK_OK, "keep: %s", TC_ERR(a));
+    int64_t t0 = dlock_now_ms();
+    dlock_err e = dlock_acquire_for(b, "c-paused", 10000, 5000, &bl);
+    int64_t took = dlock_now_ms() - t0;
+    cr_assert_eq(redis_resume(&rs[2]), 0);
+    cr_assert_eq(e, DLOCK_OK, "b: %s (%s)", dlock_strerror(e), TC_ERR(b));
+    cr_log_info("a master paused: handed over in %lld ms", (long long)took);
+    cr_assert_lt(took, 1500, "the kept lock took %lld ms to reach the waiter", (long long)took);
+    cr_assert_eq(dlock_release(b, bl), DLOCK_OK, "%s", TC_ERR(b));
+    dlock_lock_free(bl);
+    dlock_client_free(b);
+    dlock_client_free(a);
 }

@@ -27,7 +27,17 @@
  * the lock for ever (no fences: they would grow without bound) and checks,
  * under weak fairness, that client SKEWED is granted again and again;
  * LATE_EVERY_ROUND lets every listing round leave the third node's answer
- * behind (with C=2, the liveness run of the recheck rule). */
+ * behind (with C=2, the liveness run of the recheck rule).
+ *
+ * With CACHE (and C=2) client 0 may keep its lock cached after a section
+ * (cache.c), start sections under it while it is not wanted, or give it up
+ * idle. enter.lua publishes a notice when it lists a caller; the listener
+ * process marks a held lock wanted, and a wanted cached lock is released
+ * with hand-over. No time: a cached lock is never renewed, and the idle
+ * give-up may come at any point. With LIVE, skewed_granted says the
+ * waiter (client 1) is granted again and again: the cached lock is given
+ * up to it. MUT_CACHE_NEVER_RELEASES ignores the
+ * notice; MUT_CACHE_RELEASE_NO_HANDOVER gives the wanted lock up by DEL. */
 
 #define N 3
 #ifndef C
@@ -70,6 +80,7 @@
 #define P_HOLD 4
 #define P_REL 5        /* pass.lua to node i */
 #define P_DONE 6
+#define P_CACHED 7     /* CACHE: the lock kept, no section running */
 
 byte owner[N];         /* lock key: 0 free, else client + 1 */
 byte q[N * C];         /* node n's waiters set in score order: client + 1, 0 empty */
@@ -101,6 +112,35 @@ byte listed[C];        /* bit n: listed on node n */
 byte holders;          /* ghost: granted and not yet released */
 bool key_unknown;      /* ghost: a waiting client holds a key it has not heard of */
 byte sj, sk;           /* scratch (0 between steps) */
+#ifdef CACHE
+/* client 0's lock handle, from its grant to its release */
+bool lease;            /* client 0 holds a handle (granted, not released) */
+bool kept;             /* that handle was kept (dlock_keep): a cached lock */
+bool wanted;           /* a notice came for it: no more sections, release */
+bool reldel;           /* the release under way is the mutant's DEL */
+bool sub;              /* client 0 listens for notices (subscribed) */
+bool notice;           /* a notice published to it, not yet handled */
+byte sq;               /* scratch: the set's size before ZADD NX */
+#define CACHE_END(c) if :: (c) == 0 -> lease = false; kept = false; wanted = false :: else fi
+/* dlock_keep looks at the waiters set at each lock's first keep: a
+ * notice that came while the lock was being acquired was dropped. With
+ * CACHE_CHECK_ONCE only right after it subscribes (the first keep ever),
+ * and a waiter listed then starves (SPIN's acceptance cycle). */
+#ifdef CACHE_CHECK_ONCE
+#define KEEP_CHECKS (!sub)
+#else
+#define KEEP_CHECKS (!kept)
+#endif
+#ifdef LIVE
+#define REUSE_OK true
+#define REUSE_COUNT skip
+#else
+#define REUSE_OK (calls < CALLS)
+#define REUSE_COUNT calls++
+#endif
+#else
+#define CACHE_END(c) skip
+#endif
 
 #define BIT(n) (1 << (n))
 #define CNT(m) ((((m) >> 0) & 1) + (((m) >> 1) & 1) + (((m) >> 2) & 1))
@@ -195,7 +235,11 @@ inline try_grant(c) {
         assert(sk > lastf || sk == FMAX);  /* fences of grants strictly increase */
         lastf = sk; sk = 0;
 #endif
-        i = 0; pc[c] = P_LEAVE
+        i = 0; pc[c] = P_LEAVE;
+#ifdef CACHE
+        if :: c == 0 -> lease = true; kept = false; wanted = false :: else fi;
+#endif
+        skip
     :: else -> pc[c] = P_WAIT
     fi
 }
@@ -224,7 +268,16 @@ inline enter(n, c, answered) {
        FENCE(INCR(n));
        ours(n, c, answered)
     :: owner[n] == c + 1 -> ours(n, c, answered)
-    :: else -> zadd(n, c); if :: answered -> listed[c] = listed[c] | BIT(n) :: else fi
+    :: else ->
+#ifdef CACHE
+       sq = qn[n];
+#endif
+       zadd(n, c); if :: answered -> listed[c] = listed[c] | BIT(n) :: else fi;
+#ifdef CACHE
+       if :: qn[n] > sq && sub -> notice = true :: else fi;   /* PUBLISH on listing */
+       sq = 0;
+#endif
+       skip
     fi
 }
 
@@ -299,10 +352,39 @@ proctype client(byte c)
     :: atomic { pc[c] == P_LEAVE && i == N ->
            i = 0; listed[c] = 0; maybe[c] = 0; rechecked[c] = 0; pc[c] = P_HOLD }
     /* the release: not held from the moment it is sent */
-    :: atomic { pc[c] == P_HOLD -> holders--; i = 0; pc[c] = P_REL }
+    :: atomic { pc[c] == P_HOLD -> holders--; i = 0; pc[c] = P_REL; CACHE_END(c) }
+#ifdef CACHE
+    /* dlock_keep: the section ends, the lock stays cached; listening
+     * starts before it is first kept; one look at the waiters sets */
+    :: atomic { c == 0 && pc[c] == P_HOLD && !wanted -> holders--;
+           if
+           :: KEEP_CHECKS -> if :: qn[0] + qn[1] + qn[2] > 0 -> wanted = true :: else fi
+           :: else
+           fi;
+           sub = true; kept = true; pc[c] = P_CACHED }
+    /* wanted: released with hand-over (pass.lua), by cache_noticed */
+    :: atomic { c == 0 && pc[c] == P_CACHED && wanted -> CACHE_END(c);
+#ifdef MUT_CACHE_RELEASE_NO_HANDOVER
+           reldel = true;
+#endif
+           i = 0; pc[c] = P_REL }
+    /* cache_idle_expired: unused, released with hand-over */
+    :: atomic { c == 0 && pc[c] == P_CACHED && !wanted -> CACHE_END(c); i = 0; pc[c] = P_REL }
+    /* dlock_reuse: a section under the cached lock, not wanted */
+    :: atomic { c == 0 && pc[c] == P_CACHED && !wanted && REUSE_OK ->
+           REUSE_COUNT; holders++; assert(holders == 1); pc[c] = P_HOLD }
+    /* the mutant's release: a token-checked DEL, nobody handed the key */
+    :: atomic { pc[c] == P_REL && i < N && pend[c] != i + 1 && reldel ->
+           if :: owner[i] == c + 1 -> owner[i] = 0; MSG(i, c) = false :: else fi; i++ }
+    :: atomic { pc[c] == P_REL && i < N && pend[c] != i + 1 && !reldel -> pass(i, c); FENCE(hf[i * C + c] = 0); i++ }
+#else
     :: atomic { pc[c] == P_REL && i < N && pend[c] != i + 1 -> pass(i, c); FENCE(hf[i * C + c] = 0); i++ }
+#endif
     :: atomic { pc[c] == P_REL && i == N ->
            i = 0; own[c] = 0;
+#ifdef CACHE
+           reldel = false;
+#endif
            /* the call ends: later calls' ranks move up */
            sj = 0;
            do
@@ -332,6 +414,23 @@ end:
     :: atomic { UNKNOWN_AT(0) || UNKNOWN_AT(1) || UNKNOWN_AT(2) -> key_unknown = true; assert(!key_unknown) }
     od
 }
+
+#ifdef CACHE
+/* cache.c's cache_noticed, on client 0's listening connection: a notice
+ * for a lock it holds marks it wanted (the cached lock's release follows
+ * at once, a section's at its end); one for no handle is dropped. */
+active proctype listener()
+{
+end:
+    do
+    :: atomic { notice -> notice = false;
+#ifndef MUT_CACHE_NEVER_RELEASES
+           if :: lease -> wanted = true :: else fi;
+#endif
+           skip }
+    od
+}
+#endif
 
 /* The nodes run the enter.lua a round stopped waiting for. */
 active proctype node()

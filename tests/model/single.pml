@@ -25,7 +25,18 @@
  * client's (it moves only TIME, which the code never uses for validity).
  * With NODE_STEP the node's clock steps forward STEP ticks once and its
  * keys expire early: assumption 1 of docs/redlock.md, which this run shows
- * is needed. */
+ * is needed.
+ *
+ * With CACHE client 0 may keep its lock cached after a section (cache.c):
+ * the watchdog renews it, a section reuses it (same fence) while its
+ * validity is at least MINV and it is not wanted, and one unused for IDLE
+ * renewals is given up. enter.lua publishes a notice when it lists a
+ * caller; the listener process (cache_noticed) marks the lock wanted, and
+ * a wanted cached lock is released with hand-over. With LIVE the sections
+ * under a cached lock may go on for ever, and the ltl property says a
+ * cached lock is given up once another client is listed (run with
+ * FAULTS=0). MUT_CACHE_NEVER_RELEASES ignores the notice;
+ * MUT_CACHE_RELEASE_NO_HANDOVER gives the wanted lock up by a plain DEL. */
 
 #define C 2
 #define CALLS_OF(c) ((c) == 0 -> 2 : 1)  /* a third acquisition sees what two leave */
@@ -37,6 +48,10 @@
 #define SKEW 2
 #define STEP 3
 #define AGEMAX 4      /* ages saturate: past TTL every bound from them is spent */
+#define MINV 2        /* CACHE: the validity a section under a cached lock needs */
+#ifndef IDLE
+#define IDLE 1        /* CACHE: the idle time, in renewals of an unused cached lock */
+#endif
 #ifndef FAULTS
 #define FAULTS 1
 #endif
@@ -47,11 +62,13 @@
 #define P_POP 3       /* blocked in BLPOP of our list for `bleft` ticks */
 #define P_HOLD 4
 #define P_DEAD 5
+#define P_CACHED 6    /* CACHE: the lock kept, no section running */
 
 #define K_ENTER 1
 #define K_LEAVE 2
 #define K_PASS 3
 #define K_EXTEND 4
+#define K_DEL 5       /* MUT_CACHE_RELEASE_NO_HANDOVER: a plain token-checked DEL */
 
 /* the node */
 byte key;             /* the lock key: 0 absent, else a token */
@@ -89,6 +106,17 @@ byte faults;
 bool stepped;
 byte sj, sw, se;      /* scratch of the scripts (0 between steps) */
 bool sh;
+#ifdef CACHE
+byte lasth;           /* who was granted lastf */
+/* client 0's lock handle, from its grant to its release */
+bool lease;           /* client 0 holds a handle (granted, not released) */
+bool kept;            /* that handle was kept (dlock_keep): a cached lock */
+bool wanted;          /* a notice came for it: no more sections, release */
+byte lfen;            /* its fence */
+bool sub;             /* client 0 listens for notices (subscribed) */
+bool notice;          /* a notice published to it, not yet handled */
+byte idle;            /* renewals since the lock was last kept */
+#endif
 
 #define ALIVE (key != 0 && kttl > 0)
 #define OWNER(t) (((t) - 1) % C)
@@ -100,6 +128,33 @@ bool sh;
 #define INC(x) if :: x < AGEMAX -> x++ :: else fi
 /* a bound of `span` ticks counted from a send `a` ticks ago, less drift */
 #define LEFT(span, a) ((span) > (a) + DRIFT -> (span) - (a) - DRIFT : 0)
+
+#ifdef CACHE
+/* the handle's end: released, lost or crashed */
+#define CACHE_END(c) if :: c == 0 -> lease = false; kept = false; wanted = false; idle = 0 :: else fi
+/* dlock_keep looks at the waiters set at each lock's first keep: a
+ * notice that came while the lock was being acquired was dropped. With
+ * CACHE_CHECK_ONCE only right after it subscribes (the first keep ever),
+ * and a waiter listed then starves (SPIN's acceptance cycle). */
+#ifdef CACHE_CHECK_ONCE
+#define KEEP_CHECKS (!sub)
+#else
+#define KEEP_CHECKS (!kept)
+#endif
+/* a section under the cached lock is one more call; with LIVE, for ever */
+#ifdef LIVE
+#define REUSE_OK(c) true
+#define REUSE_COUNT(c) skip
+#else
+#define REUSE_OK(c) (calls < CALLS_OF(c))
+#define REUSE_COUNT(c) calls++
+#endif
+/* client 0 renews only while cached (the search stays small enough) */
+#define SECTION_RENEWS(c) (c != 0)
+#else
+#define CACHE_END(c) skip
+#define SECTION_RENEWS(c) true
+#endif
 
 inline set_key(t) {
     key = t;
@@ -167,7 +222,11 @@ inline run_script(c, kind) {
                 do
                 :: sj < qn && qt[sj] == tokc[c] -> break
                 :: sj < qn && qt[sj] != tokc[c] -> sj++
-                :: sj >= qn -> qt[qn] = tokc[c]; qstay[qn] = dleft[c] + WINDOW; qn++; break
+                :: sj >= qn -> qt[qn] = tokc[c]; qstay[qn] = dleft[c] + WINDOW; qn++;
+#ifdef CACHE
+                    if :: sub -> notice = true :: else fi;   /* PUBLISH on listing */
+#endif
+                    break
                 od;
                 sj = 0
             fi
@@ -193,6 +252,11 @@ inline run_script(c, kind) {
         :: ALIVE && key == tokc[c] -> set_key(tokc[c]); rres[c] = 1
         :: else -> rres[c] = 0
         fi
+    :: kind == K_DEL ->
+        if
+        :: ALIVE && key == tokc[c] -> key = 0; kttl = 0; rres[c] = 1
+        :: else -> rres[c] = 0
+        fi
     fi;
     sh = false
 }
@@ -212,7 +276,12 @@ inline grant(c, f, v) {
     :: v > 0 ->
         assert(EXCLUSIVE(c));          /* at most one valid holder */
         assert(f > lastf);             /* fences of grants strictly increase */
-        lastf = f; held[c] = true; vleft[c] = v; pc[c] = P_HOLD
+        lastf = f; held[c] = true; vleft[c] = v; pc[c] = P_HOLD;
+#ifdef CACHE
+        lasth = c;
+        if :: c == 0 -> lease = true; kept = false; wanted = false; lfen = f :: else fi;
+#endif
+        skip
     :: else -> send_only(c, K_PASS); pc[c] = P_IDLE
     fi
 }
@@ -247,10 +316,19 @@ inline react(c) {
             assert(EXCLUSIVE(c)); vleft[c] = LEFT(TTL, age[c])
         :: else
         fi;
+#ifdef CACHE
+        if
+        :: held[c] -> pc[c] = P_HOLD
+        :: !held[c] && ok && rres[c] == 0 ->   /* a cached lock lost: not ours */
+            CACHE_END(c); pc[c] = P_IDLE
+        :: else -> pc[c] = P_CACHED
+        fi
+#else
         pc[c] = P_HOLD
-    :: kind == K_PASS -> pc[c] = P_IDLE
+#endif
+    :: kind == K_PASS || kind == K_DEL -> pc[c] = P_IDLE
     fi;
-    if :: pc[c] == P_IDLE || pc[c] == P_HOLD -> listed[c] = false; lage[c] = 0; dleft[c] = 0 :: else fi;
+    if :: pc[c] == P_IDLE || pc[c] == P_HOLD || pc[c] == P_CACHED -> listed[c] = false; lage[c] = 0; dleft[c] = 0 :: else fi;
     ok = false; v = 0; age[c] = 0; rres[c] = 0; rf[c] = 0; rp[c] = 0
 }
 
@@ -263,6 +341,23 @@ end:
     :: atomic { pend[1] != 0 -> run_script(1, pend[1]); pend[1] = pend2[1]; pend2[1] = 0 }
     od
 }
+
+#ifdef CACHE
+/* cache.c's cache_noticed, on client 0's listening connection: a notice
+ * for a lock it holds marks it wanted (the cached lock's release follows
+ * at once, a section's at its end); one for no handle is dropped. */
+active proctype listener()
+{
+end:
+    do
+    :: atomic { notice -> notice = false;
+#ifndef MUT_CACHE_NEVER_RELEASES
+           if :: lease -> wanted = true :: else fi;
+#endif
+           skip }
+    od
+}
+#endif
 
 /* One tick: everything left counts down, every age up. */
 active proctype clock()
@@ -335,16 +430,62 @@ proctype client(byte c)
     :: atomic { pc[c] == P_POP && bleft[c] == 0 ->
            kind = (dleft[c] == 0 -> K_LEAVE : K_ENTER); pc[c] = P_SEND }
     /* holding: renew once, or release, or crash */
-    :: atomic { pc[c] == P_HOLD && !extended -> extended = true; kind = K_EXTEND; pc[c] = P_SEND }
-    :: atomic { pc[c] == P_HOLD -> held[c] = false; vleft[c] = 0; kind = K_PASS; pc[c] = P_SEND }
-    :: atomic { pc[c] == P_HOLD && faults < FAULTS -> faults++; held[c] = false; vleft[c] = 0; pc[c] = P_DEAD }
+    :: atomic { pc[c] == P_HOLD && !extended && SECTION_RENEWS(c) -> extended = true; kind = K_EXTEND; pc[c] = P_SEND }
+    :: atomic { pc[c] == P_HOLD -> held[c] = false; vleft[c] = 0; kind = K_PASS; pc[c] = P_SEND; CACHE_END(c) }
+    :: atomic { pc[c] == P_HOLD && faults < FAULTS -> faults++; held[c] = false; vleft[c] = 0; pc[c] = P_DEAD; CACHE_END(c) }
+#ifdef CACHE
+    /* dlock_keep: the section ends, the lock stays cached; listening
+     * starts before it is first kept; one look at the waiters set */
+    :: atomic { c == 0 && pc[c] == P_HOLD && !wanted && vleft[c] > 0 ->
+           held[c] = false;
+           if
+           :: KEEP_CHECKS -> if :: qn > 0 -> wanted = true :: else fi
+           :: else
+           fi;
+           sub = true; kept = true; idle = 0; pc[c] = P_CACHED }
+    /* the watchdog renews the cached lock (extend.lua), while not wanted
+     * and not idle for the idle time */
+    :: atomic { c == 0 && pc[c] == P_CACHED && !wanted && idle < IDLE -> idle++; kind = K_EXTEND; pc[c] = P_SEND }
+    /* wanted: released with hand-over (pass.lua) */
+    :: atomic { c == 0 && pc[c] == P_CACHED && wanted -> CACHE_END(c);
+#ifdef MUT_CACHE_RELEASE_NO_HANDOVER
+           kind = K_DEL;
+#else
+           kind = K_PASS;
+#endif
+           pc[c] = P_SEND }
+    /* cache_idle_expired: unused for the idle time, released with hand-over */
+    :: atomic { c == 0 && pc[c] == P_CACHED && !wanted && idle == IDLE -> CACHE_END(c); kind = K_PASS; pc[c] = P_SEND }
+    /* dlock_reuse: a section under the cached lock, same fence, with
+     * enough validity left; too little: released with hand-over, and the
+     * call acquires anew */
+    :: atomic { c == 0 && pc[c] == P_CACHED && !wanted && REUSE_OK(c) && vleft[c] >= MINV ->
+           REUSE_COUNT(c);
+           assert(EXCLUSIVE(c));                              /* at most one valid holder */
+           assert(lfen > lastf || lfen == lastf && lasth == c); /* same holder: same fence */
+           held[c] = true; extended = false; pc[c] = P_HOLD }
+    :: atomic { c == 0 && pc[c] == P_CACHED && !wanted && REUSE_OK(c) && vleft[c] < MINV ->
+           CACHE_END(c); kind = K_PASS; pc[c] = P_SEND }
+#endif
     :: atomic { pc[c] == P_IDLE && calls == CALLS_OF(c) -> pc[c] = P_DEAD; listed[c] = false; dleft[c] = 0; lage[c] = 0 }
     od
 }
 
+#ifdef CACHE
+#ifdef LIVE
+/* a cached lock is given up once another client is listed as a waiter */
+ltl cache_released { [] ((kept && qn > 0) -> <> !kept) }
+#endif
+#endif
+
 init {
     atomic {
+#if defined(CACHE) && !defined(MUT_VALIDITY_FROM_NODE_TIME)
+        /* only that mutant reads TIME's offset: one offset is enough */
+        noff = 0;
+#else
         if :: noff = 0 :: noff = SKEW fi;
+#endif
         run client(0); run client(1)
     }
 }

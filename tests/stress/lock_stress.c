@@ -2,8 +2,8 @@
  * Criterion: its sandbox cannot start under ThreadSanitizer, upstream
  * Snaipe/Criterion#274), so the TSan build can check them. The paths: one
  * client shared by many threads, the watchdog racing release / free /
- * client_free, on_lost callbacks, stats snapshots, and a node killed under
- * contention.
+ * client_free, on_lost callbacks, stats snapshots, a node killed under
+ * contention, and kept locks (cache.c) handed between clients and threads.
  * Exits 0 when every check holds; prints each failed check otherwise. */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
@@ -25,13 +25,22 @@ static redis_proc counter;
 typedef struct shared_arg {
     dlock_client *c; /* shared by all threads, or NULL: make one per thread */
     int iters;
+    int cache;       /* keep each lock after its section (cache.c) and reuse it */
     int bad;         /* acquisitions or releases that failed */
     uint64_t last_fence_seen;
 } shared_arg;
 
-static dlock_client *patient_client(void)
+static dlock_client *patient_client(int cache)
 {
-    return tc_patient_client(nodes, NODES, 2000); /* TSan makes everything slow */
+    dlock_options o;
+    tc_addrs hold;
+    dlock_client *c = NULL;
+
+    tc_options(&o, &hold, nodes, NODES);
+    o.command_timeout_ms = 2000; /* TSan makes everything slow */
+    o.retry_unavailable = 1;
+    o.cache_locks = cache;
+    return dlock_client_new(&o, &c, NULL, 0) == DLOCK_OK ? c : NULL;
 }
 
 /* Non-atomic increment under the lock, as in tests/lock/mutex.c. */
@@ -39,7 +48,7 @@ static void *contend(void *p)
 {
     shared_arg *s = p;
     int bad = 0;
-    dlock_client *own = s->c ? NULL : patient_client();
+    dlock_client *own = s->c ? NULL : patient_client(s->cache);
     dlock_client *c = s->c ? s->c : own;
     redisContext *rc = redisConnect("127.0.0.1", counter.port);
     if (!c || !rc || rc->err) {
@@ -47,8 +56,8 @@ static void *contend(void *p)
         goto out;
     }
     for (int i = 0; i < s->iters; i++) {
-        dlock_lock *l = NULL;
-        dlock_err e = dlock_acquire(c, "stress", 10000, dlock_now_ms() + 30000, &l);
+        dlock_lock *l = s->cache ? dlock_reuse(c, "stress", 5000) : NULL;
+        dlock_err e = l != NULL ? DLOCK_OK : dlock_acquire(c, "stress", 10000, dlock_now_ms() + 30000, &l);
         if (e != DLOCK_OK) {
             bad++;
             continue;
@@ -58,6 +67,13 @@ static void *contend(void *p)
         freeReplyObject(r);
         r = redisCommand(rc, "SET counter %lld", v + 1);
         freeReplyObject(r);
+        if (s->cache) {
+            /* The client owns it now: kept, or handed to a waiter. */
+            e = dlock_keep(c, l, 200);
+            if (e != DLOCK_OK && !dlock_err_is_unavailable(e))
+                bad++;
+            continue;
+        }
         e = dlock_release(c, l);
         if (e != DLOCK_OK && !dlock_err_is_unavailable(e))
             bad++;
@@ -78,13 +94,13 @@ static void reset_counter(void)
     tc_cmd(&counter, out, sizeof out, 2, del);
 }
 
-static void run_contention(int shared, int threads, int iters, int kill_node)
+static void run_contention(int shared, int threads, int iters, int kill_node, int cache)
 {
     pthread_t th[8];
-    shared_arg s = {.iters = iters};
+    shared_arg s = {.iters = iters, .cache = cache};
     reset_counter();
     if (shared)
-        s.c = patient_client();
+        s.c = patient_client(cache);
     for (int t = 0; t < threads; t++)
         pthread_create(&th[t], NULL, contend, &s);
     if (kill_node) {
@@ -124,7 +140,7 @@ static void *watch(void *p)
 
 static void renewal_with_readers(void)
 {
-    dlock_client *c = patient_client();
+    dlock_client *c = patient_client(0);
     dlock_lock *ls[4] = {0};
     watcher w[4];
     pthread_t th[4];
@@ -166,7 +182,7 @@ static void renewal_with_readers(void)
 static void watchdog_races(void)
 {
     for (int round = 0; round < 30; round++) {
-        dlock_client *c = patient_client();
+        dlock_client *c = patient_client(0);
         dlock_lock *a = NULL, *b = NULL, *d = NULL;
         char ra[32], rb[32], rd[32];
         /* Fresh names: a and d are left to expire, not released. */
@@ -191,7 +207,7 @@ static void watchdog_races(void)
 
 static void lost_by_delete(void)
 {
-    dlock_client *c = patient_client();
+    dlock_client *c = patient_client(0);
     dlock_lock *l = NULL;
     tc_lost lost;
     dlock_err why = DLOCK_OK;
@@ -226,7 +242,7 @@ static void free_while_on_lost_runs(void)
     _Atomic size_t seen = 0;
     char out[16];
     for (int round = 0; round < 5; round++) {
-        dlock_client *c = patient_client();
+        dlock_client *c = patient_client(0);
         dlock_lock *l = NULL;
         const char *del[] = {"DEL", "lock:free-race"};
         CHECK(dlock_try_acquire(c, "free-race", 300, &l) == DLOCK_OK, "acquire");
@@ -250,9 +266,13 @@ int main(void)
         redis_stop_n(nodes, NODES);
         return 2;
     }
-    run_contention(1, 4, 60, 0);
-    run_contention(0, 4, 60, 0);
-    run_contention(1, 4, 60, 1);
+    run_contention(1, 4, 60, 0, 0);
+    run_contention(0, 4, 60, 0, 0);
+    run_contention(1, 4, 60, 1, 0);
+    /* Lock caching: kept locks handed between clients and between the
+     * threads of one client, the counter still exact. */
+    run_contention(0, 4, 60, 0, 1);
+    run_contention(1, 4, 60, 0, 1);
     renewal_with_readers();
     watchdog_races();
     lost_by_delete();
