@@ -14,8 +14,13 @@
  *   sigstop_mid_hold_is_refused_by_the_fence  the holder is SIGSTOPped in
  *       its second batch under a kept lock, past its TTL; the other server
  *       takes the lock and sells; the second batch, which carries the first
- *       batch's fence, is refused whole (1010) and nothing of it is applied. */
+ *       batch's fence, is refused whole (1010) and nothing of it is applied;
+ *   a_server_killed_while_caching_loses_nothing  a server keeps the locks of
+ *       four coupons and is killed (-9): their leases expire, the other
+ *       server takes every coupon over and sells, and the store's count is
+ *       exact. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,4 +278,65 @@ Test(app_hold, sigstop_mid_hold_is_refused_by_the_fence)
                  "the refused batch left a record");
     app_coupon_state st;
     app_expect_db(g_app.db, id, 3, 2, &st);
+}
+
+/* n claims of coupon id on srv, one after another, distinct users; how
+ * many were sold (200 / 0). */
+static int claims_on(const server_proc *srv, long long id, const char *tag, int n)
+{
+    CURL *h = curl_easy_init();
+    app_body b;
+    int sold = 0;
+
+    cr_assert_not_null(h);
+    for (int i = 0; i < n; i++) {
+        char url[256];
+        long status = 0;
+        json_t *root = NULL;
+        snprintf(url, sizeof url, "%s/api/v1/coupon/add?coupon_id=%lld&user_id=%s-%d", srv->url, id, tag, i);
+        CURLcode rc = app_curl_post(h, url, &b, 5000L, &status);
+        long long code = rc == CURLE_OK ? app_body_code(&b, &root) : -1;
+        json_decref(root);
+        cr_assert_eq(status, 200, "claim %s-%d of coupon %lld: HTTP %ld code %lld: %.300s", tag, i, id, status,
+                     code, rc == CURLE_OK ? b.data : "");
+        sold += code == 0;
+    }
+    curl_easy_cleanup(h);
+    return sold;
+}
+
+Test(app_hold, a_server_killed_while_caching_loses_nothing)
+{
+    APP_SETUP_OK();
+    long long id[4];
+    char key[64], out[64];
+    const char *exists[] = {"EXISTS", key};
+    int code = 0;
+
+    for (size_t i = 0; i < 2; i++)
+        app_env_server_up(&g_app, i, "--lock-ttl", "1000", "--lock-cache-ms", "60000", "--lock-wait", "8000", NULL);
+    for (int c = 0; c < 4; c++) {
+        char name[16];
+        snprintf(name, sizeof name, "kill%d", c);
+        id[c] = app_create_coupon(&g_app.srv[0], name, 50, 1);
+        cr_assert_eq(claims_on(&g_app.srv[0], id[c], "s0", 10), 10);
+    }
+    /* Every coupon's lock is kept by server 0 now, renewed by its watchdog. */
+    for (int c = 0; c < 4; c++) {
+        snprintf(key, sizeof key, APP_LOCK_KEY_FMT, id[c]);
+        app_redis(&g_app.redis[0], out, sizeof out, 2, exists);
+        cr_assert_str_eq(out, "1", "coupon %lld's lock was not kept", id[c]);
+    }
+    cr_assert_eq(server_stop(&g_app.srv[0], SIGKILL, &code), 0);
+    /* The dead server's leases run out (TTL 1000 ms): server 1 waits for
+     * each and sells. */
+    int64_t t0 = test_now_ms();
+    for (int c = 0; c < 4; c++)
+        cr_assert_eq(claims_on(&g_app.srv[1], id[c], "s1", 10), 10);
+    cr_log_info("after the kill: 40 claims on the other server in %lld ms", (long long)(test_now_ms() - t0));
+    for (int c = 0; c < 4; c++) {
+        app_coupon_state st;
+        app_expect_db(g_app.db, id[c], 30, 20, &st);
+        cr_assert_eq(st.users_over, 0);
+    }
 }
