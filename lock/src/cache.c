@@ -323,12 +323,16 @@ dlock_err dlock_keep(dlock_client *c, dlock_lock *lock, unsigned idle_ms)
         return DLOCK_ERR_ARG;
     if (dlock__enter(c, "keep") != 0)
         return DLOCK_ERR_ARG;
-    if (!c->cache_on || idle_ms == 0 || (lock != NULL && lock->multi != NULL) ||
-        dlock__release_ready(c, lock, "keep", c->errstr) != 0) {
-        if (!c->cache_on || idle_ms == 0 || lock->multi != NULL)
-            dlock__errf(c->errstr, "keep: %s", !c->cache_on ? "the client was made without cache_locks"
-                                               : idle_ms == 0 ? "idle_ms is 0"
-                                                              : "a multi-resource lock is not kept");
+    /* Refused, the lock stays the caller's, untouched. */
+    if (!c->cache_on)
+        why = "the client was made without cache_locks";
+    else if (idle_ms == 0)
+        why = "idle_ms is 0";
+    else if (lock != NULL && lock->multi != NULL)
+        why = "a multi-resource lock is not kept";
+    if (why != NULL || dlock__release_ready(c, lock, "keep", c->errstr) != 0) {
+        if (why != NULL)
+            dlock__errf(c->errstr, "keep: %s", why);
         pthread_mutex_unlock(&c->mu);
         return DLOCK_ERR_ARG;
     }

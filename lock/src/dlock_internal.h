@@ -243,10 +243,10 @@ struct dlock_client {
     int wd_stop;
     dlock_lock *renew_head;           /* registry of auto-renewed locks (singly linked) */
     /* lock caching (cache.c): the locks kept after their sections, and
-     * the listener thread that hears other clients want them */
+     * the listener threads (one per node) that hear other clients want them */
     int cache_on;                     /* immutable: dlock_options.cache_locks */
     dlock_lock *cache_head;           /* kept locks, not in use (singly linked by cache_next) */
-    uint32_t cache_listening;         /* nodes whose notices the listener receives now */
+    uint32_t cache_listening;         /* nodes whose listener is subscribed now */
     char cache_unmatched[DLOCK__CACHE_UNMATCHED][DLOCK_TOKEN_LEN]; /* recent notices for no lock */
     size_t cache_unmatched_next;
     char cache_errstr[DLOCK_ERRSTR_LEN]; /* the listeners' and the cache's own detail buffer */

@@ -199,7 +199,23 @@ Test(lock_cache, keep_needs_cache_locks_and_leaves_the_lock_to_its_holder)
     cr_assert_eq(dlock_acquire_for(a, "c-off", 5000, 2000, &l), DLOCK_OK, "%s", TC_ERR(a));
     cr_assert_eq(dlock_keep(a, l, 1000), DLOCK_ERR_ARG);
     cr_assert(strstr(TC_ERR(a), "cache_locks") != NULL, "%s", TC_ERR(a));
+    cr_assert_eq(dlock_keep(a, NULL, 1000), DLOCK_ERR_ARG);
     cr_assert(dlock_is_held(l));
+    cr_assert_eq(dlock_release(a, l), DLOCK_OK, "%s", TC_ERR(a));
+    dlock_lock_free(l);
+    dlock_client_free(a);
+}
+
+Test(lock_cache, keep_refuses_a_null_lock_and_idle_zero)
+{
+    dlock_client *a = client(1, 1, 1);
+    dlock_lock *l = NULL;
+
+    cr_assert_eq(dlock_keep(a, NULL, 1000), DLOCK_ERR_ARG);
+    cr_assert(strstr(TC_ERR(a), "NULL") != NULL, "%s", TC_ERR(a));
+    cr_assert_eq(dlock_acquire_for(a, "c-zero", 5000, 2000, &l), DLOCK_OK, "%s", TC_ERR(a));
+    cr_assert_eq(dlock_keep(a, l, 0), DLOCK_ERR_ARG);
+    cr_assert(dlock_is_held(l), "a refused keep let go of the lock");
     cr_assert_eq(dlock_release(a, l), DLOCK_OK, "%s", TC_ERR(a));
     dlock_lock_free(l);
     dlock_client_free(a);
