@@ -182,17 +182,30 @@ for ((r = 1; r <= rounds; r++)); do
 done
 echo "load after: $(uptime)"
 
-echo
-echo "medians of $rounds interleaved rounds (claims/s):"
-line="$(printf '  %-13s' coupons)"
-for n in "${count_list[@]}"; do line+="$(printf ' %10s' "$n")"; done
-echo "$line"
-for k in "${kinds[@]}"; do
-  line="$(printf '  %-13s' "$k")"
-  # shellcheck disable=SC2086  # the lists of numbers split into words on purpose
-  for n in "${count_list[@]}"; do line+="$(printf ' %10.0f' "$(median ${tput["$n:$k"]})")"; done
+# A table of medians: TITLE, then a header of the coupon counts and a line
+# per row kind of the median of map["count:kind"] over the rounds in FMT
+# ("-" where no round gave one). Usage: median_table TITLE MAP FMT.
+median_table() {
+  local -n map="$2"
+  local k n m line
+
+  echo
+  echo "$1"
+  line="$(printf '  %-13s' coupons)"
+  for n in "${count_list[@]}"; do line+="$(printf ' %10s' "$n")"; done
   echo "$line"
-done
+  for k in "${kinds[@]}"; do
+    line="$(printf '  %-13s' "$k")"
+    for n in "${count_list[@]}"; do
+      # shellcheck disable=SC2086  # the list of numbers splits into words on purpose
+      m="$(median ${map["$n:$k"]:-})"
+      if [ "$m" = null ]; then line+="$(printf ' %10s' -)"; else line+="$(printf " $3" "$m")"; fi
+    done
+    echo "$line"
+  done
+}
+
+median_table "medians of $rounds interleaved rounds (claims/s):" tput '%10.0f'
 for k in "${kinds[@]}"; do
   [ "$k" != atomic-sql ] || continue
   base=atomic-sql
@@ -216,20 +229,7 @@ if [ -n "$base_bin" ]; then
   done
 fi
 
-echo
-echo "medians of $rounds rounds (lock rounds per claim, route $route):"
-line="$(printf '  %-13s' coupons)"
-for n in "${count_list[@]}"; do line+="$(printf ' %10s' "$n")"; done
-echo "$line"
-for k in "${kinds[@]}"; do
-  line="$(printf '  %-13s' "$k")"
-  for n in "${count_list[@]}"; do
-    # shellcheck disable=SC2086  # the list of numbers splits into words on purpose
-    m="$(median ${rpc["$n:$k"]:-})"
-    if [ "$m" = null ]; then line+="$(printf ' %10s' -)"; else line+="$(printf ' %10.2f' "$m")"; fi
-  done
-  echo "$line"
-done
+median_table "medians of $rounds rounds (lock rounds per claim, route $route):" rpc '%10.2f'
 for n in "${count_list[@]}"; do
   echo
   echo "where a claim's time goes, $n coupon(s) (all rounds; us per claim run / us per pass, passes):"
