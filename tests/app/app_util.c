@@ -500,6 +500,24 @@ void app_redis(const redis_proc *r, char *out, size_t outlen, int argc, const ch
                  r->addr);
 }
 
+/* calls= of one command in the node's INFO commandstats (0 when absent:
+ * never called since the start). */
+static long long redis_calls(const redis_proc *r, const char *cmd)
+{
+    char out[16384], key[64];
+    const char *argv[] = {"INFO", "commandstats"};
+
+    app_redis(r, out, sizeof out, 2, argv);
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(out, key);
+    return p != NULL ? strtoll(p + strlen(key), NULL, 10) : 0;
+}
+
+long long app_lock_scripts(const redis_proc *r)
+{
+    return redis_calls(r, "evalsha") + redis_calls(r, "eval");
+}
+
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user)
 {
     app_body *b = user;

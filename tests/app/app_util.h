@@ -157,6 +157,11 @@ long long app_body_code(const app_body *b, json_t **root);
 /* Runs one Redis command on a node; asserts it answered; out gets the text. */
 void app_redis(const redis_proc *r, char *out, size_t outlen, int argc, const char *const *argv);
 
+/* The scripts (EVALSHA and EVAL calls, INFO commandstats) the node ran
+ * since it started: every command that takes, extends or releases a lock
+ * is one. */
+long long app_lock_scripts(const redis_proc *r);
+
 /* Starts a coupon-server by hand: argv[0] the binary, NULL-terminated;
  * stdout on a pipe (*out, the caller closes it), stderr into err_path (the
  * server dies with this process: PR_SET_PDEATHSIG). Waits at most 10 s for

@@ -28,25 +28,6 @@ TestSuite(VIEW_SUITE, .init = app_suite_init, .fini = app_suite_fini, .timeout =
 #define SOLD_OUT(path) "coupon_sold_out_total{path=\"" path "\"}"
 #define ACQUIRED "coupon_lock_acquisitions_total"
 
-/* calls= of one command in the node's INFO commandstats (0 when absent:
- * never called since the start). */
-static long long redis_calls(const redis_proc *r, const char *cmd)
-{
-    char out[16384], key[64];
-    const char *argv[] = {"INFO", "commandstats"};
-
-    app_redis(r, out, sizeof out, 2, argv);
-    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(out, key);
-    return p != NULL ? strtoll(p + strlen(key), NULL, 10) : 0;
-}
-
-/* Every command that takes, extends or releases a lock is a script. */
-static long long lock_commands(const redis_proc *r)
-{
-    return redis_calls(r, "evalsha") + redis_calls(r, "eval");
-}
-
 /* app_expect_db with a state of its own. */
 static void expect_db(long long id, long long stock, long long records)
 {
@@ -73,14 +54,14 @@ Test(VIEW_SUITE, sold_out_before_the_lock_without_a_round_trip)
     const server_proc *s = &g_app.srv[0];
     long long issued = app_metric(s, PEEKS("issued")), saved = app_metric(s, PEEKS("saved"));
     long long fast = app_metric(s, SOLD_OUT("fast")), locked = app_metric(s, SOLD_OUT("locked"));
-    long long acquired = app_metric(s, ACQUIRED), scripts = lock_commands(&g_app.redis[0]);
+    long long acquired = app_metric(s, ACQUIRED), scripts = app_lock_scripts(&g_app.redis[0]);
     for (int i = 0; i < 20; i++) {
         char user[32];
         snprintf(user, sizeof user, "late%d", i);
         claim_code(0, id, user, 409, 1003);
     }
     long long d_fast = app_metric(s, SOLD_OUT("fast")) - fast, d_locked = app_metric(s, SOLD_OUT("locked")) - locked;
-    long long d_acq = app_metric(s, ACQUIRED) - acquired, d_scripts = lock_commands(&g_app.redis[0]) - scripts;
+    long long d_acq = app_metric(s, ACQUIRED) - acquired, d_scripts = app_lock_scripts(&g_app.redis[0]) - scripts;
     long long d_issued = app_metric(s, PEEKS("issued")) - issued, d_saved = app_metric(s, PEEKS("saved")) - saved;
     cr_assert_eq(d_fast, 20, "late claims refused before the lock: %lld of 20 (under it: %lld)", d_fast, d_locked);
     cr_assert_eq(d_locked, 0);
@@ -108,7 +89,7 @@ Test(VIEW_SUITE, bundle_sold_out_before_the_lock)
 
     const server_proc *s = &g_app.srv[0];
     long long issued = app_metric(s, PEEKS("issued")), acquired = app_metric(s, ACQUIRED);
-    long long scripts = lock_commands(&g_app.redis[0]);
+    long long scripts = app_lock_scripts(&g_app.redis[0]);
     for (int i = 0; i < 5; i++) {
         snprintf(path, sizeof path, "/api/v1/coupon/bundle?user_id=b%d&coupon_ids=%lld,%lld", i + 2, b, a);
         app_request(&g_app.srv[0], "POST", path, NULL, NULL, &r);
@@ -120,7 +101,7 @@ Test(VIEW_SUITE, bundle_sold_out_before_the_lock)
         http_reply_free(&r);
     }
     cr_assert_eq(app_metric(s, ACQUIRED) - acquired, 0);
-    cr_assert_eq(lock_commands(&g_app.redis[0]) - scripts, 0);
+    cr_assert_eq(app_lock_scripts(&g_app.redis[0]) - scripts, 0);
     cr_assert_eq(app_metric(s, PEEKS("issued")) - issued, 0, "both members known from the first bundle");
     expect_db(a, 0, 1);
     expect_db(b, 9, 1);

@@ -132,7 +132,7 @@ static void expire(claim_job *job, const app_config *cfg, int64_t now_us)
                  "its whole wait passed in the claim queue while the lock service failed: %s", dlock_strerror(seen));
 }
 
-void batch_run(lane_batch *lb, const strategy *strat, worker *w, const app_config *cfg)
+static void answer_late(lane_batch *lb, const app_config *cfg)
 {
     /* Every job's done runs outside the queue's mutex: it may take the
      * HTTP server's locks. */
@@ -142,6 +142,21 @@ void batch_run(lane_batch *lb, const strategy *strat, worker *w, const app_confi
         expire(job, cfg, cm_now_us());
         job->done(job);
     }
+    lb->n_late = 0;
+}
+
+/* The strategy's answers to the batch's jobs, each done exactly once. */
+static void answer_batch(lane_batch *lb)
+{
+    for (size_t i = 0; i < lb->b.n; i++) {
+        lb->job[i]->result = lb->b.item[i].result;
+        lb->job[i]->done(lb->job[i]);
+    }
+}
+
+void batch_run(lane_batch *lb, const strategy *strat, worker *w, const app_config *cfg)
+{
+    answer_late(lb, cfg);
     if (lb->solo != NULL) {
         claim_job *job = lb->solo;
         memset(&job->out, 0, sizeof job->out);
@@ -154,10 +169,28 @@ void batch_run(lane_batch *lb, const strategy *strat, worker *w, const app_confi
     for (size_t i = 0; i < lb->b.n; i++)
         memset(&lb->job[i]->out, 0, sizeof lb->job[i]->out);
     strat->claim(strat, w, cfg, &lb->b);
-    for (size_t i = 0; i < lb->b.n; i++) {
-        lb->job[i]->result = lb->b.item[i].result;
-        lb->job[i]->done(lb->job[i]);
+    answer_batch(lb);
+}
+
+void batch_run_each(lane_batch *const *lbs, size_t n, const strategy *strat, worker *w, const app_config *cfg)
+{
+    claim_batch *bs[STRATEGY_ROUND_MAX];
+    size_t k = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        answer_late(lbs[i], cfg);
+        for (size_t j = 0; j < lbs[i]->b.n; j++)
+            memset(&lbs[i]->job[j]->out, 0, sizeof lbs[i]->job[j]->out);
+        if (lbs[i]->b.n > 0 && k < STRATEGY_ROUND_MAX)
+            bs[k++] = &lbs[i]->b;
     }
+    /* One batch left (the others' claims were all late): the round still
+     * serves it, so nothing here takes a second path. */
+    if (k > 0)
+        strat->claim_each(strat, w, cfg, bs, k);
+    for (size_t i = 0; i < n; i++)
+        if (!lbs[i]->b.prepare_busy)
+            answer_batch(lbs[i]);
 }
 
 void batch_answer_stopping(claim_job *job)

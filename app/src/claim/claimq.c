@@ -44,6 +44,8 @@ typedef struct claim_worker {
     struct claimq *q;
     shard *sh;
     lane_batch lb;           /* the batch it leads now */
+    lane_batch *round;       /* STRATEGY_ROUND_MAX of them, under a strategy with claim_each */
+    worker *w;               /* its slot, checked out for its life */
 } claim_worker;
 
 struct claimq {
@@ -57,6 +59,7 @@ struct claimq {
     size_t capacity;
     claim_worker *workers;
     size_t n_workers;        /* started (and so to join) */
+    size_t n_alloc_workers;  /* allocated (their rounds to free) */
     int stopped;             /* claimq_stop has joined the workers */
 };
 
@@ -139,6 +142,78 @@ static void waiting_sub(claimq *q, size_t n)
     metrics_claims_waiting(before - n);
 }
 
+/* Under sh->mu: after first, up to max - 1 more ready lanes whose oldest
+ * job is a single claim (a bundle holds locks of its own and runs alone),
+ * in the order they became ready. Returns how many lanes ls holds. */
+static size_t ready_take_claims(shard *sh, lane *first, lane **ls, size_t max)
+{
+    size_t n = 0;
+    lane *prev = NULL;
+
+    ls[n++] = first;
+    for (lane *l = sh->ready_head, *next; l != NULL && n < max; l = next) {
+        next = l->next_ready;
+        if (l->jobs.head->run != NULL) {
+            prev = l;
+            continue;
+        }
+        if (prev != NULL)
+            prev->next_ready = next;
+        else
+            sh->ready_head = next;
+        if (sh->ready_tail == l)
+            sh->ready_tail = prev;
+        l->ready = 0;
+        l->next_ready = NULL;
+        ls[n++] = l;
+    }
+    return n;
+}
+
+/* Several coupons in one round. With claims spread over many coupons a
+ * batch carries about one claim, so its lock's acquire and release rounds
+ * on the masters, not the store, were what each claim paid (benchmarks.md,
+ * "Many coupons"). When other lanes of this worker are ready too, it leads
+ * up to STRATEGY_ROUND_MAX of them at once: the strategy takes all their
+ * locks in one round and lets go of them in one. A coupon held elsewhere is
+ * not waited for here: its claims go back to its lane, behind the others,
+ * for the single path's wait. Entered under sh->mu with first popped;
+ * returns with it released. */
+static void lead_round(claim_worker *cw, lane *first)
+{
+    claimq *q = cw->q;
+    shard *sh = cw->sh;
+    worker *w = cw->w;
+    lane *ls[STRATEGY_ROUND_MAX];
+    lane_batch *lbs[STRATEGY_ROUND_MAX];
+    size_t n = ready_take_claims(sh, first, ls, STRATEGY_ROUND_MAX), moved = 0;
+    int64_t now = cm_now_us();
+
+    for (size_t i = 0; i < n; i++) {
+        lbs[i] = &cw->round[i];
+        ls[i]->led = 1;
+        batch_begin(lbs[i], ls[i]->coupon_id);
+        moved += batch_gather(lbs[i], &ls[i]->jobs, (size_t)q->cfg->lock_batch, GATHER_EXPIRE_LATE, 1, now);
+    }
+    pthread_mutex_unlock(&sh->mu);
+    waiting_sub(q, moved);
+    batch_run_each(lbs, n, q->strat, w, q->cfg);
+    pthread_mutex_lock(&sh->mu);
+    for (size_t i = 0; i < n; i++) {
+        lane *l = ls[i];
+        if (lbs[i]->b.prepare_busy) {
+            atomic_fetch_add(&q->waiting, lbs[i]->b.n);
+            batch_put_back(lbs[i], &l->jobs);
+        }
+        l->led = 0;
+        if (l->jobs.n > 0)
+            ready_push(sh, l);
+        else
+            lane_retire(sh, l);
+    }
+    pthread_mutex_unlock(&sh->mu);
+}
+
 static void *worker_main(void *arg)
 {
     claim_worker *cw = arg;
@@ -148,6 +223,7 @@ static void *worker_main(void *arg)
     /* The slot is this thread's until it leaves: its lock client (and the
      * locks it keeps) and its store connection are never shared (workers.h). */
     worker *w = pool_checkout(q->pool);
+    cw->w = w;
     /* Lock-free strategies have no wait to bound: their claims run
      * whatever the queue cost. */
     int with_lock = q->strat->uses_lock;
@@ -163,6 +239,11 @@ static void *worker_main(void *arg)
         }
         lane *l = ready_pop(sh);
         int others_ready = sh->ready_head != NULL;
+        /* --lock-batch 1 asks for a lock per claim: no round then. */
+        if (others_ready && cw->round != NULL && q->cfg->lock_batch > 1 && l->jobs.head->run == NULL) {
+            lead_round(cw, l);
+            continue;
+        }
         l->led = 1;
         batch_begin(lb, l->coupon_id);
         size_t max = (size_t)q->cfg->lock_batch, moved = 0;
@@ -308,6 +389,8 @@ void claimq_free(claimq *q)
     for (size_t s = 0; s < q->shards_ready; s++)
         shard_free(&q->shards[s]);
     free(q->shards);
+    for (size_t i = 0; q->workers != NULL && i < q->n_alloc_workers; i++)
+        free(q->workers[i].round);
     free(q->workers);
     free(q);
 }
@@ -337,6 +420,14 @@ int claimq_start(const app_config *cfg, const strategy *strat, worker_pool *pool
         snprintf(errbuf, errlen, "out of memory");
         claimq_free(q);
         return -1;
+    }
+    q->n_alloc_workers = n_workers;
+    for (size_t i = 0; strat->claim_each != NULL && i < n_workers; i++) {
+        if ((q->workers[i].round = calloc(STRATEGY_ROUND_MAX, sizeof(lane_batch))) == NULL) {
+            snprintf(errbuf, errlen, "out of memory");
+            claimq_free(q);
+            return -1;
+        }
     }
     for (size_t s = 0; s < q->n_shards; s++) {
         shard *sh = &q->shards[s];

@@ -11,6 +11,9 @@
  * try while other lanes wait, and a held coupon goes behind them), then
  * takes up to --lock-batch waiting claims of the lane as one batch
  * (claim/batch.h) and runs it through the strategy, then the next lane.
+ * While other lanes wait too, it leads up to STRATEGY_ROUND_MAX of them in
+ * one round instead (strategy.claim_each: their locks in one Redis round),
+ * and a coupon held elsewhere goes back to its lane, behind the others.
  * A job carries its deadline, fixed when the request arrived (arrival +
  * --lock-wait): a job still queued at its deadline is answered 1005
  * without touching Redis or the store. Knows nothing of HTTP: the caller

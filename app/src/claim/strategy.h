@@ -51,6 +51,9 @@ typedef struct claim_batch {
     int prepare_busy; /* with prepare_err: the coupon is held elsewhere (contention, not a failure) */
 } claim_batch;
 
+/* The most coupons strategy.claim_each takes in one round. */
+#define STRATEGY_ROUND_MAX 16
+
 /* strategy.stock_falls */
 #define STOCK_FALLS_ALWAYS 1
 #define STOCK_FALLS_FENCED 2
@@ -78,6 +81,12 @@ typedef struct strategy {
     /* Sets every item's result and out, and lets go of what prepare took;
      * never calls back into the queue. */
     void (*claim)(const struct strategy *self, worker *w, const app_config *cfg, claim_batch *b);
+    /* Optional: the batches of 1..STRATEGY_ROUND_MAX coupons at once, no
+     * prepare, each with n > 0 (redlock: one lock round for all). Answers
+     * every batch as claim does, except one whose coupon is held elsewhere:
+     * that one gets prepare_busy and no answer, for the queue to put back. */
+    void (*claim_each)(const struct strategy *self, worker *w, const app_config *cfg, claim_batch *const *bs,
+                       size_t n);
     /* nodes_up / nodes for the health report (0 / 0 when unused); bit i of
      * *up_mask set when the i-th --redis node answered. */
     lock_health (*health)(const struct strategy *self, worker *w, size_t *nodes_up, size_t *nodes,
