@@ -46,6 +46,7 @@ typedef struct claim_worker {
     lane_batch lb;           /* the batch it leads now */
     lane_batch *round;       /* STRATEGY_ROUND_MAX of them, under a strategy with claim_each */
     worker *w;               /* its slot, checked out for its life */
+    int all_busy;            /* its last round found every coupon held elsewhere */
 } claim_worker;
 
 struct claimq {
@@ -198,10 +199,13 @@ static void lead_round(claim_worker *cw, lane *first)
     pthread_mutex_unlock(&sh->mu);
     waiting_sub(q, moved);
     batch_run_each(lbs, n, q->strat, w, q->cfg);
+    size_t busy = 0, ran = 0;
     pthread_mutex_lock(&sh->mu);
     for (size_t i = 0; i < n; i++) {
         lane *l = ls[i];
+        ran += lbs[i]->b.n > 0;
         if (lbs[i]->b.prepare_busy) {
+            busy++;
             atomic_fetch_add(&q->waiting, lbs[i]->b.n);
             batch_put_back(lbs[i], &l->jobs);
         }
@@ -211,6 +215,10 @@ static void lead_round(claim_worker *cw, lane *first)
         else
             lane_retire(sh, l);
     }
+    /* Nothing granted: another try at once would only spin on the masters
+     * (a kept lock elsewhere is given up to a waiter that lists itself, not
+     * to a try). The next lane waits for its lock instead. */
+    cw->all_busy = ran > 0 && busy == ran;
     pthread_mutex_unlock(&sh->mu);
 }
 
@@ -240,7 +248,8 @@ static void *worker_main(void *arg)
         lane *l = ready_pop(sh);
         int others_ready = sh->ready_head != NULL;
         /* --lock-batch 1 asks for a lock per claim: no round then. */
-        if (others_ready && cw->round != NULL && q->cfg->lock_batch > 1 && l->jobs.head->run == NULL) {
+        if (others_ready && !cw->all_busy && cw->round != NULL && q->cfg->lock_batch > 1 &&
+            l->jobs.head->run == NULL) {
             lead_round(cw, l);
             continue;
         }
@@ -254,8 +263,10 @@ static void *worker_main(void *arg)
          * that came during its wait join this batch. */
         if (q->strat->prepare != NULL && oldest->run == NULL && now < oldest->deadline_us) {
             /* While other lanes wait, one try: a coupon held elsewhere must
-             * not stall this worker's other coupons behind it. */
-            int64_t until = others_ready ? now : oldest->deadline_us;
+             * not stall this worker's other coupons behind it (unless they
+             * were all held elsewhere too). */
+            int64_t until = others_ready && !cw->all_busy ? now : oldest->deadline_us;
+            cw->all_busy = 0;
             moved = batch_gather(lb, &l->jobs, 1, rule, with_lock, now);
             pthread_mutex_unlock(&sh->mu);
             waiting_sub(q, moved);
