@@ -130,6 +130,36 @@ Test(lock_cache, a_multi_acquire_gets_a_kept_lock_at_once)
     dlock_client_free(a);
 }
 
+/* A try never queues, so the notice of its failed attempt is what frees a
+ * kept lock: the next try gets it, long before the idle time (30 s). */
+Test(lock_cache, a_try_acquire_each_gets_a_kept_lock_on_a_later_try)
+{
+    dlock_client *a = client(3, 1, 1), *b = client(3, 0, 1);
+    dlock_lock *l = acquire_kept(a, "c-each-x", 10000, 30000);
+    const char *names[2] = {"c-each-x", "c-each-y"};
+    dlock_lock *got[2] = {NULL, NULL};
+    dlock_err rc[2];
+
+    cr_assert_eq(dlock_keep(a, l, 30000), DLOCK_OK, "keep: %s", TC_ERR(a));
+    cr_assert_eq(dlock_try_acquire_each(b, names, 2, 10000, got, rc), DLOCK_OK, "%s", TC_ERR(b));
+    cr_assert_eq(rc[0], DLOCK_ERR_TAKEN, "the kept lock was granted: %s", dlock_strerror(rc[0]));
+    cr_assert_eq(rc[1], DLOCK_OK, "%s", dlock_strerror(rc[1]));
+    int64_t t0 = dlock_now_ms();
+    for (int i = 0; i < 100 && rc[0] != DLOCK_OK; i++) {
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        cr_assert_eq(dlock_try_acquire_each(b, names, 1, 10000, got, rc), DLOCK_OK, "%s", TC_ERR(b));
+    }
+    int64_t took = dlock_now_ms() - t0;
+    cr_assert_eq(rc[0], DLOCK_OK, "the kept lock was not given up in %lld ms", (long long)took);
+    cr_assert_null(dlock_reuse(a, "c-each-x", 1), "a kept a lock it gave up");
+    dlock_lock *both[2] = {got[0], got[1]};
+    cr_assert_eq(dlock_release_each(b, both, 2, rc), DLOCK_OK, "%s", TC_ERR(b));
+    dlock_lock_free(got[0]);
+    dlock_lock_free(got[1]);
+    dlock_client_free(b);
+    dlock_client_free(a);
+}
+
 Test(lock_cache, a_lock_asked_for_during_its_section_is_released_at_keep)
 {
     dlock_client *a = client(3, 1, 1), *b = client(3, 0, 0);
