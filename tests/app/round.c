@@ -4,7 +4,9 @@
  *     served by one acquire round and one release round on the master;
  *   - a coupon held elsewhere is not answered by the round: its claim goes
  *     back to its lane and gets the lock once the holder's key is gone,
- *     while the other coupons of the round are answered at once.
+ *     while the other coupons of the round are answered at once;
+ *   - a worker waiting alone for a coupon held elsewhere still serves a
+ *     coupon whose claim comes during that wait.
  * Each test runs one coupon-server with one claim worker, so every lane
  * belongs to the stalled worker, and stalls it with --fault-pause-ms
  * MS:signal. */
@@ -178,4 +180,35 @@ Test(app_round, a_coupon_held_elsewhere_goes_back_to_its_lane_and_waits)
     app_expect_db(g_app.db, held_id, 4, 1, &st);
     for (size_t i = 0; i < 5; i++)
         app_expect_db(g_app.db, ids[i], 4, 1, &st);
+}
+
+/* The worker waits for the held coupon's lock in slices (claimq.c,
+ * WAIT_SLICE_US): a claim of another coupon that comes meanwhile is
+ * answered within a slice, not when the held coupon's wait ends. */
+Test(app_round, a_claim_that_comes_while_its_worker_waits_is_not_held_up)
+{
+    APP_SETUP_OK();
+    app_env_server_up(&g_app, 0, "--claim-workers", "1", "--lock-ttl", "10000", "--lock-wait", "6000", NULL);
+    long long held_id = app_create_coupon(&g_app.srv[0], "held", 5, 1);
+    long long free_id = app_create_coupon(&g_app.srv[0], "free", 5, 1);
+    char key[64], out[256];
+    snprintf(key, sizeof key, APP_LOCK_KEY_FMT, held_id);
+    claim_run held, other;
+    memset(&held, 0, sizeof held);
+    memset(&other, 0, sizeof other);
+    const char *set[] = {"SET", key, "another-client", "PX", "2500"};
+    app_redis(&g_app.redis[0], out, sizeof out, 5, set);
+    int64_t held_until = test_now_ms() + 2500;
+    claim_start(&held, held_id, "h");
+    test_sleep_ms(300); /* its worker now waits for the held coupon */
+    int64_t t0 = test_now_ms();
+    claim_start(&other, free_id, "f");
+    claim_expect(&other, 200, 0);
+    cr_assert_lt(other.done_ms - t0, 1000, "the free coupon's claim took %lld ms behind the held one",
+                 (long long)(other.done_ms - t0));
+    claim_expect(&held, 200, 0);
+    cr_assert_geq(held.done_ms, held_until - 50, "the held coupon was sold before its holder's key expired");
+    app_coupon_state st;
+    app_expect_db(g_app.db, held_id, 4, 1, &st);
+    app_expect_db(g_app.db, free_id, 4, 1, &st);
 }

@@ -64,6 +64,12 @@ struct claimq {
     int stopped;             /* claimq_stop has joined the workers */
 };
 
+/* The longest a worker waits for one coupon's lock before it looks at its
+ * other lanes again: a coupon held elsewhere (a paused holder) delays the
+ * claims of the worker's other coupons that arrive meanwhile by at most
+ * this, at the cost of leaving the lock's queue and listing again. */
+#define WAIT_SLICE_US 50000
+
 /* Fibonacci hashing spreads consecutive coupon ids. */
 static uint64_t coupon_hash(int64_t coupon_id)
 {
@@ -264,8 +270,10 @@ static void *worker_main(void *arg)
         if (q->strat->prepare != NULL && oldest->run == NULL && now < oldest->deadline_us) {
             /* While other lanes wait, one try: a coupon held elsewhere must
              * not stall this worker's other coupons behind it (unless they
-             * were all held elsewhere too). */
+             * were all held elsewhere too); else a wait of one slice. */
             int64_t until = others_ready && !cw->all_busy ? now : oldest->deadline_us;
+            if (until > now + WAIT_SLICE_US)
+                until = now + WAIT_SLICE_US;
             cw->all_busy = 0;
             moved = batch_gather(lb, &l->jobs, 1, rule, with_lock, now);
             pthread_mutex_unlock(&sh->mu);
