@@ -62,9 +62,9 @@ void batch_run(lane_batch *lb, const strategy *strat, worker *w, const app_confi
 
 /* Outside the mutex: the batches of several lanes (2..STRATEGY_ROUND_MAX,
  * gathered without a prepare and holding no bundle) through
- * strat->claim_each at once; answers each batch as batch_run does, except
- * one the strategy found busy (b.prepare_busy), whose claims are left
- * unanswered in it for batch_put_back. */
+ * strat->claim_each at once. Each is answered as batch_run answers, except
+ * one the strategy found busy (b.prepare_busy): its claims stay in it,
+ * unanswered, for batch_put_back. */
 void batch_run_each(lane_batch *const *lbs, size_t n, const strategy *strat, worker *w, const app_config *cfg);
 
 /* Answers a job that never ran with "server stopping". */
