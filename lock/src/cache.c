@@ -1,10 +1,10 @@
 /* cache.c - lock caching: a lock kept after its section (dlock_keep) and
  * taken up again for the next one (dlock_reuse) with no round, until
  * another client wants it. Every failed acquire (acquire.lua, enter.lua,
- * multi_acquire.lua) publishes the holder's token on the lock key's
- * channel. A listener thread per node, subscribed there, hears it and hands
- * the kept lock over (pass.lua), or marks a lock in use as wanted, which
- * its dlock_keep then releases. The watchdog renews kept locks and gives up
+ * multi_acquire.lua, acquire_each.lua) publishes the holder's token on the
+ * lock key's channel. A listener thread per node, subscribed there, hears
+ * it and hands the kept lock over (pass.lua), or marks a lock in use as
+ * wanted, which its dlock_keep then releases. The watchdog renews kept locks and gives up
  * idle ones. docs/libdlock.md, "Lock caching". */
 #include "dlock_internal.h"
 
@@ -67,8 +67,9 @@ static int was_unmatched(const dlock_client *c, const char *token)
     return 0;
 }
 
-/* A kept lock leaves the cache and goes to the first waiter (pass.lua). */
-static void hand_over(dlock_client *c, dlock_lock *l)
+/* A kept lock leaves the cache and goes to the first waiter (pass.lua);
+ * the mutex is let go around its free, as give_up's. */
+static void give_up_kept(dlock_client *c, dlock_lock *l)
 {
     unlink_kept(c, l);
     (void)give_up(c, l, c->cache_errstr);
@@ -80,7 +81,7 @@ static void cache_noticed(dlock_client *c, const char *token)
 {
     for (dlock_lock *l = c->cache_head; l != NULL; l = l->cache_next) {
         if (strcmp(l->token, token) == 0) {
-            hand_over(c, l);
+            give_up_kept(c, l); /* to the waiter that asked */
             return;
         }
     }
@@ -101,8 +102,7 @@ int64_t dlock__cache_idle_expired(dlock_client *c, int64_t now)
         dlock_lock *after = l->cache_next;
 
         if (now >= l->cache_idle_until_ms || atomic_load(&l->state) != DLOCK__HELD) {
-            unlink_kept(c, l);
-            (void)give_up(c, l, c->cache_errstr);
+            give_up_kept(c, l);
             /* The list may have changed while the mutex was let go. */
             after = c->cache_head;
         } else if (l->cache_idle_until_ms < next) {
@@ -301,12 +301,8 @@ void dlock__cache_stop(dlock_client *c)
     }
     /* The kept locks are released (handed on), not left to their TTL. */
     pthread_mutex_lock(&c->mu);
-    while (c->cache_head != NULL) {
-        dlock_lock *l = c->cache_head;
-
-        unlink_kept(c, l);
-        (void)give_up(c, l, c->cache_errstr);
-    }
+    while (c->cache_head != NULL)
+        give_up_kept(c, c->cache_head);
     pthread_mutex_unlock(&c->mu);
     for (int i = 0; i < 2; i++)
         if (c->cache_pipe[i] >= 0)
@@ -390,9 +386,9 @@ dlock_lock *dlock_reuse(dlock_client *c, const char *resource, unsigned min_left
     }
     unlink_kept(c, lock);
     left = atomic_load(&lock->valid_until_ms) - dlock_now_ms();
-    if (lock->wanted)
-        why = "another client asked for it";
-    else if (atomic_load(&lock->state) != DLOCK__HELD)
+    /* Never a wanted one: a notice hands a kept lock over at once, and
+     * dlock_keep keeps no lock asked for during its section. */
+    if (atomic_load(&lock->state) != DLOCK__HELD)
         why = "it was lost";
     /* Never used past its validity: a section starts only with enough
      * lease left to finish inside it. */

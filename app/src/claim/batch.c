@@ -181,7 +181,7 @@ void batch_run_each(lane_batch *const *lbs, size_t n, const strategy *strat, wor
         answer_late(lbs[i], cfg);
         for (size_t j = 0; j < lbs[i]->b.n; j++)
             memset(&lbs[i]->job[j]->out, 0, sizeof lbs[i]->job[j]->out);
-        if (lbs[i]->b.n > 0 && k < STRATEGY_ROUND_MAX)
+        if (lbs[i]->b.n > 0)
             bs[k++] = &lbs[i]->b;
     }
     /* One batch left (the others' claims were all late): the round still

@@ -45,7 +45,6 @@ typedef struct claim_worker {
     shard *sh;
     lane_batch lb;           /* the batch it leads now */
     lane_batch *round;       /* STRATEGY_ROUND_MAX of them, under a strategy with claim_each */
-    worker *w;               /* its slot, checked out for its life */
     int all_busy;            /* its last round found every coupon held elsewhere */
 } claim_worker;
 
@@ -186,11 +185,10 @@ static size_t ready_take_claims(shard *sh, lane *first, lane **ls, size_t max)
  * not waited for here: its claims go back to its lane, behind the others,
  * for the single path's wait. Entered under sh->mu with first popped;
  * returns with it released. */
-static void lead_round(claim_worker *cw, lane *first)
+static void lead_round(claim_worker *cw, worker *w, lane *first)
 {
     claimq *q = cw->q;
     shard *sh = cw->sh;
-    worker *w = cw->w;
     lane *ls[STRATEGY_ROUND_MAX];
     lane_batch *lbs[STRATEGY_ROUND_MAX];
     size_t n = ready_take_claims(sh, first, ls, STRATEGY_ROUND_MAX), moved = 0;
@@ -237,7 +235,6 @@ static void *worker_main(void *arg)
     /* The slot is this thread's until it leaves: its lock client (and the
      * locks it keeps) and its store connection are never shared (workers.h). */
     worker *w = pool_checkout(q->pool);
-    cw->w = w;
     /* Lock-free strategies have no wait to bound: their claims run
      * whatever the queue cost. */
     int with_lock = q->strat->uses_lock;
@@ -256,7 +253,7 @@ static void *worker_main(void *arg)
         /* --lock-batch 1 asks for a lock per claim: no round then. */
         if (others_ready && !cw->all_busy && cw->round != NULL && q->cfg->lock_batch > 1 &&
             l->jobs.head->run == NULL) {
-            lead_round(cw, l);
+            lead_round(cw, w, l);
             continue;
         }
         l->led = 1;

@@ -79,6 +79,14 @@ static void log_fence_refused(worker *w, int64_t coupon_id, uint64_t fence, size
                    " for %zu claim(s): %s", coupon_id, fence, n, db_errmsg(w->db));
 }
 
+/* A lock taken (not reused): counted, and the crash fault's moment. */
+static void note_granted(const app_config *cfg)
+{
+    metrics_lock_acquired();
+    /* --fault-crash-after-lock: dying here leaves the key to its TTL. */
+    fault_lock_acquired(cfg);
+}
+
 /* Acquires for one batch until deadline (libdlock's clock), counted here
  * so that every batch's acquisition is measured alike. */
 static dlock_err take_lock(worker *w, const app_config *cfg, const char *resource, int64_t deadline,
@@ -95,11 +103,8 @@ static dlock_err take_lock(worker *w, const app_config *cfg, const char *resourc
      * exactly this acquisition's retries. */
     dlock_client_stats(w->lock, &after);
     metrics_lock_retries(after.retries - before.retries);
-    if (e == DLOCK_OK) {
-        metrics_lock_acquired();
-        /* --fault-crash-after-lock: dying here leaves the key to its TTL. */
-        fault_lock_acquired(cfg);
-    }
+    if (e == DLOCK_OK)
+        note_granted(cfg);
     return e;
 }
 
@@ -125,27 +130,39 @@ static dlock_lock *reuse_kept(worker *w, const app_config *cfg, const char *reso
     return lock;
 }
 
-/* Keeps a decided section's lock under --lock-cache-ms, else releases it;
- * the outcomes stand whatever the release says, since the write is already
- * committed or refused by its fence. */
-static void let_go(worker *w, const app_config *cfg, dlock_lock *lock, db_status st)
+/* A decided section's lock goes to the cache under --lock-cache-ms:
+ * dlock_keep's answer. DLOCK_ERR_ARG: not taken over (no caching, or a
+ * section not decided), so the caller releases it. */
+static dlock_err keep_decided(worker *w, const app_config *cfg, dlock_lock *lock, db_status st)
 {
-    int64_t release_t0 = cm_now_us();
-    dlock_err re = DLOCK_ERR_ARG;
-
     if (cfg->lock_cache_ms > 0 && section_decided(st))
-        re = dlock_keep(w->lock, lock, (unsigned)cfg->lock_cache_ms);
-    /* ARG: not taken over (a client without caching), so released here. */
-    if (re == DLOCK_ERR_ARG) {
-        re = dlock_release(w->lock, lock);
-        dlock_lock_free(lock);
-    }
-    metrics_stage_us(STAGE_RELEASE, cm_now_us() - release_t0);
+        return dlock_keep(w->lock, lock, (unsigned)cfg->lock_cache_ms);
+    return DLOCK_ERR_ARG;
+}
+
+/* What a keep or release said, counted. The outcomes stand whatever it
+ * says, since the write is already committed or refused by its fence. */
+static void count_let_go(dlock_err re)
+{
     /* LOST: the lease ended first; under --fence full a newer holder's read refused our write. */
     if (re == DLOCK_ERR_LOST)
         metrics_lock_lost();
     else if (re != DLOCK_OK)
         metrics_lock_release_error(); /* the key expires after its TTL */
+}
+
+/* Keeps a decided section's lock under --lock-cache-ms, else releases it. */
+static void let_go(worker *w, const app_config *cfg, dlock_lock *lock, db_status st)
+{
+    int64_t release_t0 = cm_now_us();
+    dlock_err re = keep_decided(w, cfg, lock, st);
+
+    if (re == DLOCK_ERR_ARG) {
+        re = dlock_release(w->lock, lock);
+        dlock_lock_free(lock);
+    }
+    metrics_stage_us(STAGE_RELEASE, cm_now_us() - release_t0);
+    count_let_go(re);
 }
 
 /* Every claim of a batch whose lock was not taken gets the lock's answer
@@ -307,10 +324,8 @@ static void round_locks(worker *w, const app_config *cfg, char (*resource)[64], 
     for (size_t j = 0; j < k; j++) {
         lock[ask[j]] = got[j];
         rc[ask[j]] = got_rc[j];
-        if (got_rc[j] == DLOCK_OK) {
-            metrics_lock_acquired();
-            fault_lock_acquired(cfg);
-        }
+        if (got_rc[j] == DLOCK_OK)
+            note_granted(cfg);
     }
 }
 
@@ -326,23 +341,15 @@ static void round_let_go(worker *w, const app_config *cfg, dlock_lock **lock, co
     for (size_t i = 0; i < n; i++) {
         if (lock[i] == NULL)
             continue;
-        dlock_err re = DLOCK_ERR_ARG;
-        if (cfg->lock_cache_ms > 0 && section_decided(st[i]))
-            re = dlock_keep(w->lock, lock[i], (unsigned)cfg->lock_cache_ms);
+        dlock_err re = keep_decided(w, cfg, lock[i], st[i]);
         if (re == DLOCK_ERR_ARG)
             rel[k++] = lock[i];
-        else if (re != DLOCK_OK)
-            metrics_lock_release_error();
+        else
+            count_let_go(re);
     }
     dlock_err e = k > 0 ? dlock_release_each(w->lock, rel, k, rc) : DLOCK_OK;
-    for (size_t j = 0; e != DLOCK_OK && j < k; j++)
-        rc[j] = e;
     for (size_t j = 0; j < k; j++) {
-        /* As let_go: the outcomes stand whatever the release says. */
-        if (rc[j] == DLOCK_ERR_LOST)
-            metrics_lock_lost();
-        else if (rc[j] != DLOCK_OK)
-            metrics_lock_release_error();
+        count_let_go(e != DLOCK_OK ? e : rc[j]);
         dlock_lock_free(rel[j]);
     }
     metrics_stage_us(STAGE_RELEASE, cm_now_us() - t0);
